@@ -1,0 +1,68 @@
+package dev.fencedjobs.db;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import javax.sql.DataSource;
+import org.flywaydb.core.Flyway;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.conf.Settings;
+import org.jooq.impl.DSL;
+
+/** Connection pools, jOOQ contexts and migrations, set up the same way by every service. */
+public final class Database {
+
+    static {
+        // jOOQ prints a banner and tips on first use; services log their own start-up instead.
+        System.setProperty("org.jooq.no-logo", "true");
+        System.setProperty("org.jooq.no-tips", "true");
+    }
+
+    private Database() {}
+
+    /**
+     * A HikariCP pool whose connections carry the configured server-side timeouts. It starts even
+     * when the database is down (services report not-ready and retry), and sends no keep-alive
+     * queries, so an idle service issues only its own statements.
+     */
+    public static HikariDataSource pool(DatabaseConfig config, String poolName) {
+        HikariConfig hikari = new HikariConfig();
+        hikari.setPoolName(poolName);
+        hikari.setJdbcUrl(config.url());
+        hikari.setUsername(config.user());
+        hikari.setPassword(config.password());
+        hikari.setMaximumPoolSize(config.poolSize());
+        hikari.setMinimumIdle(1);
+        hikari.setConnectionTimeout(config.connectTimeout().toMillis());
+        hikari.setValidationTimeout(Math.max(250, config.connectTimeout().toMillis() / 2));
+        hikari.setInitializationFailTimeout(-1);
+        hikari.setKeepaliveTime(0);
+        hikari.setConnectionInitSql(timeoutsSql(config));
+        hikari.addDataSourceProperty("ApplicationName", poolName);
+        hikari.addDataSourceProperty("tcpKeepAlive", "true");
+        hikari.addDataSourceProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
+        // A partitioned connection fails after this long instead of hanging: longer than any
+        // statement may run, so only a dead peer trips it.
+        hikari.addDataSourceProperty("socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+        return new HikariDataSource(hikari);
+    }
+
+    static String timeoutsSql(DatabaseConfig config) {
+        return "SET statement_timeout = " + config.statementTimeout().toMillis()
+                + "; SET lock_timeout = " + config.lockTimeout().toMillis()
+                + "; SET idle_in_transaction_session_timeout = " + config.idleInTransactionTimeout().toMillis();
+    }
+
+    public static DSLContext dsl(DataSource dataSource) {
+        return DSL.using(dataSource, SQLDialect.POSTGRES, new Settings().withExecuteLogging(false));
+    }
+
+    /** Applies the schema migrations in {@code db/migration}; safe to run from several replicas at once. */
+    public static void migrate(DataSource dataSource) {
+        Flyway.configure()
+                .dataSource(dataSource)
+                .locations("classpath:db/migration")
+                .load()
+                .migrate();
+    }
+}

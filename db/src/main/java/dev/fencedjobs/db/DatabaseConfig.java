@@ -1,0 +1,108 @@
+package dev.fencedjobs.db;
+
+import java.time.Duration;
+import java.util.Properties;
+import org.postgresql.Driver;
+
+/**
+ * How a service reaches PostgreSQL, and the server-side timeouts every pooled connection gets.
+ *
+ * <p>The timeouts bound how long a blocked database or a paused process can hold the lease row
+ * lock; {@link LeaseConfig#requireTimeoutsWithin} checks that they sit well inside the lease.
+ *
+ * @param url JDBC URL, {@code jdbc:postgresql://host:port/database} ({@code DATABASE_URL})
+ * @param user database role ({@code DATABASE_USER})
+ * @param password its password ({@code DATABASE_PASSWORD}); never logged
+ * @param poolSize maximum pooled connections ({@code DATABASE_POOL_SIZE})
+ * @param connectTimeout wait for a pooled connection or a new one ({@code DATABASE_CONNECT_TIMEOUT})
+ * @param statementTimeout server-side {@code statement_timeout} ({@code DATABASE_STATEMENT_TIMEOUT})
+ * @param lockTimeout server-side {@code lock_timeout} ({@code DATABASE_LOCK_TIMEOUT})
+ * @param idleInTransactionTimeout server-side {@code idle_in_transaction_session_timeout}
+ *     ({@code DATABASE_IDLE_IN_TRANSACTION_TIMEOUT})
+ */
+public record DatabaseConfig(
+        String url,
+        String user,
+        String password,
+        int poolSize,
+        Duration connectTimeout,
+        Duration statementTimeout,
+        Duration lockTimeout,
+        Duration idleInTransactionTimeout) {
+
+    public static final String URL = "DATABASE_URL";
+    public static final String USER = "DATABASE_USER";
+    public static final String PASSWORD = "DATABASE_PASSWORD";
+    public static final String POOL_SIZE = "DATABASE_POOL_SIZE";
+    public static final String CONNECT_TIMEOUT = "DATABASE_CONNECT_TIMEOUT";
+    public static final String STATEMENT_TIMEOUT = "DATABASE_STATEMENT_TIMEOUT";
+    public static final String LOCK_TIMEOUT = "DATABASE_LOCK_TIMEOUT";
+    public static final String IDLE_IN_TRANSACTION_TIMEOUT = "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT";
+
+    public static final String DEFAULT_URL = "jdbc:postgresql://localhost:5432/fencedjobs";
+    public static final String DEFAULT_USER = "fencedjobs";
+    public static final int DEFAULT_POOL_SIZE = 4;
+    public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(2);
+    public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(2);
+    public static final Duration DEFAULT_LOCK_TIMEOUT = Duration.ofSeconds(1);
+    public static final Duration DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = Duration.ofSeconds(2);
+
+    public DatabaseConfig {
+        if (url == null || !url.startsWith("jdbc:postgresql:")) {
+            throw new ConfigException(URL, "must be a PostgreSQL JDBC URL such as " + DEFAULT_URL + ", got '" + redact(url) + "'");
+        }
+        if (Driver.parseURL(url, new Properties()) == null) {
+            throw new ConfigException(URL, "is not a JDBC URL the PostgreSQL driver can parse: '" + redact(url) + "'");
+        }
+        if (user == null || user.isBlank()) {
+            throw new ConfigException(USER, "is required");
+        }
+        password = password == null ? "" : password;
+        Settings.requirePositive(POOL_SIZE, poolSize);
+        Settings.requirePositive(CONNECT_TIMEOUT, connectTimeout);
+        if (connectTimeout.compareTo(Duration.ofMillis(250)) < 0) {
+            throw new ConfigException(CONNECT_TIMEOUT, "must be at least 250ms (HikariCP's minimum), got " + connectTimeout);
+        }
+        Settings.requirePositive(STATEMENT_TIMEOUT, statementTimeout);
+        Settings.requirePositive(LOCK_TIMEOUT, lockTimeout);
+        Settings.requirePositive(IDLE_IN_TRANSACTION_TIMEOUT, idleInTransactionTimeout);
+    }
+
+    public static DatabaseConfig from(Settings settings) {
+        return new DatabaseConfig(
+                settings.string(URL, DEFAULT_URL),
+                settings.string(USER, DEFAULT_USER),
+                settings.string(PASSWORD, ""),
+                settings.integer(POOL_SIZE, DEFAULT_POOL_SIZE),
+                settings.duration(CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT),
+                settings.duration(STATEMENT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT),
+                settings.duration(LOCK_TIMEOUT, DEFAULT_LOCK_TIMEOUT),
+                settings.duration(IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT));
+    }
+
+    /** Same settings, another role: for services that connect as their own least-privilege user. */
+    public DatabaseConfig withCredentials(String otherUser, String otherPassword) {
+        return new DatabaseConfig(url, otherUser, otherPassword, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
+    }
+
+    /** The URL without any password or query parameters, fit for logs. */
+    public String safeUrl() {
+        return redact(url);
+    }
+
+    /** Keeps scheme, host, port and database; drops everything after '?' (it may carry a password). */
+    public static String redact(String url) {
+        if (url == null) {
+            return "null";
+        }
+        int query = url.indexOf('?');
+        return query < 0 ? url : url.substring(0, query) + "?…";
+    }
+
+    @Override
+    public String toString() {
+        return "DatabaseConfig[url=" + safeUrl() + ", user=" + user + ", password=" + (password.isEmpty() ? "(none)" : "****")
+                + ", poolSize=" + poolSize + ", connectTimeout=" + connectTimeout + ", statementTimeout=" + statementTimeout
+                + ", lockTimeout=" + lockTimeout + ", idleInTransactionTimeout=" + idleInTransactionTimeout + "]";
+    }
+}

@@ -1,0 +1,146 @@
+package dev.fencedjobs.db;
+
+import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
+import static org.jooq.impl.DSL.val;
+import static org.jooq.impl.DSL.when;
+
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.Objects;
+import java.util.Optional;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+import org.jooq.types.DayToSecond;
+
+/**
+ * The fenced lease of one role for one holder, as in the article "Leader Election Patterns".
+ *
+ * <ol>
+ *   <li>{@link #acquireOrRenew()}: one upsert. It takes an absent or expired lease (token + 1, or 1
+ *       for a new role), renews a live lease the caller holds (same token), and returns nothing
+ *       while another holder's lease is live.
+ *   <li>{@link #guard(DSLContext, long)}: inside the caller's transaction, locks the lease row and
+ *       checks holder, token and expiry. A takeover then waits for that transaction to end, so a
+ *       protected write that passed the guard commits before any newer holder exists.
+ *   <li>{@link #release(long)}: ends a live lease early, only if it is still this holder's with this
+ *       token; a newer holder's lease is never touched.
+ * </ol>
+ *
+ * <p>Every expiry decision is made in database time, {@code clock_timestamp()}, which, unlike
+ * {@code now()}, is not frozen at transaction start. The JVM clock is never consulted; the
+ * {@link Ticker} only gives the holder a local deadline for scheduling. The row is never deleted,
+ * so tokens never restart (a trigger also refuses it).
+ */
+public final class Lease {
+
+    /** PostgreSQL's current wall-clock time; jOOQ's currentTimestamp() would render now(). */
+    static final Field<OffsetDateTime> CLOCK_TIMESTAMP = DSL.function("clock_timestamp", SQLDataType.TIMESTAMPWITHTIMEZONE);
+
+    private final DSLContext dsl;
+    private final String role;
+    private final String holderId;
+    private final Duration duration;
+    private final Ticker ticker;
+
+    public Lease(DSLContext dsl, String role, String holderId, Duration duration, Ticker ticker) {
+        this.dsl = Objects.requireNonNull(dsl, "dsl");
+        this.role = requireText("role", role);
+        this.holderId = requireText("holderId", holderId);
+        this.duration = Settings.requirePositive(LeaseConfig.DURATION, duration);
+        this.ticker = Objects.requireNonNull(ticker, "ticker");
+    }
+
+    /** Acquires or renews; empty when another holder's lease is live (a lost race, not a fault). */
+    public Optional<Grant> acquireOrRenew() {
+        long sentAt = ticker.nanoTime();
+        Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
+        return dsl.insertInto(LEADER_LEASE)
+                .set(LEADER_LEASE.ROLE, role)
+                .set(LEADER_LEASE.HOLDER_ID, holderId)
+                .set(LEADER_LEASE.FENCING_TOKEN, 1L)
+                .set(LEADER_LEASE.EXPIRES_AT, expiry)
+                .onConflict(LEADER_LEASE.ROLE)
+                .doUpdate()
+                .set(LEADER_LEASE.HOLDER_ID, holderId)
+                .set(LEADER_LEASE.FENCING_TOKEN,
+                        when(LEADER_LEASE.HOLDER_ID.eq(holderId).and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)),
+                                LEADER_LEASE.FENCING_TOKEN)
+                        .otherwise(LEADER_LEASE.FENCING_TOKEN.plus(1L)))
+                .set(LEADER_LEASE.EXPIRES_AT, expiry)
+                .where(LEADER_LEASE.EXPIRES_AT.le(CLOCK_TIMESTAMP).or(LEADER_LEASE.HOLDER_ID.eq(holderId)))
+                .returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
+                .fetchOptional()
+                .map(r -> new Grant(role, holderId, r.getFencingToken(), r.getExpiresAt(), sentAt + duration.toNanos()));
+    }
+
+    /**
+     * Locks the lease row in the caller's transaction and checks that this holder still holds the
+     * role with this token in database time. False means: write nothing, step down. The lock is
+     * held until the caller's transaction ends, so keep that transaction short.
+     */
+    public boolean guard(DSLContext transaction, long token) {
+        return transaction.select(LEADER_LEASE.FENCING_TOKEN)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
+                .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
+                .forUpdate()
+                .fetchOptional()
+                .isPresent();
+    }
+
+    /**
+     * Ends this holder's live lease now, so a follower can take over without waiting for expiry.
+     * Call it only after all leader work has stopped. Changes nothing, and returns false, when the
+     * lease has expired or belongs to another holder or token.
+     */
+    public boolean release(long token) {
+        return release(dsl, role, holderId, token);
+    }
+
+    /** The conditional release, for operators who name the holder and token themselves. */
+    public static boolean release(DSLContext dsl, String role, String holderId, long token) {
+        return dsl.update(LEADER_LEASE)
+                .set(LEADER_LEASE.EXPIRES_AT, CLOCK_TIMESTAMP)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
+                .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
+                .execute() == 1;
+    }
+
+    /** The role's lease row, if the role was ever acquired. */
+    public static Optional<LeaseState> read(DSLContext dsl, String role) {
+        Field<Boolean> live = DSL.field(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)).as("live");
+        return dsl.select(LEADER_LEASE.ROLE, LEADER_LEASE.HOLDER_ID, LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, live)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .fetchOptional(r -> new LeaseState(r.value1(), r.value2(), r.value3(), r.value4(), r.value5()));
+    }
+
+    public Optional<LeaseState> read() {
+        return read(dsl, role);
+    }
+
+    public String role() {
+        return role;
+    }
+
+    public String holderId() {
+        return holderId;
+    }
+
+    public Duration duration() {
+        return duration;
+    }
+
+    private static String requireText(String name, String value) {
+        if (value == null || value.isBlank()) {
+            throw new IllegalArgumentException(name + " must not be blank");
+        }
+        return value;
+    }
+}

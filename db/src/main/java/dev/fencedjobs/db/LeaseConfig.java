@@ -1,0 +1,53 @@
+package dev.fencedjobs.db;
+
+import java.time.Duration;
+
+/**
+ * Lease timing for one role.
+ *
+ * @param duration how long an acquisition or renewal holds the role ({@code LEASE_DURATION}); a
+ *     killed leader is replaced after at most this long
+ * @param renewInterval how often the holder renews and a follower tries to acquire
+ *     ({@code RENEW_INTERVAL}); must be shorter than the duration
+ */
+public record LeaseConfig(Duration duration, Duration renewInterval) {
+
+    public static final String DURATION = "LEASE_DURATION";
+    public static final String RENEW_INTERVAL = "RENEW_INTERVAL";
+
+    public static final Duration DEFAULT_DURATION = Duration.ofSeconds(10);
+    public static final Duration DEFAULT_RENEW_INTERVAL = Duration.ofSeconds(3);
+
+    public LeaseConfig {
+        Settings.requirePositive(DURATION, duration);
+        Settings.requirePositive(RENEW_INTERVAL, renewInterval);
+        if (renewInterval.compareTo(duration) >= 0) {
+            throw new ConfigException(RENEW_INTERVAL, "must be shorter than " + DURATION + " (" + renewInterval + " is not shorter than " + duration + ")");
+        }
+        if (duration.toMillis() < 100) {
+            throw new ConfigException(DURATION, "must be at least 100ms, got " + duration);
+        }
+    }
+
+    public static LeaseConfig from(Settings settings) {
+        return new LeaseConfig(
+                settings.duration(DURATION, DEFAULT_DURATION),
+                settings.duration(RENEW_INTERVAL, DEFAULT_RENEW_INTERVAL));
+    }
+
+    /**
+     * The database timeouts must end a stuck statement or transaction well before the lease would
+     * expire, or a blocked leader could hold the lease row lock past its own lease.
+     */
+    public void requireTimeoutsWithin(DatabaseConfig database) {
+        requireShorter(DatabaseConfig.STATEMENT_TIMEOUT, database.statementTimeout());
+        requireShorter(DatabaseConfig.LOCK_TIMEOUT, database.lockTimeout());
+        requireShorter(DatabaseConfig.IDLE_IN_TRANSACTION_TIMEOUT, database.idleInTransactionTimeout());
+    }
+
+    private void requireShorter(String setting, Duration timeout) {
+        if (timeout.compareTo(duration) >= 0) {
+            throw new ConfigException(setting, "must be shorter than " + DURATION + " (" + timeout + " is not shorter than " + duration + ")");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+package dev.fencedjobs.testing;
+
+import java.util.Optional;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+import org.apache.kafka.common.test.TestKitNodes;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.testcontainers.kafka.KafkaContainer;
+
+/**
+ * One real Kafka broker per test JVM, chosen in this order:
+ *
+ * <ol>
+ *   <li>{@code FJ_TEST_KAFKA_BOOTSTRAP}: a broker you run;
+ *   <li>Testcontainers ({@code apache/kafka}), if a Docker engine answers;
+ *   <li>otherwise a single-node KRaft broker inside this JVM ({@code KafkaClusterTestKit}).
+ * </ol>
+ *
+ * <p>Tests share the broker, so each test uses topics and group ids of its own.
+ */
+public final class TestKafka {
+
+    public static final String BOOTSTRAP_ENV = "FJ_TEST_KAFKA_BOOTSTRAP";
+    static final String KAFKA_IMAGE = "apache/kafka:4.1.1";
+
+    private static final Logger log = LoggerFactory.getLogger(TestKafka.class);
+    private static TestKafka shared;
+
+    private final String bootstrapServers;
+    private final String source;
+
+    private TestKafka(String bootstrapServers, String source) {
+        this.bootstrapServers = bootstrapServers;
+        this.source = source;
+    }
+
+    public static synchronized TestKafka shared() {
+        if (shared == null) {
+            shared = start();
+            log.info("Test Kafka from {}: {}", shared.source, shared.bootstrapServers);
+        }
+        return shared;
+    }
+
+    private static TestKafka start() {
+        Optional<String> bootstrap = TestPostgres.env(BOOTSTRAP_ENV);
+        if (bootstrap.isPresent()) {
+            return new TestKafka(bootstrap.get(), BOOTSTRAP_ENV);
+        }
+        if (TestPostgres.Docker.available()) {
+            KafkaContainer container = new KafkaContainer(KAFKA_IMAGE);
+            container.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-kafka-stop"));
+            return new TestKafka(container.getBootstrapServers(), "Testcontainers");
+        }
+        KafkaClusterTestKit cluster = startEmbedded();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> TestPostgres.closeQuietly(cluster), "test-kafka-stop"));
+        return new TestKafka(cluster.bootstrapServers(), "in-JVM KRaft broker");
+    }
+
+    /** A single combined broker and controller, configured like a one-node production cluster. */
+    public static KafkaClusterTestKit startEmbedded() {
+        try {
+            KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(new TestKitNodes.Builder()
+                            .setCombined(true)
+                            .setNumBrokerNodes(1)
+                            .setNumControllerNodes(1)
+                            .build())
+                    .setConfigProp("offsets.topic.replication.factor", "1")
+                    .setConfigProp("offsets.topic.num.partitions", "4")
+                    .setConfigProp("transaction.state.log.replication.factor", "1")
+                    .setConfigProp("transaction.state.log.min.isr", "1")
+                    .setConfigProp("transaction.state.log.num.partitions", "4")
+                    .setConfigProp("group.initial.rebalance.delay.ms", "0")
+                    .setConfigProp("auto.create.topics.enable", "false")
+                    .build();
+            cluster.format();
+            cluster.startup();
+            cluster.waitForReadyBrokers();
+            return cluster;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while starting the in-JVM Kafka broker", e);
+        } catch (Exception e) {
+            throw new IllegalStateException("could not start the in-JVM Kafka broker", e);
+        }
+    }
+
+    public String bootstrapServers() {
+        return bootstrapServers;
+    }
+
+    public String source() {
+        return source;
+    }
+}

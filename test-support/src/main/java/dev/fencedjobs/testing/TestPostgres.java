@@ -1,0 +1,158 @@
+package dev.fencedjobs.testing;
+
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.concurrent.ThreadLocalRandom;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.postgresql.PostgreSQLContainer;
+
+/**
+ * One real PostgreSQL server per test JVM, chosen in this order:
+ *
+ * <ol>
+ *   <li>{@code FJ_TEST_POSTGRES_URL} (with {@code FJ_TEST_POSTGRES_USER} and
+ *       {@code FJ_TEST_POSTGRES_PASSWORD}): a server you run, reached as a user that may create
+ *       databases;
+ *   <li>Testcontainers ({@code postgres:17}), if a Docker engine answers;
+ *   <li>otherwise an embedded PostgreSQL 17 started from Maven-served binaries.
+ * </ol>
+ *
+ * <p>Tests never share a database: {@link #createDatabase} makes a fresh one each time.
+ */
+public final class TestPostgres {
+
+    public static final String URL_ENV = "FJ_TEST_POSTGRES_URL";
+    public static final String USER_ENV = "FJ_TEST_POSTGRES_USER";
+    public static final String PASSWORD_ENV = "FJ_TEST_POSTGRES_PASSWORD";
+
+    private static final Logger log = LoggerFactory.getLogger(TestPostgres.class);
+    private static TestPostgres shared;
+
+    private final String adminUrl;
+    private final String user;
+    private final String password;
+    private final String source;
+
+    private TestPostgres(String adminUrl, String user, String password, String source) {
+        this.adminUrl = adminUrl;
+        this.user = user;
+        this.password = password;
+        this.source = source;
+    }
+
+    /** The server of this JVM, started on first use and stopped when the JVM exits. */
+    public static synchronized TestPostgres shared() {
+        if (shared == null) {
+            shared = start();
+            log.info("Test PostgreSQL from {}: {}", shared.source, shared.adminUrl);
+        }
+        return shared;
+    }
+
+    private static TestPostgres start() {
+        Optional<String> url = env(URL_ENV);
+        if (url.isPresent()) {
+            return new TestPostgres(url.get(), env(USER_ENV).orElse("postgres"), env(PASSWORD_ENV).orElse(""), URL_ENV);
+        }
+        if (Docker.available()) {
+            PostgreSQLContainer container = new PostgreSQLContainer("postgres:17");
+            container.start();
+            Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-postgres-stop"));
+            return new TestPostgres(container.getJdbcUrl(), container.getUsername(), container.getPassword(), "Testcontainers");
+        }
+        EmbeddedPostgres embedded = startEmbedded();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> closeQuietly(embedded), "test-postgres-stop"));
+        return new TestPostgres(embedded.getJdbcUrl("postgres", "postgres"), "postgres", "", "embedded PostgreSQL");
+    }
+
+    static EmbeddedPostgres startEmbedded() {
+        try {
+            return EmbeddedPostgres.builder()
+                    // A handful of services, pools and tests share one server.
+                    .setServerConfig("max_connections", "300")
+                    .setServerConfig("fsync", "off")
+                    .start();
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not start embedded PostgreSQL", e);
+        }
+    }
+
+    /** Creates an empty database on this server, owned by the admin user. */
+    public TestDatabase createDatabase(String hint) {
+        String name = ("t_" + hint.replaceAll("[^A-Za-z0-9]", "_") + "_"
+                + Long.toString(ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE, 36))
+                .toLowerCase(Locale.ROOT);
+        if (name.length() > 60) {
+            name = name.substring(name.length() - 60);
+        }
+        execute("CREATE DATABASE " + name);
+        return new TestDatabase(this, name, withDatabase(adminUrl, name), user, password);
+    }
+
+    void dropDatabase(String name) {
+        execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    }
+
+    public String source() {
+        return source;
+    }
+
+    private void execute(String sql) {
+        try (Connection c = DriverManager.getConnection(adminUrl, user, password);
+                Statement s = c.createStatement()) {
+            s.execute(sql);
+        } catch (SQLException e) {
+            throw new IllegalStateException("test PostgreSQL: " + sql + " failed", e);
+        }
+    }
+
+    /** Replaces the database name in a {@code jdbc:postgresql://host:port/name?params} URL. */
+    static String withDatabase(String url, String database) {
+        int hostStart = url.indexOf("//") + 2;
+        int slash = url.indexOf('/', hostStart);
+        int query = url.indexOf('?', hostStart);
+        String prefix = url.substring(0, slash < 0 ? (query < 0 ? url.length() : query) : slash);
+        String params = query < 0 ? "" : url.substring(query);
+        return prefix + "/" + database + params;
+    }
+
+    static Optional<String> env(String name) {
+        return Optional.ofNullable(System.getenv(name)).filter(v -> !v.isBlank());
+    }
+
+    static void closeQuietly(AutoCloseable closeable) {
+        try {
+            closeable.close();
+        } catch (Exception e) {
+            log.warn("could not stop a test server", e);
+        }
+    }
+
+    /** Asks Testcontainers once whether a Docker engine answers. */
+    static final class Docker {
+        private static Boolean available;
+
+        static synchronized boolean available() {
+            if (available == null) {
+                try {
+                    available = DockerClientFactory.instance().isDockerAvailable();
+                } catch (RuntimeException | LinkageError e) {
+                    available = false;
+                }
+                log.info("Docker engine for Testcontainers: {}", available ? "available" : "not available, using embedded servers");
+            }
+            return available;
+        }
+
+        private Docker() {}
+    }
+}
