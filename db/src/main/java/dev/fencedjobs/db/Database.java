@@ -59,9 +59,19 @@ public final class Database {
 
     /** Applies the schema migrations in {@code db/migration}; safe to run from several replicas at once. */
     public static void migrate(DataSource dataSource) {
+        migrate(dataSource, 0);
+    }
+
+    /**
+     * As {@link #migrate(DataSource)}, first waiting for the database: up to {@code connectRetries}
+     * more tries, with Flyway's doubling pause between them (at most 10 s).
+     */
+    public static void migrate(DataSource dataSource, int connectRetries) {
         Flyway.configure()
                 .dataSource(dataSource)
                 .locations("classpath:db/migration")
+                .connectRetries(connectRetries)
+                .connectRetriesInterval(10)
                 .load()
                 .migrate();
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.db;
 
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.when;
@@ -11,7 +12,6 @@ import java.util.Optional;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.impl.DSL;
-import org.jooq.impl.SQLDataType;
 import org.jooq.types.DayToSecond;
 
 /**
@@ -34,9 +34,6 @@ import org.jooq.types.DayToSecond;
  * so tokens never restart (a trigger also refuses it).
  */
 public final class Lease {
-
-    /** PostgreSQL's current wall-clock time; jOOQ's currentTimestamp() would render now(). */
-    static final Field<OffsetDateTime> CLOCK_TIMESTAMP = DSL.function("clock_timestamp", SQLDataType.TIMESTAMPWITHTIMEZONE);
 
     private final DSLContext dsl;
     private final String role;

@@ -195,7 +195,7 @@ class LeaseTest {
             assertThat(b.acquireOrRenew().orElseThrow().token()).isEqualTo(2L);
 
             // Expiry is the database's clock plus the duration, whatever the local clock says.
-            OffsetDateTime dbNow = db.dsl().select(Lease.CLOCK_TIMESTAMP).fetchSingle().value1();
+            OffsetDateTime dbNow = db.dsl().select(DbTime.CLOCK_TIMESTAMP).fetchSingle().value1();
             assertThat(Duration.between(dbNow, first.expiresAt()).abs()).isLessThan(LONG.plusSeconds(5));
             assertThat(Duration.between(dbNow, first.expiresAt())).isGreaterThan(LONG.minusSeconds(60));
         }

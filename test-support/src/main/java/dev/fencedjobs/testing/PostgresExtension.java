@@ -1,17 +1,21 @@
 package dev.fencedjobs.testing;
 
 import org.junit.jupiter.api.extension.AfterAllCallback;
+import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
- * Gives a test class its own database on the shared test server:
+ * Gives tests a database of their own on the shared test server. On a static field, one database
+ * per test class; on an instance field, one per test method:
  *
  * <pre>{@code @RegisterExtension static final PostgresExtension postgres = new PostgresExtension();}</pre>
  */
-public final class PostgresExtension implements BeforeAllCallback, AfterAllCallback {
+public final class PostgresExtension implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback, AfterEachCallback {
 
     private TestDatabase database;
+    private boolean perMethod;
 
     @Override
     public void beforeAll(ExtensionContext context) {
@@ -20,6 +24,25 @@ public final class PostgresExtension implements BeforeAllCallback, AfterAllCallb
 
     @Override
     public void afterAll(ExtensionContext context) {
+        drop();
+    }
+
+    @Override
+    public void beforeEach(ExtensionContext context) {
+        if (database == null) {
+            perMethod = true;
+            database = TestPostgres.shared().createDatabase(context.getRequiredTestMethod().getName());
+        }
+    }
+
+    @Override
+    public void afterEach(ExtensionContext context) {
+        if (perMethod) {
+            drop();
+        }
+    }
+
+    private void drop() {
         if (database != null) {
             database.close();
             database = null;
@@ -28,7 +51,7 @@ public final class PostgresExtension implements BeforeAllCallback, AfterAllCallb
 
     public TestDatabase database() {
         if (database == null) {
-            throw new IllegalStateException("the database exists from beforeAll to afterAll of the test class");
+            throw new IllegalStateException("no database outside the tests of the class that registers this extension");
         }
         return database;
     }

@@ -1,0 +1,188 @@
+package dev.fencedjobs.dispatcher;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.Wakeup;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+
+/**
+ * The leader's work loop, on a thread of its own:
+ *
+ * <ol>
+ *   <li>no usable grant (follower, or past the local deadline): wait for a leadership change;
+ *   <li>run a batch under the grant; a rejected guard or a failed transaction steps down at once;
+ *   <li>a full batch: go again; otherwise ask for the earliest pending due time and sleep until
+ *       then, or until a notification names an earlier one, or leadership changes.
+ * </ol>
+ *
+ * <p>While idle it sends nothing to the database: it wakes only for notifications and leadership.
+ */
+final class DispatchLoop implements Runnable {
+
+    private static final Logger log = LoggerFactory.getLogger(DispatchLoop.class);
+    private static final long NOTHING = Long.MAX_VALUE;
+    /** Forces a batch: set after the LISTEN connection (re)connects, when notifications may be lost. */
+    private static final long CATCH_UP = Long.MIN_VALUE;
+
+    private final Leadership leadership;
+    private final JobBatches batches;
+    private final int batchSize;
+    private final Ticker ticker;
+    private final Wakeup wakeup = new Wakeup();
+    private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
+    private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
+    private volatile boolean running = true;
+    private volatile LastBatch lastBatch;
+
+    private final Counter jobsCompleted;
+    private final Counter guardRejections;
+    private final Counter batchFailures;
+    private final Timer batchLatency;
+    private final DistributionSummary batchJobs;
+
+    record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
+
+    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Ticker ticker, MeterRegistry registry) {
+        this.leadership = leadership;
+        this.batches = batches;
+        this.batchSize = batchSize;
+        this.ticker = ticker;
+        jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
+        guardRejections = Counter.builder("fencedjobs_guard_rejections")
+                .description("batches whose lease guard failed: nothing written, stepped down").register(registry);
+        batchFailures = Counter.builder("fencedjobs_batch_failures")
+                .description("batches that failed with a database error: rolled back, stepped down").register(registry);
+        batchLatency = Timer.builder("fencedjobs_batch").description("batch transaction latency").register(registry);
+        batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs").description("jobs completed per batch").register(registry);
+        leadership.onChange(wakeup::signal);
+    }
+
+    /** A notification: pending jobs were inserted or moved, the earliest due at this database time. */
+    void jobsDue(long dueEpochMillis) {
+        earliestNotified.accumulateAndGet(dueEpochMillis, Math::min);
+        wakeup.signal();
+    }
+
+    /** The notification stream restarted: whatever it missed is found by one batch. */
+    void catchUp() {
+        earliestNotified.set(CATCH_UP);
+        wakeup.signal();
+    }
+
+    void stop() {
+        running = false;
+        wakeup.signal();
+    }
+
+    Optional<LastBatch> lastBatch() {
+        return Optional.ofNullable(lastBatch);
+    }
+
+    @Override
+    public void run() {
+        while (running) {
+            Optional<Grant> grant = leadership.current();
+            try {
+                if (grant.isEmpty()) {
+                    wakeup.await(Long.MAX_VALUE);
+                    continue;
+                }
+                runBatches(grant.get());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } finally {
+                MDC.clear();
+            }
+        }
+        log.debug("Dispatch loop stopped");
+    }
+
+    private void runBatches(Grant grant) throws InterruptedException {
+        MDC.put("role", grant.role());
+        MDC.put("token", String.valueOf(grant.token()));
+        long started = ticker.nanoTime();
+        JobBatches.BatchResult result;
+        try {
+            result = batches.completeDue(grant, batchSize);
+        } catch (RuntimeException e) {
+            batchFailures.increment();
+            log.warn("Batch under token {} failed, rolled back: {}", grant.token(), Faults.describe(e));
+            leadership.stepDown(grant, "batch failed (" + e.getClass().getSimpleName() + ")");
+            wakeup.await(backoff.nextNanos());
+            return;
+        }
+        long elapsed = ticker.nanoTime() - started;
+        if (!result.leaseHeld()) {
+            guardRejections.increment();
+            leadership.stepDown(grant, "lease guard rejected token " + grant.token() + "; nothing was written");
+            return;
+        }
+        backoff.reset();
+        batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
+        batchJobs.record(result.completed());
+        jobsCompleted.increment(result.completed());
+        if (result.completed() > 0) {
+            lastBatch = new LastBatch(grant.token(), result.completed(), elapsed / 1e6, Instant.now());
+            log.debug("Completed {} jobs under token {} in {} ms", result.completed(), grant.token(), elapsed / 1_000_000);
+        }
+        if (result.completed() < batchSize) {
+            sleepUntilDue(grant);
+        }
+    }
+
+    /**
+     * Sleeps until the earliest pending job is due. The notification mark is reset before the
+     * query, so a job inserted after the query's snapshot still shortens the sleep.
+     */
+    private void sleepUntilDue(Grant grant) throws InterruptedException {
+        earliestNotified.set(NOTHING);
+        JobBatches.NextDue next;
+        try {
+            next = batches.nextDue();
+        } catch (RuntimeException e) {
+            batchFailures.increment();
+            log.warn("Reading the next due time failed: {}", Faults.describe(e));
+            leadership.stepDown(grant, "next-due query failed (" + e.getClass().getSimpleName() + ")");
+            return;
+        }
+        long askedAt = ticker.nanoTime();
+        long planned = next.earliestDueMillis();
+        while (running) {
+            planned = Math.min(planned, earliestNotified.getAndSet(NOTHING));
+            long waitNanos;
+            if (planned == NOTHING) {
+                waitNanos = Long.MAX_VALUE;
+            } else {
+                // Due times are in database time: offset from the database's "now" at the query,
+                // plus a millisecond for the rounding of due_at to whole milliseconds.
+                long untilDue = TimeUnit.MILLISECONDS.toNanos(Math.max(-1, planned - next.databaseNowMillis()) + 1);
+                waitNanos = untilDue - (ticker.nanoTime() - askedAt);
+                if (planned == CATCH_UP || waitNanos <= 0) {
+                    return;
+                }
+            }
+            if (!wakeup.await(waitNanos)) {
+                return;
+            }
+            Optional<Grant> now = leadership.current();
+            if (now.isEmpty() || now.get().token() != grant.token()) {
+                return;
+            }
+        }
+    }
+}

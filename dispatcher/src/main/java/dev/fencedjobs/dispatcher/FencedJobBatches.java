@@ -1,0 +1,107 @@
+package dev.fencedjobs.dispatcher;
+
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static org.jooq.impl.DSL.min;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.select;
+import static org.jooq.impl.DSL.update;
+import static org.jooq.impl.DSL.val;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
+import java.time.OffsetDateTime;
+import org.jooq.CommonTableExpression;
+import org.jooq.DSLContext;
+import org.jooq.Record1;
+import org.jooq.Record2;
+
+/**
+ * The leader's batch, in two statements and a commit:
+ *
+ * <ol>
+ *   <li>the lease guard ({@code SELECT … FOR UPDATE} of the lease row: holder, token, expiry);
+ *   <li>one statement that picks the due jobs, completes them with the token and inserts their
+ *       outbox rows:
+ *       <pre>
+ * WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at &lt;= clock_timestamp()
+ *              ORDER BY due_at, id LIMIT :limit FOR UPDATE SKIP LOCKED),
+ *      completed AS (UPDATE jobs SET state = 'completed', completed_by_token = :token,
+ *                    completed_at = clock_timestamp() FROM due WHERE jobs.id = due.id
+ *                    RETURNING id, resource, payload, due_at, completed_at)
+ * INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)
+ * SELECT id, resource, :token, payload, due_at, completed_at FROM completed ORDER BY due_at, id</pre>
+ * </ol>
+ *
+ * <p>SKIP LOCKED lets the batch pass over a job a producer is still updating instead of waiting
+ * on it; there is only ever one writer that holds the guard.
+ */
+final class FencedJobBatches implements JobBatches {
+
+    static final String PENDING = "pending";
+    static final String COMPLETED = "completed";
+
+    private final DSLContext dsl;
+    private final Lease lease;
+
+    FencedJobBatches(DSLContext dsl, Lease lease) {
+        this.dsl = dsl;
+        this.lease = lease;
+    }
+
+    @Override
+    public BatchResult completeDue(Grant grant, int limit) {
+        return dsl.transactionResult(configuration -> {
+            DSLContext tx = configuration.dsl();
+            if (!lease.guard(tx, grant.token())) {
+                return BatchResult.leaseLost();
+            }
+            return new BatchResult(true, completeAndWriteOutbox(tx, grant.token(), limit));
+        });
+    }
+
+    private static int completeAndWriteOutbox(DSLContext tx, long token, int limit) {
+        CommonTableExpression<Record1<Long>> due = name("due").as(
+                select(JOBS.ID)
+                        .from(JOBS)
+                        .where(JOBS.STATE.eq(PENDING))
+                        .and(JOBS.DUE_AT.le(CLOCK_TIMESTAMP))
+                        .orderBy(JOBS.DUE_AT, JOBS.ID)
+                        .limit(limit)
+                        .forUpdate()
+                        .skipLocked());
+        CommonTableExpression<JobsRecord> completed = name("completed").as(
+                update(JOBS)
+                        .set(JOBS.STATE, COMPLETED)
+                        .set(JOBS.COMPLETED_BY_TOKEN, token)
+                        .set(JOBS.COMPLETED_AT, CLOCK_TIMESTAMP)
+                        .from(due)
+                        .where(JOBS.ID.eq(due.field(JOBS.ID)))
+                        .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT));
+        return tx.with(due)
+                .with(completed)
+                .insertInto(OUTBOX, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT, OUTBOX.COMPLETED_AT)
+                .select(select(
+                                completed.field(JOBS.ID),
+                                completed.field(JOBS.RESOURCE),
+                                val(token),
+                                completed.field(JOBS.PAYLOAD),
+                                completed.field(JOBS.DUE_AT),
+                                completed.field(JOBS.COMPLETED_AT))
+                        .from(completed)
+                        .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
+                .execute();
+    }
+
+    @Override
+    public NextDue nextDue() {
+        Record2<OffsetDateTime, OffsetDateTime> r = dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP)
+                .from(JOBS)
+                .where(JOBS.STATE.eq(PENDING))
+                .fetchSingle();
+        long now = r.value2().toInstant().toEpochMilli();
+        return new NextDue(now, r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli());
+    }
+}

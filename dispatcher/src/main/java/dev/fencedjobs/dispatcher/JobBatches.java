@@ -1,0 +1,30 @@
+package dev.fencedjobs.dispatcher;
+
+import dev.fencedjobs.db.Grant;
+
+/** The leader's two database operations. */
+interface JobBatches {
+
+    /**
+     * In one transaction: guard the lease, complete up to {@code limit} due pending jobs in
+     * {@code (due_at, id)} order, and write one outbox row per job with the grant's token. If the
+     * guard fails, nothing is written.
+     */
+    BatchResult completeDue(Grant grant, int limit);
+
+    /** The earliest pending due time and the database's time now. */
+    NextDue nextDue();
+
+    record BatchResult(boolean leaseHeld, int completed) {
+        static BatchResult leaseLost() {
+            return new BatchResult(false, 0);
+        }
+    }
+
+    /**
+     * @param databaseNowMillis {@code clock_timestamp()} when asked, epoch milliseconds
+     * @param earliestDueMillis earliest pending {@code due_at}, epoch milliseconds, or
+     *     {@link Long#MAX_VALUE} when nothing is pending
+     */
+    record NextDue(long databaseNowMillis, long earliestDueMillis) {}
+}

@@ -1,0 +1,101 @@
+package dev.fencedjobs.dispatcher;
+
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Leadership;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.UnaryOperator;
+import org.jooq.DSLContext;
+import org.jooq.impl.DSL;
+
+/** Replicas of the dispatcher over one test database, and the checks every test makes. */
+final class DispatcherFixture implements AutoCloseable {
+
+    static final Duration LEASE = Duration.ofSeconds(2);
+    static final Duration RENEW = Duration.ofMillis(500);
+
+    private final DatabaseConfig database;
+    private final HikariDataSource pool;
+    private final DSLContext dsl;
+    private final List<Dispatcher> replicas = new ArrayList<>();
+    private int started;
+
+    DispatcherFixture(String url, String user, String password) {
+        this.database = new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(1),
+                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        this.pool = Database.pool(database.withCredentials(user, password), "test-fixture");
+        Database.migrate(pool);
+        this.dsl = Database.dsl(pool);
+    }
+
+    DispatcherConfig config(LeaseConfig lease, int batchSize) {
+        return new DispatcherConfig(database, lease, batchSize, 0, Duration.ofSeconds(10), false);
+    }
+
+    Dispatcher start() {
+        return start(config(new LeaseConfig(LEASE, RENEW), 500), UnaryOperator.identity(), UnaryOperator.identity());
+    }
+
+    Dispatcher start(DispatcherConfig config, UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
+        Dispatcher d = Dispatcher.start(config, "replica-" + (++started), Ticker.system(), leaseOps, batches);
+        replicas.add(d);
+        return d;
+    }
+
+    DSLContext dsl() {
+        return dsl;
+    }
+
+    /** The replica that is leader now, if any. */
+    java.util.Optional<Dispatcher> leader() {
+        return replicas.stream().filter(d -> d.leadership().state() == Leadership.State.LEADER).findFirst();
+    }
+
+    long currentToken() {
+        return dsl.select(LEADER_LEASE.FENCING_TOKEN).from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE)).fetchOptional(r -> r.value1()).orElse(0L);
+    }
+
+    int pending() {
+        return dsl.fetchCount(JOBS, JOBS.STATE.eq("pending"));
+    }
+
+    int completed() {
+        return dsl.fetchCount(JOBS, JOBS.STATE.eq("completed"));
+    }
+
+    /**
+     * Invariants 3 and 4: each completed job has exactly one outbox row carrying its token, and
+     * no outbox row exists for a job that is not completed.
+     */
+    void assertExactlyOnceWithOutbox(int expectedCompleted) {
+        assertThat(completed()).as("completed jobs").isEqualTo(expectedCompleted);
+        assertThat(dsl.fetchCount(OUTBOX)).as("outbox rows").isEqualTo(expectedCompleted);
+        assertThat(dsl.fetchCount(dsl.select(OUTBOX.JOB_ID).from(OUTBOX).groupBy(OUTBOX.JOB_ID).having(DSL.count().gt(1))))
+                .as("jobs with more than one outbox row").isZero();
+        assertThat(dsl.fetchCount(dsl.select(OUTBOX.ID).from(OUTBOX).join(JOBS).on(JOBS.ID.eq(OUTBOX.JOB_ID))
+                        .where(JOBS.STATE.ne("completed").or(JOBS.COMPLETED_BY_TOKEN.ne(OUTBOX.FENCING_TOKEN)))))
+                .as("outbox rows for a pending job or with another token than the job's").isZero();
+        assertThat(dsl.fetchCount(dsl.select(JOBS.ID).from(JOBS).leftJoin(OUTBOX).on(OUTBOX.JOB_ID.eq(JOBS.ID))
+                        .where(JOBS.STATE.eq("completed")).and(OUTBOX.ID.isNull())))
+                .as("completed jobs without an outbox row").isZero();
+    }
+
+    @Override
+    public void close() {
+        for (Dispatcher d : replicas) {
+            d.close();
+        }
+        pool.close();
+    }
+}

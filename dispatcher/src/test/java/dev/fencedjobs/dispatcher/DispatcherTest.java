@@ -1,0 +1,151 @@
+package dev.fencedjobs.dispatcher;
+
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+class DispatcherTest {
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    private DispatcherFixture fixture;
+
+    @BeforeEach
+    void setUp() {
+        TestDatabase db = postgres.database();
+        fixture = new DispatcherFixture(db.url(), db.user(), db.password());
+    }
+
+    @AfterEach
+    void tearDown() {
+        fixture.close();
+    }
+
+    @Test
+    void threeReplicasComplete20000JobsExactlyOnceWithOneOutboxRowEach() throws Exception {
+        // Half due at once, half due over the next three seconds, while replicas come and go.
+        fixture.dsl().execute("INSERT INTO jobs (resource, due_at, payload) "
+                + "SELECT 'r-' || (g % 50), clock_timestamp(), jsonb_build_object('n', g) FROM generate_series(1, 10000) g");
+        fixture.start();
+        fixture.start();
+        fixture.start();
+        Thread producer = new Thread(() -> {
+            for (int chunk = 0; chunk < 20; chunk++) {
+                fixture.dsl().execute("INSERT INTO jobs (resource, due_at) SELECT 'r-' || (g % 50), "
+                        + "clock_timestamp() + (random() * 3000 || ' milliseconds')::interval FROM generate_series(1, 500) g");
+                sleep(ThreadLocalRandom.current().nextInt(50, 150));
+            }
+        });
+        producer.start();
+        // A graceful handoff in the middle, so more than one token completes jobs.
+        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.leader().isPresent() && fixture.completed() > 3000);
+        fixture.leader().orElseThrow().close();
+        fixture.start();
+        producer.join();
+
+        await().atMost(Duration.ofSeconds(60)).until(() -> fixture.pending() == 0);
+        fixture.assertExactlyOnceWithOutbox(20_000);
+        List<Long> tokens = fixture.dsl().selectDistinct(JOBS.COMPLETED_BY_TOKEN).from(JOBS).fetch(r -> r.value1());
+        assertThat(tokens).hasSizeGreaterThanOrEqualTo(2);
+        assertThat(fixture.dsl().fetchCount(LEASE_TAKEOVER, LEASE_TAKEOVER.FENCING_TOKEN.in(tokens)))
+                .as("every completing token was a recorded takeover").isEqualTo(tokens.size());
+    }
+
+    @Test
+    void aPausedFormerLeaderThatResumesWritesNothingAndStepsDown() {
+        PauseSwitch pause = new PauseSwitch();
+        Dispatcher a = fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 100),
+                pause::lease, pause::batches);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        long tokenA = a.leadership().lastGrant().orElseThrow().token();
+
+        // A stops in its tracks: its worker will block in the next batch, holding its grant.
+        pause.pause();
+        fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 1000)");
+        await().atMost(Duration.ofSeconds(10)).until(() -> pause.blocked() >= 1);
+
+        Dispatcher b = fixture.start();
+        await().atMost(Duration.ofSeconds(15)).until(() -> b.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
+        long tokenB = b.leadership().lastGrant().orElseThrow().token();
+        assertThat(tokenB).isEqualTo(tokenA + 1);
+
+        // A resumes with its stale grant: its guard fails, it writes nothing and steps down.
+        fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 100)");
+        pause.resume();
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
+        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenA))).as("jobs completed by the paused leader").isZero();
+        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenB))).isEqualTo(1100);
+        fixture.assertExactlyOnceWithOutbox(1100);
+        assertThat(a.leadership().state()).isEqualTo(Leadership.State.FOLLOWER);
+    }
+
+    @Test
+    void gracefulShutdownHandsOverLongBeforeTheLeaseWouldExpire() {
+        LeaseConfig longLease = new LeaseConfig(Duration.ofSeconds(30), Duration.ofSeconds(5));
+        Dispatcher a = fixture.start(fixture.config(longLease, 500), UnaryOperator.identity(), UnaryOperator.identity());
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        Dispatcher b = fixture.start(fixture.config(longLease, 500), UnaryOperator.identity(), UnaryOperator.identity());
+        long tokenA = fixture.currentToken();
+
+        long stopped = System.nanoTime();
+        a.close();
+        await().atMost(Duration.ofSeconds(5)).until(() -> b.leadership().state() == Leadership.State.LEADER);
+        Duration handoff = Duration.ofNanos(System.nanoTime() - stopped);
+        assertThat(handoff).as("handoff after a graceful stop, with a 30 s lease and 5 s renew interval").isLessThan(Duration.ofSeconds(3));
+        assertThat(fixture.currentToken()).isEqualTo(tokenA + 1);
+
+        fixture.dsl().execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
+        await().atMost(Duration.ofSeconds(5)).until(() -> fixture.pending() == 0);
+        fixture.assertExactlyOnceWithOutbox(1);
+    }
+
+    @Test
+    void aJobDueSoonIsCompletedWithoutWaitingForAPollOrARenewal() {
+        // Renewals every 10 s: a completion within a second cannot come from a renewal tick.
+        LeaseConfig slow = new LeaseConfig(Duration.ofSeconds(30), Duration.ofSeconds(10));
+        Dispatcher a = fixture.start(fixture.config(slow, 500), UnaryOperator.identity(), UnaryOperator.identity());
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        // The leader now sleeps until a job due in an hour.
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp() + interval '1 hour', 'later')");
+        sleep(300);
+
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp() + interval '300 milliseconds', 'soon')");
+        await().atMost(Duration.ofMillis(1500)).pollInterval(Duration.ofMillis(20))
+                .until(() -> fixture.dsl().fetchCount(JOBS, JOBS.RESOURCE.eq("soon").and(JOBS.STATE.eq("completed"))) == 1);
+        Double lateness = fixture.dsl().resultQuery(
+                "SELECT extract(epoch FROM completed_at - due_at) * 1000 FROM jobs WHERE resource = 'soon'")
+                .fetchSingle().into(Double.class);
+        assertThat(lateness).as("ms between due and completed").isBetween(0.0, 500.0);
+        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.RESOURCE.eq("later").and(JOBS.STATE.eq("pending")))).isEqualTo(1);
+
+        // A job moved earlier by an UPDATE wakes the leader too.
+        fixture.dsl().execute("UPDATE jobs SET due_at = clock_timestamp() WHERE resource = 'later'");
+        await().atMost(Duration.ofMillis(1500)).pollInterval(Duration.ofMillis(20)).until(() -> fixture.pending() == 0);
+        fixture.assertExactlyOnceWithOutbox(2);
+    }
+
+    static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
