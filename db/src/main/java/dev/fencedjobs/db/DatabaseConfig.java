@@ -51,8 +51,15 @@ public record DatabaseConfig(
         if (url == null || !url.startsWith("jdbc:postgresql:")) {
             throw new ConfigException(URL, "must be a PostgreSQL JDBC URL such as " + DEFAULT_URL + ", got '" + redact(url) + "'");
         }
-        if (Driver.parseURL(url, new Properties()) == null) {
+        Properties parsed = Driver.parseURL(url, new Properties());
+        if (parsed == null) {
             throw new ConfigException(URL, "is not a JDBC URL the PostgreSQL driver can parse: '" + redact(url) + "'");
+        }
+        // The driver lets URL parameters override the user and password it is given, which would
+        // silently defeat DATABASE_USER (and put a password where logs can see it).
+        if (parsed.containsKey("user") || parsed.containsKey("password")) {
+            throw new ConfigException(URL, "must not carry user or password parameters; set " + USER + " and " + PASSWORD
+                    + " instead (got '" + redact(url) + "')");
         }
         if (user == null || user.isBlank()) {
             throw new ConfigException(USER, "is required");

@@ -88,6 +88,17 @@ class ConfigTest {
     }
 
     @Test
+    void credentialsInTheUrlAreRefusedBecauseTheyWouldOverrideTheSettings() {
+        assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?user=admin")))
+                .hasMessage("DATABASE_URL: must not carry user or password parameters; set DATABASE_USER and DATABASE_PASSWORD instead "
+                        + "(got 'jdbc:postgresql://db:5432/jobs?…')");
+        assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db/jobs?ssl=true&password=hunter2")))
+                .hasMessageStartingWith("DATABASE_URL: must not carry user or password").hasMessageNotContaining("hunter2");
+        assertThat(DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?ssl=true")).url())
+                .isEqualTo("jdbc:postgresql://db:5432/jobs?ssl=true");
+    }
+
+    @Test
     void databaseTimeoutsMustSitInsideTheLease() {
         LeaseConfig lease = LeaseConfig.from(settings("LEASE_DURATION", "2s", "RENEW_INTERVAL", "500ms"));
         assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(settings("DATABASE_STATEMENT_TIMEOUT", "2s"))))
@@ -103,7 +114,7 @@ class ConfigTest {
     @Test
     void passwordsStayOutOfLogs() {
         DatabaseConfig db = DatabaseConfig.from(settings(
-                "DATABASE_URL", "jdbc:postgresql://db:5432/jobs?password=hunter2", "DATABASE_PASSWORD", "s3cret"));
+                "DATABASE_URL", "jdbc:postgresql://db:5432/jobs?sslpassword=hunter2", "DATABASE_PASSWORD", "s3cret"));
         assertThat(db.toString()).doesNotContain("hunter2").doesNotContain("s3cret").contains("jdbc:postgresql://db:5432/jobs");
         assertThat(db.safeUrl()).isEqualTo("jdbc:postgresql://db:5432/jobs?…");
     }

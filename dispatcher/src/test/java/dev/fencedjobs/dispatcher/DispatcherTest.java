@@ -141,6 +141,43 @@ class DispatcherTest {
         fixture.assertExactlyOnceWithOutbox(2);
     }
 
+    @Test
+    void theOpsEndpointServesHealthMetricsAndStatus() throws Exception {
+        Dispatcher a = fixture.start();
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 10)");
+        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
+
+        java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        java.util.function.Function<String, java.net.http.HttpResponse<String>> get = path -> {
+            try {
+                return http.send(java.net.http.HttpRequest.newBuilder(
+                                java.net.URI.create("http://localhost:" + a.httpPort() + path)).build(),
+                        java.net.http.HttpResponse.BodyHandlers.ofString());
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        };
+        assertThat(get.apply("/health/live").statusCode()).isEqualTo(200);
+        assertThat(get.apply("/health/ready").statusCode()).isEqualTo(200);
+        String metrics = get.apply("/metrics").body();
+        assertThat(metrics)
+                .contains("fencedjobs_leader{role=\"scheduler\",service=\"dispatcher\"} 1.0")
+                .contains("fencedjobs_lease_token{")
+                .contains("fencedjobs_lease_takeovers_total{")
+                .contains("fencedjobs_lease_renewals_total{")
+                .contains("fencedjobs_lease_renewal_seconds_count{")
+                .contains("fencedjobs_lease_renewal_failures_total{")
+                .contains("fencedjobs_jobs_completed_total{service=\"dispatcher\"} 10.0")
+                .contains("fencedjobs_batch_jobs_sum{")
+                .contains("fencedjobs_batch_seconds_count{")
+                .contains("fencedjobs_guard_rejections_total{");
+        String status = get.apply("/status").body();
+        assertThat(status).contains("\"role\" : \"scheduler\"").contains("\"holder\" : \"replica-1\"")
+                .contains("\"state\" : \"LEADER\"").contains("\"token\" : 1").contains("\"leaseExpiresAt\"")
+                .contains("\"lastBatch\"").contains("\"completed\" : 10");
+    }
+
     static void sleep(long millis) {
         try {
             Thread.sleep(millis);

@@ -151,7 +151,7 @@ public final class Leadership implements AutoCloseable {
         }
     }
 
-    private void attempt() {
+    void attempt() {
         if (state == State.STOPPED) {
             return;
         }

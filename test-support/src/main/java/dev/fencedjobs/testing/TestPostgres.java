@@ -20,8 +20,8 @@ import org.testcontainers.postgresql.PostgreSQLContainer;
  *
  * <ol>
  *   <li>{@code FJ_TEST_POSTGRES_URL} (with {@code FJ_TEST_POSTGRES_USER} and
- *       {@code FJ_TEST_POSTGRES_PASSWORD}): a server you run, reached as a user that may create
- *       databases;
+ *       {@code FJ_TEST_POSTGRES_PASSWORD}, not as URL parameters): a server you run, reached as a
+ *       user that may create databases;
  *   <li>Testcontainers ({@code postgres:17}), if a Docker engine answers;
  *   <li>otherwise an embedded PostgreSQL 17 started from Maven-served binaries.
  * </ol>
@@ -71,7 +71,8 @@ public final class TestPostgres {
         }
         EmbeddedPostgres embedded = startEmbedded();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> closeQuietly(embedded), "test-postgres-stop"));
-        return new TestPostgres(embedded.getJdbcUrl("postgres", "postgres"), "postgres", "", "embedded PostgreSQL");
+        // No user parameter in the URL: services take the user from their own settings.
+        return new TestPostgres("jdbc:postgresql://localhost:" + embedded.getPort() + "/postgres", "postgres", "", "embedded PostgreSQL");
     }
 
     static EmbeddedPostgres startEmbedded() {

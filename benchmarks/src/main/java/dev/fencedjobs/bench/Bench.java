@@ -1,0 +1,22 @@
+package dev.fencedjobs.bench;
+
+import java.util.Arrays;
+
+/** {@code java -jar fenced-jobs-benchmarks.jar <benchmark> [args]}. */
+public final class Bench {
+
+    private Bench() {}
+
+    public static void main(String[] args) throws Exception {
+        String which = args.length == 0 ? "" : args[0];
+        String[] rest = args.length == 0 ? args : Arrays.copyOfRange(args, 1, args.length);
+        switch (which) {
+            case "dispatcher":
+                DispatcherBenchmark.main(rest);
+                break;
+            default:
+                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher");
+                System.exit(2);
+        }
+    }
+}

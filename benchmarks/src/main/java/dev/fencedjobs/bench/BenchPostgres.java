@@ -1,0 +1,106 @@
+package dev.fencedjobs.bench;
+
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Locale;
+
+/**
+ * The PostgreSQL a benchmark runs against: {@code FJ_BENCH_POSTGRES_URL} (a superuser URL, with
+ * {@code FJ_BENCH_POSTGRES_USER}/{@code FJ_BENCH_POSTGRES_PASSWORD}) or an embedded PostgreSQL 17
+ * with durable settings (fsync and synchronous commit on, unlike the test servers) and
+ * pg_stat_statements loaded, so statements can be counted.
+ */
+final class BenchPostgres implements AutoCloseable {
+
+    private final EmbeddedPostgres embedded;
+    private final String adminUrl;
+    private final String user;
+    private final String password;
+    private int databases;
+
+    private BenchPostgres(EmbeddedPostgres embedded, String adminUrl, String user, String password) {
+        this.embedded = embedded;
+        this.adminUrl = adminUrl;
+        this.user = user;
+        this.password = password;
+    }
+
+    static BenchPostgres start() {
+        String url = System.getenv("FJ_BENCH_POSTGRES_URL");
+        if (url != null && !url.isBlank()) {
+            return new BenchPostgres(null, url, env("FJ_BENCH_POSTGRES_USER", "postgres"), env("FJ_BENCH_POSTGRES_PASSWORD", ""));
+        }
+        try {
+            EmbeddedPostgres pg = EmbeddedPostgres.builder()
+                    .setServerConfig("fsync", "on")
+                    .setServerConfig("synchronous_commit", "on")
+                    .setServerConfig("full_page_writes", "on")
+                    .setServerConfig("max_connections", "100")
+                    .setServerConfig("shared_buffers", "256MB")
+                    .setServerConfig("shared_preload_libraries", "pg_stat_statements")
+                    .setServerConfig("pg_stat_statements.track", "all")
+                    .start();
+            return new BenchPostgres(pg, "jdbc:postgresql://localhost:" + pg.getPort() + "/postgres", "postgres", "");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static String env(String name, String defaultValue) {
+        String v = System.getenv(name);
+        return v == null || v.isBlank() ? defaultValue : v;
+    }
+
+    /** A fresh database; returns its JDBC URL. */
+    String freshDatabase(String hint) throws SQLException {
+        String name = ("bench_" + hint + "_" + (++databases)).toLowerCase(Locale.ROOT);
+        try (Connection c = admin(); Statement s = c.createStatement()) {
+            s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+            s.execute("CREATE DATABASE " + name);
+        }
+        return withDatabase(name);
+    }
+
+    String withDatabase(String name) {
+        int hostStart = adminUrl.indexOf("//") + 2;
+        int slash = adminUrl.indexOf('/', hostStart);
+        int query = adminUrl.indexOf('?', hostStart);
+        String prefix = adminUrl.substring(0, slash < 0 ? (query < 0 ? adminUrl.length() : query) : slash);
+        return prefix + "/" + name + (query < 0 ? "" : adminUrl.substring(query));
+    }
+
+    Connection admin() throws SQLException {
+        return DriverManager.getConnection(adminUrl, user, password);
+    }
+
+    String user() {
+        return user;
+    }
+
+    String password() {
+        return password;
+    }
+
+    String describe() throws SQLException {
+        try (Connection c = admin(); Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery("SELECT current_setting('server_version'), current_setting('fsync'), "
+                        + "current_setting('synchronous_commit'), current_setting('shared_buffers')")) {
+            rs.next();
+            return "PostgreSQL " + rs.getString(1) + (embedded != null ? " (embedded)" : " (FJ_BENCH_POSTGRES_URL)")
+                    + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers=" + rs.getString(4);
+        }
+    }
+
+    @Override
+    public void close() throws IOException {
+        if (embedded != null) {
+            embedded.close();
+        }
+    }
+}

@@ -1,0 +1,138 @@
+package dev.fencedjobs.runtime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Ticker;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** Leadership's state machine, with a scripted lease and a settable clock: no database, no sleeps. */
+class LeadershipTest {
+
+    private static final LeaseConfig LEASE = new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3));
+    private static final Duration MARGIN = Duration.ofSeconds(2);
+
+    private long now = 1_000_000_000L;
+    private final Ticker ticker = () -> now;
+    private final Deque<Object> answers = new ArrayDeque<>();
+    private final AtomicInteger released = new AtomicInteger();
+    private final AtomicInteger changes = new AtomicInteger();
+
+    private final Leadership.LeaseOps script = new Leadership.LeaseOps() {
+        @Override
+        public Optional<Grant> acquireOrRenew() {
+            Object next = answers.removeFirst();
+            if (next instanceof RuntimeException e) {
+                throw e;
+            }
+            return next instanceof Long token
+                    ? Optional.of(new Grant("r", "me", token, OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+                    : Optional.empty();
+        }
+
+        @Override
+        public boolean release(long token) {
+            released.incrementAndGet();
+            return true;
+        }
+    };
+
+    private Leadership leadership() {
+        Leadership l = new Leadership("r", "me", script, LEASE, MARGIN, ticker, new SimpleMeterRegistry());
+        l.onChange(changes::incrementAndGet);
+        return l;
+    }
+
+    @Test
+    void grantIsHandedOutOnlyUntilTheLocalDeadlineLessTheMargin() {
+        Leadership l = leadership();
+        answers.add(1L);
+        l.attempt();
+        assertThat(l.state()).isEqualTo(Leadership.State.LEADER);
+        assertThat(l.current()).map(Grant::token).contains(1L);
+
+        now += Duration.ofSeconds(7).toNanos();
+        assertThat(l.current()).as("7.0 s into a 10 s lease, margin 2 s").isPresent();
+        now += Duration.ofMillis(1001).toNanos();
+        assertThat(l.current()).as("8.001 s into a 10 s lease: stop starting work").isEmpty();
+        assertThat(l.state()).as("still leader until a renewal says otherwise").isEqualTo(Leadership.State.LEADER);
+
+        int before = changes.get();
+        answers.add(1L);
+        l.attempt();
+        assertThat(l.current()).as("a renewal moves the deadline").map(Grant::token).contains(1L);
+        assertThat(changes.get()).as("the worker is woken when a lapsed deadline is lifted").isEqualTo(before + 1);
+    }
+
+    @Test
+    void aFailedRenewalStepsDownAtOnceAndAnEmptyOneToo() {
+        Leadership l = leadership();
+        answers.add(1L);
+        l.attempt();
+        answers.add(new IllegalStateException("connection refused"));
+        l.attempt();
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(l.current()).isEmpty();
+        assertThat(l.databaseReachable()).isFalse();
+
+        answers.add(2L);
+        l.attempt();
+        assertThat(l.current()).map(Grant::token).contains(2L);
+        answers.add("none");
+        l.attempt();
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(l.databaseReachable()).isTrue();
+        assertThat(l.acquisitions()).isEqualTo(2);
+    }
+
+    @Test
+    void aGuardRejectionStepsDownOnlyTheGrantItWasFor() {
+        Leadership l = leadership();
+        answers.add(1L);
+        l.attempt();
+        Grant old = l.current().orElseThrow();
+        answers.add(2L);
+        l.attempt();
+        l.stepDown(old, "guard rejected an older grant");
+        assertThat(l.current()).as("a newer grant survives a step-down for an older one").map(Grant::token).contains(2L);
+        l.stepDown(l.current().orElseThrow(), "guard rejected");
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+    }
+
+    @Test
+    void stopReleasesOnlyWhenLeader() {
+        Leadership follower = leadership();
+        answers.add("none");
+        follower.attempt();
+        follower.stopAndRelease();
+        assertThat(released).hasValue(0);
+
+        Leadership leader = leadership();
+        answers.add(5L);
+        leader.attempt();
+        leader.stopAndRelease();
+        assertThat(released).hasValue(1);
+        assertThat(leader.state()).isEqualTo(Leadership.State.STOPPED);
+        assertThat(leader.current()).isEmpty();
+    }
+
+    @Test
+    void backoffGrowsWithFailuresWithinItsBounds() {
+        Backoff b = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(1));
+        for (int i = 0; i < 20; i++) {
+            long pause = b.nextNanos();
+            long ceiling = Math.min(Duration.ofMillis(100).toNanos() << Math.min(i, 30), Duration.ofSeconds(1).toNanos());
+            assertThat(pause).isBetween(ceiling / 2, ceiling);
+        }
+        b.reset();
+        assertThat(b.nextNanos()).isLessThanOrEqualTo(Duration.ofMillis(100).toNanos());
+    }
+}
