@@ -1,0 +1,136 @@
+package dev.fencedjobs.testing;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A single-node KRaft Kafka broker in a separate JVM ({@code kafka.Kafka}), on a fixed port and
+ * log directory, so a test can stop it (SIGKILL) and start it again with its data intact.
+ */
+public final class KafkaProcess implements AutoCloseable {
+
+    private final Path directory;
+    private final Path config;
+    private final int port;
+    private Process process;
+
+    public KafkaProcess() {
+        try {
+            directory = Files.createTempDirectory("fj-kafka");
+            port = freePort();
+            int controllerPort = freePort();
+            config = directory.resolve("server.properties");
+            Files.writeString(config, String.join("\n",
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    "controller.quorum.bootstrap.servers=localhost:" + controllerPort,
+                    "listeners=PLAINTEXT://localhost:" + port + ",CONTROLLER://localhost:" + controllerPort,
+                    "advertised.listeners=PLAINTEXT://localhost:" + port + ",CONTROLLER://localhost:" + controllerPort,
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "log.dirs=" + directory.resolve("data"),
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=4",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "transaction.state.log.num.partitions=4",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                    "") );
+            run(List.of("kafka.tools.StorageTool", "format", "--standalone", "-t", org.apache.kafka.common.Uuid.randomUuid().toString(), "-c", config.toString()), directory.resolve("format.log"), true);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        start();
+    }
+
+    public String bootstrapServers() {
+        return "localhost:" + port;
+    }
+
+    public synchronized void start() {
+        if (process != null && process.isAlive()) {
+            return;
+        }
+        process = run(List.of("kafka.Kafka", config.toString()), directory.resolve("broker.log"), false);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!listening()) {
+            if (System.nanoTime() > deadline || !process.isAlive()) {
+                throw new IllegalStateException("Kafka broker did not start; see " + directory.resolve("broker.log"));
+            }
+            sleep(100);
+        }
+    }
+
+    /** SIGKILL: the broker vanishes without a controlled shutdown. */
+    public synchronized void kill() {
+        if (process != null) {
+            process.destroyForcibly();
+            try {
+                process.waitFor(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            process = null;
+        }
+    }
+
+    private boolean listening() {
+        try (Socket ignored = new Socket("localhost", port)) {
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    private static Process run(List<String> mainAndArgs, Path log, boolean wait) {
+        try {
+            List<String> command = new java.util.ArrayList<>(List.of(
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    "-Xmx512m", "-cp", System.getProperty("java.class.path")));
+            command.addAll(mainAndArgs);
+            Process p = new ProcessBuilder(command).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+            if (wait && (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0)) {
+                throw new IllegalStateException(mainAndArgs.get(0) + " failed; see " + log);
+            }
+            return p;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        kill();
+        try (var files = Files.walk(directory)) {
+            files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        } catch (IOException e) {
+            // A temp directory left behind is harmless.
+        }
+    }
+}
