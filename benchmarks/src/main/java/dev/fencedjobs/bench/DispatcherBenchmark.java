@@ -6,6 +6,7 @@ import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceConfig;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -76,8 +77,8 @@ public final class DispatcherBenchmark {
     }
 
     private Dispatcher dispatcher(DatabaseConfig db, int batch) {
-        return Dispatcher.start(new DispatcherConfig(db, new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
-                batch, 0, Duration.ofSeconds(10), true));
+        return Dispatcher.start(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), batch));
     }
 
     /** Returns seconds from the first to the last completion. */

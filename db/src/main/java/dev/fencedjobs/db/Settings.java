@@ -67,6 +67,26 @@ public final class Settings {
         }
     }
 
+    /** Accepts true/false, yes/no, 1/0. */
+    public boolean bool(String name, boolean defaultValue) {
+        Optional<String> raw = get(name);
+        if (raw.isEmpty()) {
+            return defaultValue;
+        }
+        switch (raw.get().toLowerCase(Locale.ROOT)) {
+            case "true":
+            case "yes":
+            case "1":
+                return true;
+            case "false":
+            case "no":
+            case "0":
+                return false;
+            default:
+                throw new ConfigException(name, "must be true or false, got '" + raw.get() + "'");
+        }
+    }
+
     public Duration duration(String name, Duration defaultValue) {
         return get(name).map(raw -> parseDuration(name, raw)).orElse(defaultValue);
     }

@@ -4,6 +4,7 @@ import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
@@ -12,6 +13,8 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -31,7 +34,7 @@ import org.slf4j.MDC;
  *
  * <p>While idle it sends nothing to the database: it wakes only for notifications and leadership.
  */
-final class DispatchLoop implements Runnable {
+final class DispatchLoop implements LeaderService.Worker {
 
     private static final Logger log = LoggerFactory.getLogger(DispatchLoop.class);
     private static final long NOTHING = Long.MAX_VALUE;
@@ -71,25 +74,47 @@ final class DispatchLoop implements Runnable {
         leadership.onChange(wakeup::signal);
     }
 
-    /** A notification: pending jobs were inserted or moved, the earliest due at this database time. */
-    void jobsDue(long dueEpochMillis) {
-        earliestNotified.accumulateAndGet(dueEpochMillis, Math::min);
+    /**
+     * {@code jobs_due}: pending jobs were inserted or moved earlier; the payload is the earliest
+     * due time among them, epoch milliseconds in database time.
+     */
+    @Override
+    public void onNotification(String channel, String payload) {
+        try {
+            earliestNotified.accumulateAndGet(Long.parseLong(payload), Math::min);
+        } catch (NumberFormatException e) {
+            earliestNotified.set(CATCH_UP);
+        }
         wakeup.signal();
     }
 
     /** The notification stream restarted: whatever it missed is found by one batch. */
-    void catchUp() {
+    @Override
+    public void onListenerConnected() {
         earliestNotified.set(CATCH_UP);
         wakeup.signal();
     }
 
-    void stop() {
+    @Override
+    public void stop() {
         running = false;
         wakeup.signal();
     }
 
-    Optional<LastBatch> lastBatch() {
-        return Optional.ofNullable(lastBatch);
+    @Override
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("batchSize", batchSize);
+        LastBatch b = lastBatch;
+        if (b != null) {
+            Map<String, Object> batch = new LinkedHashMap<>();
+            batch.put("token", b.token());
+            batch.put("completed", b.completed());
+            batch.put("millis", b.millis());
+            batch.put("finishedAt", b.finishedAt().toString());
+            status.put("lastBatch", batch);
+        }
+        return status;
     }
 
     @Override

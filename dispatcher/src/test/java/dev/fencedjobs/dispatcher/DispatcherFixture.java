@@ -11,6 +11,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -39,7 +40,7 @@ final class DispatcherFixture implements AutoCloseable {
     }
 
     DispatcherConfig config(LeaseConfig lease, int batchSize) {
-        return new DispatcherConfig(database, lease, batchSize, 0, Duration.ofSeconds(10), false);
+        return new DispatcherConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), lease, batchSize);
     }
 
     Dispatcher start() {

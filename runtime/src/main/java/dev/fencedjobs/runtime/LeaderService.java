@@ -1,0 +1,190 @@
+package dev.fencedjobs.runtime;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Ticker;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.UnaryOperator;
+import org.jooq.DSLContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A service whose work only the holder of a role's lease may do (the dispatcher, the relay): the
+ * pool, the migrations, {@link Leadership}, the LISTEN connection, the ops endpoint, the worker
+ * thread, and the graceful stop.
+ *
+ * <p>Graceful stop ({@link #close()}): the worker stops starting work and finishes what is in
+ * flight; then, and only then, the lease is released conditionally, whose trigger notifies
+ * followers so one takes over at once. If the worker does not finish in time, the lease is left
+ * to expire.
+ */
+public final class LeaderService implements AutoCloseable {
+
+    /** The channel on which a lease release is announced; the payload is the role. */
+    public static final String LEASE_RELEASED = "lease_released";
+    /** Start-up waits for an unreachable database for about a minute and a half before it gives up. */
+    private static final int MIGRATE_CONNECT_RETRIES = 12;
+
+    private static final Logger log = LoggerFactory.getLogger(LeaderService.class);
+
+    /** The service's own work, run on a thread of its own. */
+    public interface Worker extends Runnable {
+        /** Stop starting work; return from {@link #run()} once what is in flight is done. */
+        void stop();
+
+        /** A notification on one of the service's channels (never {@link #LEASE_RELEASED}). */
+        void onNotification(String channel, String payload);
+
+        /** The LISTEN connection (re)connected: notifications may have been missed. */
+        void onListenerConnected();
+
+        /** Entries for the status JSON. */
+        Map<String, Object> status();
+    }
+
+    /** What a worker is built from. */
+    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, PrometheusMeterRegistry registry, Ticker ticker) {}
+
+    /** How a service is put together; the decorators let tests pause or break its lease and work. */
+    public record Spec(String service, String role, String holderId, ServiceConfig config, LeaseConfig lease,
+            Duration safetyMargin, List<String> channels, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps) {}
+
+    private final Spec spec;
+    private final HikariDataSource pool;
+    private final Leadership leadership;
+    private final Worker worker;
+    private final Thread workerThread;
+    private final PgListener listener;
+    private final OpsServer ops;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final CountDownLatch terminated = new CountDownLatch(1);
+
+    private LeaderService(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
+        this.spec = spec;
+        log.info("{} {} starting: database {} as {}", spec.service(), spec.holderId(), spec.config().database().safeUrl(),
+                spec.config().database().user());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        registry.config().commonTags("service", spec.service());
+        new JvmMemoryMetrics().bindTo(registry);
+        this.pool = Database.pool(spec.config().database(), spec.service());
+        try {
+            if (spec.config().migrate()) {
+                Database.migrate(pool, MIGRATE_CONNECT_RETRIES);
+            }
+            DSLContext dsl = Database.dsl(pool);
+            Lease lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
+            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(new Leadership.LeaseOps() {
+                @Override
+                public Optional<Grant> acquireOrRenew() {
+                    return lease.acquireOrRenew();
+                }
+
+                @Override
+                public boolean release(long token) {
+                    return lease.release(token);
+                }
+            }), spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
+            this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker()));
+            List<String> channels = new ArrayList<>(spec.channels());
+            channels.add(LEASE_RELEASED);
+            this.listener = new PgListener(spec.config().database(), spec.service(), channels, this::onNotification,
+                    worker::onListenerConnected);
+            this.workerThread = new Thread(worker, spec.service() + "-worker");
+            this.ops = OpsServer.start(spec.config().httpPort(), registry, this::ready, this::status);
+        } catch (RuntimeException e) {
+            pool.close();
+            throw e;
+        }
+    }
+
+    public static LeaderService start(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
+        LeaderService s = new LeaderService(spec, workerFactory);
+        s.workerThread.start();
+        s.listener.start();
+        s.leadership.start();
+        return s;
+    }
+
+    private void onNotification(String channel, String payload) {
+        if (LEASE_RELEASED.equals(channel)) {
+            if (spec.role().equals(payload)) {
+                leadership.attemptNow();
+            }
+        } else {
+            worker.onNotification(channel, payload);
+        }
+    }
+
+    public boolean ready() {
+        return leadership.databaseReachable() && !closed.get();
+    }
+
+    public Leadership leadership() {
+        return leadership;
+    }
+
+    public int httpPort() {
+        return ops.port();
+    }
+
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("service", spec.service());
+        status.put("role", leadership.role());
+        status.put("holder", leadership.holderId());
+        status.put("state", leadership.state().name());
+        status.put("ready", ready());
+        status.put("acquisitions", leadership.acquisitions());
+        leadership.lastGrant().ifPresent(g -> {
+            status.put("token", g.token());
+            status.put("leaseExpiresAt", g.expiresAt().toString());
+        });
+        status.putAll(worker.status());
+        return status;
+    }
+
+    /** Blocks until {@link #close()} has finished. */
+    public void awaitTermination() throws InterruptedException {
+        terminated.await();
+    }
+
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        Duration timeout = spec.config().shutdownTimeout();
+        log.info("{} {} stopping: no new work; waiting up to {} for work in flight", spec.service(), spec.holderId(), timeout);
+        worker.stop();
+        try {
+            workerThread.join(timeout.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (workerThread.isAlive()) {
+            log.warn("Work in flight did not finish within {}; not releasing the lease, it expires on its own", timeout);
+            leadership.close();
+        } else {
+            leadership.stopAndRelease();
+        }
+        listener.close();
+        ops.close();
+        pool.close();
+        log.info("{} {} stopped", spec.service(), spec.holderId());
+        terminated.countDown();
+    }
+}
