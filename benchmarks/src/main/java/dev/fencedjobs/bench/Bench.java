@@ -14,8 +14,11 @@ public final class Bench {
             case "dispatcher":
                 DispatcherBenchmark.main(rest);
                 break;
+            case "relay":
+                RelayBenchmark.main(rest);
+                break;
             default:
-                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher");
+                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay");
                 System.exit(2);
         }
     }

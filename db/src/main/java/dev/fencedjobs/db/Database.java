@@ -67,9 +67,21 @@ public final class Database {
      * more tries, with Flyway's doubling pause between them (at most 10 s).
      */
     public static void migrate(DataSource dataSource, int connectRetries) {
+        migrate(dataSource, "classpath:db/migration", "flyway_schema_history", connectRetries);
+    }
+
+    /**
+     * Applies one component's migrations with its own history table, so the dispatcher's schema
+     * and the consumer's can live in one database or in two. Baselining at version 0 lets a
+     * component start on a database where the other's tables already exist.
+     */
+    public static void migrate(DataSource dataSource, String location, String historyTable, int connectRetries) {
         Flyway.configure()
                 .dataSource(dataSource)
-                .locations("classpath:db/migration")
+                .locations(location)
+                .table(historyTable)
+                .baselineOnMigrate(true)
+                .baselineVersion("0")
                 .connectRetries(connectRetries)
                 .connectRetriesInterval(10)
                 .load()

@@ -4,6 +4,7 @@ import dev.fencedjobs.db.HolderId;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceMain;
 import java.util.List;
 import java.util.Map;
 import java.util.function.UnaryOperator;
@@ -12,7 +13,7 @@ import java.util.function.UnaryOperator;
  * One dispatcher replica: leadership of the {@code scheduler} role and the {@link DispatchLoop}
  * that completes due jobs while this replica leads, woken by {@code jobs_due} notifications.
  */
-public final class Dispatcher implements AutoCloseable {
+public final class Dispatcher implements ServiceMain.Running {
 
     static final String JOBS_DUE = "jobs_due";
 
@@ -53,6 +54,7 @@ public final class Dispatcher implements AutoCloseable {
         return service.status();
     }
 
+    @Override
     public void awaitTermination() throws InterruptedException {
         service.awaitTermination();
     }

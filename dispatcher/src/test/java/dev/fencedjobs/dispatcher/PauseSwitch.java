@@ -2,58 +2,44 @@ package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.testing.Gate;
 import java.util.Optional;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Plays a SIGSTOP for one replica inside the test JVM: once paused, its lease operations and its
- * batches block where they stand until resumed. The replica's threads keep the state they had
- * (its worker keeps the grant it already took), exactly like a stopped process.
+ * Pauses one dispatcher replica: once paused, its lease operations and its batches stop where
+ * they stand until resumed; its worker keeps the grant it already took.
  */
 final class PauseSwitch {
 
-    private volatile CountDownLatch resume = new CountDownLatch(0);
-    private final AtomicInteger blocked = new AtomicInteger();
+    private final Gate gate = new Gate();
 
     void pause() {
-        resume = new CountDownLatch(1);
+        gate.close();
     }
 
     void resume() {
-        resume.countDown();
+        gate.open();
     }
 
     int blocked() {
-        return blocked.get();
-    }
-
-    private void gate() {
-        CountDownLatch latch = resume;
-        if (latch.getCount() == 0) {
-            return;
-        }
-        blocked.incrementAndGet();
-        try {
-            latch.await();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } finally {
-            blocked.decrementAndGet();
-        }
+        return gate.waiting();
     }
 
     Leadership.LeaseOps lease(Leadership.LeaseOps delegate) {
+        return pausing(gate, delegate);
+    }
+
+    static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
         return new Leadership.LeaseOps() {
             @Override
             public Optional<Grant> acquireOrRenew() {
-                gate();
+                gate.pass();
                 return delegate.acquireOrRenew();
             }
 
             @Override
             public boolean release(long token) {
-                gate();
+                gate.pass();
                 return delegate.release(token);
             }
         };
@@ -63,13 +49,13 @@ final class PauseSwitch {
         return new JobBatches() {
             @Override
             public BatchResult completeDue(Grant grant, int limit) {
-                gate();
+                gate.pass();
                 return delegate.completeDue(grant, limit);
             }
 
             @Override
             public NextDue nextDue() {
-                gate();
+                gate.pass();
                 return delegate.nextDue();
             }
         };

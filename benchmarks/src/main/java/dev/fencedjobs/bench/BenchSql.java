@@ -1,0 +1,93 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.function.BooleanSupplier;
+import org.postgresql.ds.PGSimpleDataSource;
+
+/** Small JDBC helpers the benchmarks share. */
+final class BenchSql {
+
+    private BenchSql() {}
+
+    static DatabaseConfig database(String url, String user, String password) {
+        return new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(2),
+                Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+    }
+
+    static void migrate(DatabaseConfig db) {
+        PGSimpleDataSource ds = new PGSimpleDataSource();
+        ds.setUrl(db.url());
+        ds.setUser(db.user());
+        ds.setPassword(db.password());
+        Database.migrate(ds);
+    }
+
+    static Connection connect(DatabaseConfig db) throws SQLException {
+        return DriverManager.getConnection(db.url(), db.user(), db.password());
+    }
+
+    static void execute(DatabaseConfig db, String sql) throws SQLException {
+        try (Connection c = connect(db); Statement s = c.createStatement()) {
+            s.execute(sql);
+        }
+    }
+
+    static boolean exists(DatabaseConfig db, String sql) {
+        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            return rs.next();
+        } catch (SQLException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static double queryDouble(DatabaseConfig db, String sql) throws SQLException {
+        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return rs.getDouble(1);
+        }
+    }
+
+    static void waitFor(BooleanSupplier condition, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("timed out after " + timeout);
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** Runs {@code insert} {@code perTick} rows at a time at {@code rate} rows/s for {@code seconds}; returns the rate achieved. */
+    static double offer(Statement statement, String insert, int rate, int perTick, int seconds) throws Exception {
+        long tickNanos = 1_000_000_000L * perTick / rate;
+        long start = System.nanoTime();
+        long end = start + seconds * 1_000_000_000L;
+        long next = start;
+        long inserted = 0;
+        while (next < end) {
+            long wait = next - System.nanoTime();
+            if (wait > 0) {
+                Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+            }
+            inserted += statement.executeUpdate(insert);
+            next += tickNanos;
+        }
+        return inserted / ((System.nanoTime() - start) / 1e9);
+    }
+
+    /** p50, p99 and max of a millisecond expression over the rows of a query's FROM/WHERE part. */
+    static double[] percentiles(Statement statement, String msExpression, String fromWhere) throws SQLException {
+        try (ResultSet rs = statement.executeQuery("SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
+                + "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM (SELECT " + msExpression + " AS ms " + fromWhere + ") l")) {
+            rs.next();
+            return new double[] {rs.getLong(1), rs.getDouble(2), rs.getDouble(3), rs.getDouble(4)};
+        }
+    }
+}

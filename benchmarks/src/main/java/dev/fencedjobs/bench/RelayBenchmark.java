@@ -1,0 +1,86 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.relay.Relay;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.TestKafka;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+
+/**
+ * Prints the relay's figures: outbox rows published per second (database to broker
+ * acknowledgement and mark) at two batch sizes, and commit-to-publish latency at a steady load.
+ * Kafka: {@code FJ_BENCH_KAFKA_BOOTSTRAP}, else a KRaft broker inside this JVM.
+ */
+public final class RelayBenchmark {
+
+    private RelayBenchmark() {}
+
+    public static void main(String[] args) throws Exception {
+        int backlog = Integer.getInteger("backlog", 200_000);
+        int rate = Integer.getInteger("rate", 500);
+        int seconds = Integer.getInteger("seconds", 30);
+        String external = System.getenv("FJ_BENCH_KAFKA_BOOTSTRAP");
+        KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
+        String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
+        try (BenchPostgres pg = BenchPostgres.start()) {
+            System.out.printf("Relay benchmark, %s%n", java.time.OffsetDateTime.now().withNano(0));
+            System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
+                    System.getProperty("java.version"), pg.describe(),
+                    embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
+            System.out.printf("1. Throughput: one relay publishes a backlog of %,d outbox rows (3 partitions, acks=all, transactions)%n", backlog);
+            System.out.printf("%-10s %12s %12s %14s%n", "batch", "rows", "seconds", "rows/s");
+            int run = 0;
+            for (int batch : new int[] {500, 2000}) {
+                DatabaseConfig db = BenchSql.database(pg.freshDatabase("relay"), pg.user(), pg.password());
+                BenchSql.migrate(db);
+                BenchSql.execute(db, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                        + "SELECT g, 'r-' || (g % 100), 1, jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() "
+                        + "FROM generate_series(1, " + backlog + ") g");
+                BenchSql.execute(db, "VACUUM ANALYZE outbox");
+                try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch))) {
+                    BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox WHERE published_at IS NULL LIMIT 1"),
+                            Duration.ofMinutes(10));
+                }
+                double elapsed = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(o.published_at) - min(t.acquired_at)) "
+                        + "FROM outbox o, lease_takeover t WHERE t.role = 'relay'");
+                System.out.printf("%-10d %,12d %12.2f %,14.0f%n", batch, backlog, elapsed, backlog / elapsed);
+            }
+
+            System.out.printf("%n2. Commit-to-publish latency at %d rows/s offered for %d s (batch 500)%n", rate, seconds);
+            DatabaseConfig db = BenchSql.database(pg.freshDatabase("relaylatency"), pg.user(), pg.password());
+            BenchSql.migrate(db);
+            try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-latency", 500));
+                    Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
+                BenchSql.waitFor(() -> relay.leadership().state() == Leadership.State.LEADER, Duration.ofSeconds(30));
+                int perTick = Math.max(1, rate / 100);
+                s.execute("CREATE SEQUENCE bench_job_id");
+                double offered = BenchSql.offer(s, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                        + "SELECT nextval('bench_job_id'), 'r-' || (g % 100), 1, '{}', clock_timestamp(), clock_timestamp() "
+                        + "FROM generate_series(1, " + perTick + ") g",
+                        rate, perTick, seconds);
+                BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox WHERE published_at IS NULL LIMIT 1"), Duration.ofMinutes(2));
+                double[] p = BenchSql.percentiles(s, "extract(epoch FROM published_at - completed_at) * 1000",
+                        "FROM outbox WHERE completed_at > (SELECT min(completed_at) FROM outbox) + interval '2 seconds'");
+                System.out.printf("%8s %8s %8s %8s %10s%n", "rows", "p50 ms", "p99 ms", "max ms", "offered/s");
+                System.out.printf("%8.0f %8.1f %8.1f %8.1f %10.0f%n", p[0], p[1], p[2], p[3], offered);
+            }
+        } finally {
+            if (embedded != null) {
+                embedded.close();
+            }
+        }
+    }
+
+    private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch) {
+        return new RelayConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), false),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic), 3, (short) 1,
+                topic, batch, Duration.ofSeconds(10), RelayConfig.DEFAULT_MAX_RECORD_BYTES, Duration.ofHours(1));
+    }
+}

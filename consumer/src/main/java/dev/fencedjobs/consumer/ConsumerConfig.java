@@ -1,0 +1,56 @@
+package dev.fencedjobs.consumer;
+
+import dev.fencedjobs.db.ConfigException;
+import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceConfig;
+import java.time.Duration;
+
+/**
+ * Everything the consumer reads at start-up.
+ *
+ * @param service its own database (which may be the dispatcher's), ops port, shutdown timeout, migrations
+ * @param kafka bootstrap servers and topic
+ * @param groupId consumer group ({@code CONSUMER_GROUP}); instances in one group share the partitions
+ * @param batchSize records per poll and per database transaction ({@code BATCH_SIZE})
+ * @param effectMaxAttempts tries of a failing effect before its record is dead-lettered ({@code EFFECT_MAX_ATTEMPTS})
+ * @param effectRetryBackoff pause between those tries ({@code EFFECT_RETRY_BACKOFF})
+ * @param processedRetention how long processed job ids are kept for deduplication
+ *     ({@code PROCESSED_RETENTION}); keep it at least as long as the topic's retention
+ */
+public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
+        Duration effectRetryBackoff, Duration processedRetention) {
+
+    public static final String GROUP = "CONSUMER_GROUP";
+    public static final String BATCH_SIZE = "BATCH_SIZE";
+    public static final String EFFECT_MAX_ATTEMPTS = "EFFECT_MAX_ATTEMPTS";
+    public static final String EFFECT_RETRY_BACKOFF = "EFFECT_RETRY_BACKOFF";
+    public static final String PROCESSED_RETENTION = "PROCESSED_RETENTION";
+    /** Kafka's default topic retention ({@code retention.ms}), seven days. */
+    public static final Duration DEFAULT_PROCESSED_RETENTION = Duration.ofDays(7);
+
+    public ConsumerConfig {
+        if (groupId == null || groupId.isBlank()) {
+            throw new ConfigException(GROUP, "must not be blank");
+        }
+        if (batchSize < 1 || batchSize > 10_000) {
+            throw new ConfigException(BATCH_SIZE, "must be between 1 and 10000, got " + batchSize);
+        }
+        Settings.requirePositive(EFFECT_MAX_ATTEMPTS, effectMaxAttempts);
+        if (effectRetryBackoff.isNegative()) {
+            throw new ConfigException(EFFECT_RETRY_BACKOFF, "must not be negative, got " + effectRetryBackoff);
+        }
+        Settings.requirePositive(PROCESSED_RETENTION, processedRetention);
+    }
+
+    public static ConsumerConfig from(Settings settings) {
+        return new ConsumerConfig(
+                ServiceConfig.from(settings),
+                KafkaSettings.from(settings),
+                settings.string(GROUP, "fenced-jobs-consumer"),
+                ServiceConfig.batchSize(settings, BATCH_SIZE, 500),
+                settings.integer(EFFECT_MAX_ATTEMPTS, 3),
+                settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
+                settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION));
+    }
+}

@@ -1,0 +1,379 @@
+package dev.fencedjobs.consumer;
+
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.OpsServer;
+import dev.fencedjobs.runtime.ServiceMain;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.jooq.DSLContext;
+import org.jooq.types.DayToSecond;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One consumer instance: polls a batch, handles it in one transaction of its own database
+ * ({@link BatchProcessor}), then commits the Kafka offsets. A crash between the two commits
+ * redelivers the batch, and the job ids recorded in the first commit make it a no-op.
+ *
+ * <ul>
+ *   <li>Auto-commit is off; {@code isolation.level=read_committed}, because the relay writes in
+ *       Kafka transactions.
+ *   <li>An effect that throws rolls the batch back; its records are then retried one at a time,
+ *       each up to {@code EFFECT_MAX_ATTEMPTS} times, and dead-lettered after that, so one bad
+ *       job never blocks a partition.
+ *   <li>A database fault is not the records' fault: the batch is rolled back, the consumer seeks
+ *       back to it, backs off and tries again. Nothing is committed to Kafka meanwhile.
+ * </ul>
+ */
+public final class FencedConsumer implements ServiceMain.Running {
+
+    private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
+    private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
+    private static final int MIGRATE_CONNECT_RETRIES = 12;
+
+    /** Commits the offsets of a handled batch; the default is {@code commitSync}. */
+    interface OffsetCommitter {
+        void commit(KafkaConsumer<String, byte[]> consumer, Map<TopicPartition, OffsetAndMetadata> offsets);
+    }
+
+    private final ConsumerConfig config;
+    private final OffsetCommitter committer;
+    private final HikariDataSource pool;
+    private final DSLContext dsl;
+    private final BatchProcessor processor;
+    private final KafkaConsumer<String, byte[]> consumer;
+    private final OpsServer ops;
+    private final Thread thread;
+    private final AtomicBoolean running = new AtomicBoolean(true);
+    private final CountDownLatch terminated = new CountDownLatch(1);
+    private final AtomicLong lag = new AtomicLong();
+    private volatile boolean databaseOk;
+    private volatile List<String> assignment = List.of();
+    private volatile Map<String, Object> lastBatch;
+    private long lastPurge = System.nanoTime();
+
+    private final Counter applied;
+    private final Counter duplicates;
+    private final Counter stale;
+    private final Counter deadLettered;
+    private final Counter failures;
+    private final Timer batchLatency;
+
+    private FencedConsumer(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
+        this.config = config;
+        this.committer = committer;
+        log.info("Consumer starting: group {}, topic {}, database {} as {}", config.groupId(), config.kafka().topic(),
+                config.service().database().safeUrl(), config.service().database().user());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        registry.config().commonTags("service", "consumer");
+        new JvmMemoryMetrics().bindTo(registry);
+        applied = Counter.builder("fencedjobs_consumer_applied").description("effects applied").register(registry);
+        duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
+        stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
+        deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
+        failures = Counter.builder("fencedjobs_consumer_batch_failures").description("batches rolled back by a database or Kafka fault").register(registry);
+        batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
+        Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
+        this.pool = Database.pool(config.service().database(), "consumer");
+        try {
+            if (config.service().migrate()) {
+                Database.migrate(pool, "classpath:db/consumer", "consumer_schema_history", MIGRATE_CONNECT_RETRIES);
+            }
+            databaseOk = true;
+            this.dsl = Database.dsl(pool);
+            this.processor = new BatchProcessor(effect);
+            this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
+            this.ops = OpsServer.start(config.service().httpPort(), registry, this::ready, this::status);
+        } catch (RuntimeException e) {
+            pool.close();
+            throw e;
+        }
+        this.thread = new Thread(this::run, "consumer-loop");
+    }
+
+    public static FencedConsumer start(ConsumerConfig config) {
+        return start(config, new LedgerEffect());
+    }
+
+    public static FencedConsumer start(ConsumerConfig config, Effect effect) {
+        return start(config, effect, KafkaConsumer::commitSync);
+    }
+
+    static FencedConsumer start(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
+        FencedConsumer c = new FencedConsumer(config, effect, committer);
+        c.thread.start();
+        return c;
+    }
+
+    private Properties consumerProperties() {
+        Properties p = new Properties();
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.kafka().bootstrapServers());
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.GROUP_ID_CONFIG, config.groupId());
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.MAX_POLL_RECORDS_CONFIG, config.batchSize());
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.CLIENT_ID_CONFIG, "fenced-jobs-consumer");
+        return p;
+    }
+
+    private void run() {
+        Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
+        try {
+            consumer.subscribe(List.of(config.kafka().topic()), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                    log.info("Partitions revoked: {}", partitions);
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                    log.info("Partitions assigned: {}", partitions);
+                }
+            });
+            while (running.get()) {
+                ConsumerRecords<String, byte[]> records;
+                try {
+                    records = consumer.poll(Duration.ofSeconds(1));
+                } catch (WakeupException e) {
+                    break;
+                } catch (KafkaException e) {
+                    log.warn("Kafka poll failed: {}", Faults.describe(e));
+                    sleep(backoff.nextNanos());
+                    continue;
+                }
+                updateLagAndAssignment();
+                if (records.isEmpty()) {
+                    purgeNowAndThen();
+                    continue;
+                }
+                if (handle(records)) {
+                    backoff.reset();
+                } else {
+                    sleep(backoff.nextNanos());
+                }
+            }
+        } catch (WakeupException e) {
+            // Stopping.
+        } finally {
+            try {
+                consumer.close(Duration.ofSeconds(5));
+            } catch (RuntimeException e) {
+                log.debug("closing the Kafka consumer: {}", e.toString());
+            }
+        }
+    }
+
+    /** True when the batch was committed to the database and to Kafka. */
+    private boolean handle(ConsumerRecords<String, byte[]> polled) {
+        long started = System.nanoTime();
+        List<ConsumerRecord<String, byte[]>> records = new ArrayList<>(polled.count());
+        polled.forEach(records::add);
+        BatchProcessor.Counts counts;
+        try {
+            counts = processWholeOrOneByOne(records);
+            databaseOk = true;
+        } catch (RuntimeException e) {
+            databaseOk = false;
+            failures.increment();
+            log.warn("Batch of {} records rolled back, will be retried: {}", records.size(), Faults.describe(e));
+            seekBack(polled);
+            return false;
+        }
+        applied.increment(counts.applied());
+        duplicates.increment(counts.duplicates());
+        stale.increment(counts.rejected());
+        deadLettered.increment(counts.deadLettered());
+        try {
+            committer.commit(consumer, nextOffsets(polled));
+        } catch (KafkaException e) {
+            // The database has the outcome; the records come again and are found processed.
+            failures.increment();
+            log.warn("Offset commit failed; the batch will be redelivered and deduplicated: {}", Faults.describe(e));
+        }
+        long elapsed = System.nanoTime() - started;
+        batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
+        Map<String, Object> batch = new LinkedHashMap<>();
+        batch.put("records", records.size());
+        batch.put("applied", counts.applied());
+        batch.put("duplicates", counts.duplicates());
+        batch.put("staleRejected", counts.rejected());
+        batch.put("deadLettered", counts.deadLettered());
+        batch.put("millis", elapsed / 1e6);
+        batch.put("finishedAt", Instant.now().toString());
+        lastBatch = batch;
+        return true;
+    }
+
+    private BatchProcessor.Counts processWholeOrOneByOne(List<ConsumerRecord<String, byte[]>> records) {
+        try {
+            return dsl.transactionResult(c -> processor.process(c.dsl(), records));
+        } catch (BatchProcessor.EffectFailure e) {
+            log.warn("Effect failed in a batch of {} records; retrying them one at a time: {}", records.size(), Faults.describe(e));
+        }
+        BatchProcessor.Counts total = new BatchProcessor.Counts(0, 0, 0, 0);
+        for (ConsumerRecord<String, byte[]> record : records) {
+            total = total.plus(processOne(record));
+        }
+        return total;
+    }
+
+    private BatchProcessor.Counts processOne(ConsumerRecord<String, byte[]> record) {
+        RuntimeException last = null;
+        for (int attempt = 1; attempt <= config.effectMaxAttempts(); attempt++) {
+            try {
+                return dsl.transactionResult(c -> processor.process(c.dsl(), List.of(record)));
+            } catch (BatchProcessor.EffectFailure e) {
+                last = e;
+                log.debug("Effect attempt {} of {} failed for {}", attempt, config.effectMaxAttempts(), BatchProcessor.describe(record));
+                if (attempt < config.effectMaxAttempts()) {
+                    sleep(config.effectRetryBackoff().toNanos());
+                }
+            }
+        }
+        String reason = "effect failed " + config.effectMaxAttempts() + " times: " + Faults.describe(last.getCause());
+        Job job = BatchProcessor.jobOf(record);
+        log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
+        dsl.transaction(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
+        return new BatchProcessor.Counts(0, 0, 0, 1);
+    }
+
+    private static Map<TopicPartition, OffsetAndMetadata> nextOffsets(ConsumerRecords<String, byte[]> records) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (TopicPartition tp : records.partitions()) {
+            List<ConsumerRecord<String, byte[]>> list = records.records(tp);
+            offsets.put(tp, new OffsetAndMetadata(list.get(list.size() - 1).offset() + 1));
+        }
+        return offsets;
+    }
+
+    private void seekBack(ConsumerRecords<String, byte[]> records) {
+        for (TopicPartition tp : records.partitions()) {
+            consumer.seek(tp, records.records(tp).get(0).offset());
+        }
+    }
+
+    private void updateLagAndAssignment() {
+        long total = 0;
+        List<String> assigned = new ArrayList<>();
+        for (TopicPartition tp : consumer.assignment()) {
+            assigned.add(tp.toString());
+            total += consumer.currentLag(tp).orElse(0);
+        }
+        lag.set(total);
+        assignment = assigned;
+    }
+
+    private void purgeNowAndThen() {
+        if (System.nanoTime() - lastPurge < PURGE_EVERY.toNanos()) {
+            return;
+        }
+        lastPurge = System.nanoTime();
+        try {
+            int purged = dsl.deleteFrom(CONSUMER_PROCESSED)
+                    .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
+                            .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(CLOCK_TIMESTAMP.minus(
+                                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())))))
+                            .limit(10_000)))
+                    .execute();
+            if (purged > 0) {
+                log.info("Purged {} processed job ids older than {}", purged, config.processedRetention());
+            }
+        } catch (RuntimeException e) {
+            log.warn("Purging processed job ids failed: {}", Faults.describe(e));
+        }
+    }
+
+    private void sleep(long nanos) {
+        try {
+            TimeUnit.NANOSECONDS.sleep(nanos);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            running.set(false);
+        }
+    }
+
+    boolean ready() {
+        return databaseOk && running.get();
+    }
+
+    public int httpPort() {
+        return ops.port();
+    }
+
+    Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("service", "consumer");
+        status.put("group", config.groupId());
+        status.put("topic", config.kafka().topic());
+        status.put("ready", ready());
+        status.put("assignment", assignment);
+        status.put("lag", lag.get());
+        status.put("applied", (long) applied.count());
+        status.put("duplicates", (long) duplicates.count());
+        status.put("staleRejected", (long) stale.count());
+        status.put("deadLettered", (long) deadLettered.count());
+        Map<String, Object> b = lastBatch;
+        if (b != null) {
+            status.put("lastBatch", b);
+        }
+        return status;
+    }
+
+    @Override
+    public void awaitTermination() throws InterruptedException {
+        terminated.await();
+    }
+
+    /** Finishes the batch in hand (database and offsets), leaves the group, and stops. */
+    @Override
+    public void close() {
+        if (!running.compareAndSet(true, false)) {
+            return;
+        }
+        log.info("Consumer stopping: finishing the batch in hand");
+        consumer.wakeup();
+        try {
+            thread.join(config.service().shutdownTimeout().toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        ops.close();
+        pool.close();
+        log.info("Consumer stopped");
+        terminated.countDown();
+    }
+}

@@ -1,0 +1,110 @@
+package dev.fencedjobs.consumer;
+
+import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.TestDatabase;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.jooq.DSLContext;
+
+/** Consumers over one test database and a fresh topic, and a producer to feed them records. */
+final class ConsumerFixture implements AutoCloseable {
+
+    final String topic = "consumer-test-" + UUID.randomUUID();
+    final String group = "group-" + UUID.randomUUID();
+    private final DatabaseConfig database;
+    private final HikariDataSource pool;
+    private final DSLContext dsl;
+    private final String bootstrap;
+    private final KafkaProducer<String, byte[]> producer;
+    private final List<FencedConsumer> consumers = new ArrayList<>();
+
+    ConsumerFixture(TestDatabase db, String bootstrap, int partitions) throws Exception {
+        this.database = new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(2),
+                Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+        this.pool = Database.pool(database, "consumer-fixture");
+        Database.migrate(pool, "classpath:db/consumer", "consumer_schema_history", 0);
+        this.dsl = Database.dsl(pool);
+        this.bootstrap = bootstrap;
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("linger.ms", 5);
+        this.producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer());
+    }
+
+    ConsumerConfig config(int batchSize) {
+        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new KafkaSettings(bootstrap, topic),
+                group, batchSize, 3, Duration.ofMillis(10), Duration.ofDays(7));
+    }
+
+    FencedConsumer start() {
+        return start(config(500), new LedgerEffect(), org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+    }
+
+    FencedConsumer start(ConsumerConfig config, Effect effect, FencedConsumer.OffsetCommitter committer) {
+        FencedConsumer c = FencedConsumer.start(config, effect, committer);
+        consumers.add(c);
+        return c;
+    }
+
+    DSLContext dsl() {
+        return dsl;
+    }
+
+    static byte[] envelope(long jobId, String resource, long token) {
+        return new Envelope(Envelope.VERSION, jobId, jobId, resource, token, "{\"job\":" + jobId + "}",
+                OffsetDateTime.now(), OffsetDateTime.now()).toJson();
+    }
+
+    void send(long jobId, String resource, long token) {
+        sendRaw(resource, envelope(jobId, resource, token));
+    }
+
+    void sendRaw(String key, byte[] value) {
+        producer.send(new ProducerRecord<>(topic, key, value));
+    }
+
+    void sendRaw(String key, String value) {
+        sendRaw(key, value.getBytes(StandardCharsets.UTF_8));
+    }
+
+    void flush() {
+        producer.flush();
+    }
+
+    int ledgerRows() {
+        return dsl.fetchCount(LEDGER);
+    }
+
+    int distinctLedgerJobs() {
+        return dsl.fetchCount(dsl.selectDistinct(LEDGER.JOB_ID).from(LEDGER));
+    }
+
+    @Override
+    public void close() {
+        consumers.forEach(FencedConsumer::close);
+        producer.close();
+        pool.close();
+    }
+}

@@ -1,0 +1,93 @@
+package dev.fencedjobs.consumer;
+
+import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.dispatcher.Dispatcher;
+import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.relay.Relay;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestKafka;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.jooq.DSLContext;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** Dispatcher, relay and consumer together: jobs inserted with SQL become exactly one effect each. */
+class EndToEndTest {
+
+    @RegisterExtension
+    final PostgresExtension jobsDatabase = new PostgresExtension();
+
+    private static DatabaseConfig database(TestDatabase db) {
+        return new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(1),
+                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
+    }
+
+    @Test
+    void jobsInsertedWithSqlProduceExactlyOneEffectEachStampedWithTheTokenThatCompletedThem() throws Exception {
+        // The consumer keeps its tables in a database of its own, the other documented setup.
+        try (TestDatabase consumerDb = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("e2e_consumer")) {
+            DatabaseConfig jobsDb = database(jobsDatabase.database());
+            String topic = "e2e-" + UUID.randomUUID();
+            String bootstrap = TestKafka.shared().bootstrapServers();
+            LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
+            List<AutoCloseable> services = new ArrayList<>();
+            try (HikariDataSource jobsPool = Database.pool(jobsDb, "e2e-producer");
+                    HikariDataSource consumerPool = Database.pool(database(consumerDb), "e2e-check")) {
+                Database.migrate(jobsPool);
+                DSLContext jobs = Database.dsl(jobsPool);
+                DispatcherConfig dispatcherConfig = new DispatcherConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease, 200);
+                Dispatcher d1 = Dispatcher.start(dispatcherConfig);
+                Dispatcher d2 = Dispatcher.start(dispatcherConfig);
+                services.add(d1);
+                services.add(d2);
+                services.add(Relay.start(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
+                        new KafkaSettings(bootstrap, topic), 3, (short) 1, "e2e-" + topic, 500, Duration.ofSeconds(1), 100_000,
+                        Duration.ofHours(1))));
+                services.add(FencedConsumer.start(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
+                        new KafkaSettings(bootstrap, topic), "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+
+                jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
+                        + "jsonb_build_object('n', g), clock_timestamp() FROM generate_series(1, 1000) g");
+                jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
+                        + "jsonb_build_object('n', g), clock_timestamp() + interval '2 seconds' FROM generate_series(1001, 2000) g");
+                jobs.execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
+                // A graceful handoff of the dispatcher in the middle: later jobs carry a larger token.
+                await().atMost(Duration.ofSeconds(30)).until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) >= 1001);
+                Dispatcher leader = d1.leadership().state() == Leadership.State.LEADER ? d1 : d2;
+                leader.close();
+
+                DSLContext consumerSide = Database.dsl(consumerPool);
+                await().atMost(Duration.ofSeconds(60)).until(() -> consumerSide.fetchCount(LEDGER) >= 2001);
+                Thread.sleep(1000);
+
+                Map<Long, Long> completedBy = jobs.select(JOBS.ID, JOBS.COMPLETED_BY_TOKEN).from(JOBS).fetchMap(JOBS.ID, JOBS.COMPLETED_BY_TOKEN);
+                Map<Long, Long> appliedWith = consumerSide.select(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN).from(LEDGER)
+                        .fetchMap(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN);
+                assertThat(consumerSide.fetchCount(LEDGER)).as("one effect row per job").isEqualTo(2001);
+                assertThat(appliedWith).as("each effect stamped with the token that completed its job").isEqualTo(completedBy);
+                assertThat(completedBy.values().stream().distinct().count()).as("tokens that completed jobs").isGreaterThanOrEqualTo(2);
+            } finally {
+                for (AutoCloseable s : services) {
+                    s.close();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+package dev.fencedjobs.relay;
+
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static org.jooq.impl.DSL.any;
+import static org.jooq.impl.DSL.count;
+import static org.jooq.impl.DSL.min;
+import static org.jooq.impl.DSL.val;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Map;
+import org.jooq.DSLContext;
+import org.jooq.Record3;
+import org.jooq.types.DayToSecond;
+
+final class JooqOutboxStore implements OutboxStore {
+
+    private final DSLContext dsl;
+    private final Lease lease;
+
+    JooqOutboxStore(DSLContext dsl, Lease lease) {
+        this.dsl = dsl;
+        this.lease = lease;
+    }
+
+    @Override
+    public List<OutboxRow> unpublished(int limit) {
+        return dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
+                        OUTBOX.COMPLETED_AT)
+                .from(OUTBOX)
+                .where(OUTBOX.PUBLISHED_AT.isNull())
+                .orderBy(OUTBOX.ID)
+                .limit(limit)
+                .fetch(r -> new OutboxRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5().data(), r.value6(), r.value7()));
+    }
+
+    @Override
+    public boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed) {
+        return dsl.transactionResult(configuration -> {
+            DSLContext tx = configuration.dsl();
+            if (!lease.guard(tx, grant.token())) {
+                return false;
+            }
+            if (!published.isEmpty()) {
+                tx.update(OUTBOX)
+                        .set(OUTBOX.PUBLISHED_AT, CLOCK_TIMESTAMP)
+                        .where(OUTBOX.ID.eq(any(published.toArray(Long[]::new))))
+                        .and(OUTBOX.PUBLISHED_AT.isNull())
+                        .execute();
+            }
+            for (Map.Entry<Long, String> f : failed.entrySet()) {
+                tx.update(OUTBOX)
+                        .set(OUTBOX.PUBLISHED_AT, CLOCK_TIMESTAMP)
+                        .set(OUTBOX.PUBLISH_ERROR, f.getValue())
+                        .where(OUTBOX.ID.eq(f.getKey()))
+                        .and(OUTBOX.PUBLISHED_AT.isNull())
+                        .execute();
+            }
+            return true;
+        });
+    }
+
+    @Override
+    public int purgePublished(Duration retention, int limit) {
+        return dsl.deleteFrom(OUTBOX)
+                .where(OUTBOX.ID.in(dsl.select(OUTBOX.ID)
+                        .from(OUTBOX)
+                        .where(OUTBOX.PUBLISHED_AT.lt(CLOCK_TIMESTAMP.minus(val(DayToSecond.valueOf(retention)))))
+                        .limit(limit)))
+                .execute();
+    }
+
+    @Override
+    public Lag lag() {
+        Record3<Integer, OffsetDateTime, OffsetDateTime> r = dsl.select(count(), min(OUTBOX.COMPLETED_AT), CLOCK_TIMESTAMP)
+                .from(OUTBOX)
+                .where(OUTBOX.PUBLISHED_AT.isNull())
+                .fetchSingle();
+        double oldest = r.value2() == null ? 0 : Math.max(0, Duration.between(r.value2(), r.value3()).toNanos() / 1e9);
+        return new Lag(r.value1(), oldest);
+    }
+}

@@ -1,0 +1,31 @@
+package dev.fencedjobs.relay;
+
+import dev.fencedjobs.db.Grant;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Map;
+
+/** The relay's database operations on the outbox. */
+interface OutboxStore {
+
+    /** Up to {@code limit} unpublished rows in id order, which is commit order. */
+    List<OutboxRow> unpublished(int limit);
+
+    /**
+     * In one transaction guarded by the relay's lease: marks {@code published} as published and
+     * {@code failed} as published with their error. False, and nothing marked, if the guard fails.
+     */
+    boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed);
+
+    /** Deletes up to {@code limit} rows published more than {@code retention} ago. */
+    int purgePublished(Duration retention, int limit);
+
+    Lag lag();
+
+    record OutboxRow(long id, long jobId, String resource, long token, String payloadJson, OffsetDateTime dueAt,
+            OffsetDateTime completedAt) {}
+
+    /** Unpublished rows and the age of the oldest, in database time. */
+    record Lag(long rows, double oldestSeconds) {}
+}

@@ -1,0 +1,82 @@
+package dev.fencedjobs.relay;
+
+import dev.fencedjobs.db.ConfigException;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceConfig;
+import java.time.Duration;
+
+/**
+ * Everything the relay reads at start-up.
+ *
+ * @param service database, ops port, shutdown timeout, migration switch
+ * @param lease lease timing of the {@code relay} role
+ * @param kafka bootstrap servers and topic
+ * @param partitions partitions of the topic when the relay creates it ({@code KAFKA_TOPIC_PARTITIONS})
+ * @param replication replication factor when the relay creates it ({@code KAFKA_TOPIC_REPLICATION})
+ * @param transactionalId the Kafka {@code transactional.id} every relay replica shares
+ *     ({@code KAFKA_TRANSACTIONAL_ID}); a new leader's producer fences the former one's
+ * @param batchSize outbox rows per Kafka transaction ({@code BATCH_SIZE})
+ * @param pollInterval fallback read when no notification came ({@code POLL_INTERVAL})
+ * @param maxRecordBytes largest record sent; a larger row is marked with a publish error instead
+ *     ({@code MAX_RECORD_BYTES})
+ * @param retention published rows are purged after this ({@code OUTBOX_RETENTION})
+ */
+public record RelayConfig(
+        ServiceConfig service, LeaseConfig lease, KafkaSettings kafka, int partitions, short replication,
+        String transactionalId, int batchSize, Duration pollInterval, int maxRecordBytes, Duration retention) {
+
+    public static final String ROLE = "relay";
+    public static final String PARTITIONS = "KAFKA_TOPIC_PARTITIONS";
+    public static final String REPLICATION = "KAFKA_TOPIC_REPLICATION";
+    public static final String TRANSACTIONAL_ID = "KAFKA_TRANSACTIONAL_ID";
+    public static final String BATCH_SIZE = "BATCH_SIZE";
+    public static final String POLL_INTERVAL = "POLL_INTERVAL";
+    public static final String MAX_RECORD_BYTES = "MAX_RECORD_BYTES";
+    public static final String RETENTION = "OUTBOX_RETENTION";
+
+    /** A Kafka transaction costs tens of milliseconds whatever its size, so batches are large. */
+    public static final int DEFAULT_BATCH_SIZE = 2000;
+    /** Kafka's default limit on a produce request, less room for the batch framing. */
+    public static final int DEFAULT_MAX_RECORD_BYTES = 1_000_000;
+    static final int PRODUCER_MAX_REQUEST_BYTES = 1_048_576;
+
+    public RelayConfig {
+        lease.requireTimeoutsWithin(service.database());
+        Settings.requirePositive(PARTITIONS, partitions);
+        if (replication < 1) {
+            throw new ConfigException(REPLICATION, "must be at least 1, got " + replication);
+        }
+        if (transactionalId == null || transactionalId.isBlank()) {
+            throw new ConfigException(TRANSACTIONAL_ID, "must not be blank");
+        }
+        if (batchSize < 1 || batchSize > 10_000) {
+            throw new ConfigException(BATCH_SIZE, "must be between 1 and 10000, got " + batchSize);
+        }
+        Settings.requirePositive(POLL_INTERVAL, pollInterval);
+        if (maxRecordBytes < 1024 || maxRecordBytes > PRODUCER_MAX_REQUEST_BYTES - 1024) {
+            throw new ConfigException(MAX_RECORD_BYTES, "must be between 1024 and " + (PRODUCER_MAX_REQUEST_BYTES - 1024)
+                    + " (the producer's request limit less framing), got " + maxRecordBytes);
+        }
+        Settings.requirePositive(RETENTION, retention);
+    }
+
+    public static RelayConfig from(Settings settings) {
+        int replication = settings.integer(REPLICATION, 1);
+        if (replication > Short.MAX_VALUE) {
+            throw new ConfigException(REPLICATION, "is too large: " + replication);
+        }
+        return new RelayConfig(
+                ServiceConfig.from(settings),
+                LeaseConfig.from(settings),
+                KafkaSettings.from(settings),
+                settings.integer(PARTITIONS, 6),
+                (short) replication,
+                settings.string(TRANSACTIONAL_ID, "fenced-jobs-relay"),
+                ServiceConfig.batchSize(settings, BATCH_SIZE, DEFAULT_BATCH_SIZE),
+                settings.duration(POLL_INTERVAL, Duration.ofSeconds(10)),
+                settings.integer(MAX_RECORD_BYTES, DEFAULT_MAX_RECORD_BYTES),
+                settings.duration(RETENTION, Duration.ofHours(1)));
+    }
+}

@@ -1,0 +1,296 @@
+package dev.fencedjobs.relay;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.LeaderService;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.Wakeup;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+
+/**
+ * The relay leader's loop:
+ *
+ * <ol>
+ *   <li>read up to a batch of unpublished outbox rows in id (commit) order;
+ *   <li>send them in one Kafka transaction (key: resource; value: the {@link Envelope}); a row too
+ *       large to send is set aside with its reason instead of blocking the rest;
+ *   <li>after the commit, the broker has acknowledged every record: mark the rows published in a
+ *       transaction guarded by the relay lease. A failed guard marks nothing and steps down; the
+ *       next leader sends those rows again, and consumers drop the duplicates.
+ * </ol>
+ *
+ * <p>Kafka down: nothing is marked, the loop backs off and retries the same rows. Idle: it waits
+ * for an {@code outbox_inserted} notification or the poll interval.
+ */
+final class RelayLoop implements LeaderService.Worker {
+
+    private static final Logger log = LoggerFactory.getLogger(RelayLoop.class);
+    private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
+    private static final int PURGE_LIMIT = 10_000;
+
+    private final RelayConfig config;
+    private final Leadership leadership;
+    private final OutboxStore store;
+    private final Publisher publisher;
+    private final Ticker ticker;
+    private final Wakeup wakeup = new Wakeup();
+    private final Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
+    private volatile boolean running = true;
+    private long lastPurge;
+    private volatile String lastKafkaError;
+    private volatile Map<String, Object> lastBatch;
+
+    private final Counter published;
+    private final Counter rejected;
+    private final Counter publishFailures;
+    private final Counter guardRejections;
+    private final Counter storeFailures;
+    private final Timer batchLatency;
+    private final LagCache lag;
+
+    RelayLoop(RelayConfig config, Leadership leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry) {
+        this.config = config;
+        this.leadership = leadership;
+        this.store = store;
+        this.publisher = publisher;
+        this.ticker = ticker;
+        this.lastPurge = ticker.nanoTime();
+        published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
+        rejected = Counter.builder("fencedjobs_relay_rejected_rows")
+                .description("outbox rows not sent (too large); marked with publish_error").register(registry);
+        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("Kafka transactions that failed").register(registry);
+        guardRejections = Counter.builder("fencedjobs_guard_rejections")
+                .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
+        storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
+        batchLatency = Timer.builder("fencedjobs_relay_batch").description("read, publish and mark of one batch").register(registry);
+        lag = new LagCache(store, ticker);
+        Gauge.builder("fencedjobs_outbox_unpublished", lag, c -> c.gauge(OutboxStore.Lag::rows))
+                .description("outbox rows not yet published").register(registry);
+        Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))
+                .description("age of the oldest unpublished outbox row").register(registry);
+        leadership.onChange(wakeup::signal);
+    }
+
+    @Override
+    public void onNotification(String channel, String payload) {
+        wakeup.signal();
+    }
+
+    @Override
+    public void onListenerConnected() {
+        wakeup.signal();
+    }
+
+    @Override
+    public void stop() {
+        running = false;
+        wakeup.signal();
+    }
+
+    @Override
+    public void run() {
+        try {
+            while (running) {
+                Optional<Grant> grant = leadership.current();
+                if (grant.isEmpty()) {
+                    publisher.reset();
+                    wakeup.await(Long.MAX_VALUE);
+                    continue;
+                }
+                MDC.put("role", grant.get().role());
+                MDC.put("token", String.valueOf(grant.get().token()));
+                int sent = relayBatch(grant.get());
+                if (sent < config.batchSize()) {
+                    purgeNowAndThen();
+                    wakeup.await(config.pollInterval().toNanos());
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            publisher.close();
+            MDC.clear();
+        }
+    }
+
+    /** Returns the rows handled, or the batch size to go round again at once; waits out back-offs itself. */
+    private int relayBatch(Grant grant) throws InterruptedException {
+        long started = ticker.nanoTime();
+        List<OutboxStore.OutboxRow> rows;
+        try {
+            rows = store.unpublished(config.batchSize());
+        } catch (RuntimeException e) {
+            return databaseFault(grant, "reading the outbox", e);
+        }
+        if (rows.isEmpty()) {
+            return 0;
+        }
+        List<ProducerRecord<String, byte[]>> records = new ArrayList<>(rows.size());
+        List<Long> ids = new ArrayList<>(rows.size());
+        Map<Long, String> failed = new LinkedHashMap<>();
+        for (OutboxStore.OutboxRow row : rows) {
+            ProducerRecord<String, byte[]> record = toRecord(row);
+            int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + 128;
+            if (size > config.maxRecordBytes()) {
+                String reason = "record of about " + size + " bytes exceeds MAX_RECORD_BYTES=" + config.maxRecordBytes();
+                log.error("Outbox row {} (job {}, resource {}) not sent: {}; marked with publish_error", row.id(), row.jobId(),
+                        row.resource(), reason);
+                failed.put(row.id(), reason);
+            } else {
+                records.add(record);
+                ids.add(row.id());
+            }
+        }
+        try {
+            if (!records.isEmpty()) {
+                publisher.publish(grant.token(), records);
+            }
+            lastKafkaError = null;
+        } catch (RuntimeException e) {
+            publishFailures.increment();
+            lastKafkaError = Faults.describe(e);
+            if (backoff.failures() == 0) {
+                log.warn("Kafka: {}; nothing marked, the rows stay in the outbox and are retried", lastKafkaError);
+            } else {
+                log.debug("Kafka still failing: {}", lastKafkaError);
+            }
+            wakeup.await(backoff.nextNanos());
+            return config.batchSize();
+        }
+        boolean held;
+        try {
+            held = store.markPublished(grant, ids, failed);
+        } catch (RuntimeException e) {
+            return databaseFault(grant, "marking published rows", e);
+        }
+        if (!held) {
+            guardRejections.increment();
+            publisher.reset();
+            leadership.stepDown(grant, "lease guard rejected token " + grant.token() + "; " + ids.size()
+                    + " sent rows stay unmarked and will be sent again by the next leader");
+            return config.batchSize();
+        }
+        if (backoff.failures() > 0) {
+            log.info("Kafka publishing recovered");
+        }
+        backoff.reset();
+        published.increment(ids.size());
+        rejected.increment(failed.size());
+        long elapsed = ticker.nanoTime() - started;
+        batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
+        Map<String, Object> batch = new LinkedHashMap<>();
+        batch.put("token", grant.token());
+        batch.put("published", ids.size());
+        batch.put("rejected", failed.size());
+        batch.put("lastOutboxId", rows.get(rows.size() - 1).id());
+        batch.put("millis", elapsed / 1e6);
+        batch.put("finishedAt", Instant.now().toString());
+        lastBatch = batch;
+        return rows.size();
+    }
+
+    private int databaseFault(Grant grant, String what, RuntimeException e) throws InterruptedException {
+        storeFailures.increment();
+        log.warn("{} failed: {}", what, Faults.describe(e));
+        leadership.stepDown(grant, what + " failed (" + e.getClass().getSimpleName() + ")");
+        wakeup.await(backoff.nextNanos());
+        return config.batchSize();
+    }
+
+    private ProducerRecord<String, byte[]> toRecord(OutboxStore.OutboxRow row) {
+        Envelope envelope = new Envelope(Envelope.VERSION, row.id(), row.jobId(), row.resource(), row.token(), row.payloadJson(),
+                row.dueAt(), row.completedAt());
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(config.kafka().topic(), row.resource(), envelope.toJson());
+        record.headers().add(new RecordHeader(Envelope.JOB_ID_HEADER, Envelope.header(row.jobId())));
+        record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token())));
+        record.headers().add(new RecordHeader(Envelope.OUTBOX_ID_HEADER, Envelope.header(row.id())));
+        record.headers().add(new RecordHeader(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION)));
+        return record;
+    }
+
+    private void purgeNowAndThen() {
+        if (ticker.nanoTime() - lastPurge < PURGE_EVERY.toNanos()) {
+            return;
+        }
+        lastPurge = ticker.nanoTime();
+        try {
+            int purged = store.purgePublished(config.retention(), PURGE_LIMIT);
+            if (purged > 0) {
+                log.info("Purged {} outbox rows published more than {} ago", purged, config.retention());
+            }
+        } catch (RuntimeException e) {
+            log.warn("Purging published outbox rows failed: {}", Faults.describe(e));
+        }
+    }
+
+    @Override
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("topic", config.kafka().topic());
+        status.put("batchSize", config.batchSize());
+        status.put("kafka", lastKafkaError == null ? "ok" : lastKafkaError);
+        try {
+            OutboxStore.Lag l = lag.get();
+            status.put("unpublishedRows", l.rows());
+            status.put("oldestUnpublishedSeconds", l.oldestSeconds());
+        } catch (RuntimeException e) {
+            status.put("unpublishedRows", "unknown: " + Faults.describe(e));
+        }
+        Map<String, Object> b = lastBatch;
+        if (b != null) {
+            status.put("lastBatch", b);
+        }
+        return status;
+    }
+
+    /** The lag, read from the database at most once a second, and only when asked for. */
+    static final class LagCache {
+        private final OutboxStore store;
+        private final Ticker ticker;
+        private OutboxStore.Lag value = new OutboxStore.Lag(0, 0);
+        private long readAt = Long.MIN_VALUE;
+
+        LagCache(OutboxStore store, Ticker ticker) {
+            this.store = store;
+            this.ticker = ticker;
+        }
+
+        /** For gauges: NaN while the database cannot be read. */
+        double gauge(java.util.function.ToDoubleFunction<OutboxStore.Lag> field) {
+            try {
+                return field.applyAsDouble(get());
+            } catch (RuntimeException e) {
+                return Double.NaN;
+            }
+        }
+
+        synchronized OutboxStore.Lag get() {
+            long now = ticker.nanoTime();
+            if (readAt == Long.MIN_VALUE || now - readAt > TimeUnit.SECONDS.toNanos(1)) {
+                value = store.lag();
+                readAt = now;
+            }
+            return value;
+        }
+    }
+}

@@ -1,0 +1,137 @@
+package dev.fencedjobs.relay;
+
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.Gate;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TopicReader;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.function.UnaryOperator;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.jooq.DSLContext;
+
+/** Relay replicas over one test database and one fresh topic, and what the tests check. */
+final class RelayFixture implements AutoCloseable {
+
+    private final DatabaseConfig database;
+    private final HikariDataSource pool;
+    private final DSLContext dsl;
+    private final String bootstrap;
+    final String topic = "relay-test-" + UUID.randomUUID();
+    private final List<Relay> relays = new ArrayList<>();
+    private int started;
+
+    RelayFixture(TestDatabase db, String bootstrap) {
+        this.database = new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(1),
+                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        this.pool = Database.pool(database, "relay-fixture");
+        Database.migrate(pool);
+        this.dsl = Database.dsl(pool);
+        this.bootstrap = bootstrap;
+    }
+
+    RelayConfig config(int batchSize) {
+        return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
+                new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), new KafkaSettings(bootstrap, topic),
+                3, (short) 1, "relay-" + topic, batchSize, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
+    }
+
+    Relay start() {
+        return start(config(500), UnaryOperator.identity(), UnaryOperator.identity(), UnaryOperator.identity());
+    }
+
+    Relay start(RelayConfig config, UnaryOperator<Leadership.LeaseOps> lease, UnaryOperator<OutboxStore> store,
+            UnaryOperator<Publisher> publisher) {
+        Relay relay = Relay.start(config, "relay-" + (++started), Ticker.system(), lease, store, publisher);
+        relays.add(relay);
+        return relay;
+    }
+
+    DSLContext dsl() {
+        return dsl;
+    }
+
+    /** Outbox rows as the dispatcher writes them, over {@code resources} resources, in one statement. */
+    void insertOutbox(int rows, int resources, long token) {
+        dsl.execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                + "SELECT coalesce((SELECT max(job_id) FROM outbox), 0) + g, 'r-' || (g % " + resources + "), " + token + ", "
+                + "jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() FROM generate_series(1, " + rows + ") g");
+    }
+
+    int unpublished() {
+        return dsl.fetchCount(OUTBOX, OUTBOX.PUBLISHED_AT.isNull());
+    }
+
+    TopicReader reader() {
+        return new TopicReader(bootstrap, topic);
+    }
+
+    /** Outbox ids received, with how often each came. */
+    static Map<Long, Integer> countsByOutboxId(List<ConsumerRecord<String, byte[]>> records) {
+        Map<Long, Integer> counts = new TreeMap<>();
+        for (ConsumerRecord<String, byte[]> r : records) {
+            counts.merge(TopicReader.headerLong(r, dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER), 1, Integer::sum);
+        }
+        return counts;
+    }
+
+    /**
+     * Every outbox row (but those set aside with a publish error) arrived, each resource kept one
+     * partition, and each resource's rows first arrived in outbox-id order, which is commit order.
+     * A redelivered row may come again later; its first arrival is what must be in order.
+     */
+    void assertAllArrivedInCommitOrderPerResource(List<ConsumerRecord<String, byte[]>> records) {
+        List<Long> ids = dsl.select(OUTBOX.ID).from(OUTBOX).where(OUTBOX.PUBLISH_ERROR.isNull()).fetch(r -> r.value1());
+        assertThat(countsByOutboxId(records).keySet()).as("outbox ids received").containsExactlyInAnyOrderElementsOf(ids);
+        Map<String, Long> lastByResource = new TreeMap<>();
+        Map<String, Integer> partitionByResource = new TreeMap<>();
+        java.util.Set<Long> seen = new java.util.HashSet<>();
+        for (ConsumerRecord<String, byte[]> r : records) {
+            long id = TopicReader.headerLong(r, dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER);
+            partitionByResource.putIfAbsent(r.key(), r.partition());
+            assertThat(r.partition()).as("partition of resource %s", r.key()).isEqualTo(partitionByResource.get(r.key()));
+            if (seen.add(id)) {
+                Long last = lastByResource.put(r.key(), id);
+                assertThat(last == null ? 0 : last).as("first arrivals of resource %s in commit order", r.key()).isLessThan(id);
+            }
+        }
+    }
+
+    static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
+        return new Leadership.LeaseOps() {
+            @Override
+            public Optional<Grant> acquireOrRenew() {
+                gate.pass();
+                return delegate.acquireOrRenew();
+            }
+
+            @Override
+            public boolean release(long token) {
+                gate.pass();
+                return delegate.release(token);
+            }
+        };
+    }
+
+    @Override
+    public void close() {
+        relays.forEach(Relay::close);
+        pool.close();
+    }
+}

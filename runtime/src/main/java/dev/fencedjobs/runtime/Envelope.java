@@ -1,0 +1,139 @@
+package dev.fencedjobs.runtime;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
+
+/**
+ * The record value the relay publishes, version 1: a JSON object
+ *
+ * <pre>{@code
+ * {"version":1,"outboxId":812,"jobId":4711,"resource":"account-17","fencingToken":3,
+ *  "payload":{"action":"charge"},"dueAt":"2026-11-30T08:00:00Z","completedAt":"2026-11-30T08:00:00.004Z"}
+ * }</pre>
+ *
+ * <p>The record key is the resource (UTF-8), so a resource's records share a partition and keep
+ * their order. Headers repeat what a consumer may want before parsing: {@value #JOB_ID_HEADER},
+ * {@value #TOKEN_HEADER}, {@value #OUTBOX_ID_HEADER} and {@value #VERSION_HEADER}, each a decimal
+ * number in UTF-8. A consumer must ignore fields it does not know.
+ */
+public record Envelope(
+        int version, long outboxId, long jobId, String resource, long fencingToken, String payloadJson,
+        OffsetDateTime dueAt, OffsetDateTime completedAt) {
+
+    public static final int VERSION = 1;
+    public static final String JOB_ID_HEADER = "fj-job-id";
+    public static final String TOKEN_HEADER = "fj-fencing-token";
+    public static final String OUTBOX_ID_HEADER = "fj-outbox-id";
+    public static final String VERSION_HEADER = "fj-envelope-version";
+
+    private static final JsonFactory FACTORY = new JsonFactory();
+    private static final ObjectMapper MAPPER = new ObjectMapper();
+
+    /** Writes the envelope; the payload is copied in as it is (it is jsonb text, so valid JSON). */
+    public byte[] toJson() {
+        ByteArrayOutputStream out = new ByteArrayOutputStream(256 + payloadJson.length());
+        try (JsonGenerator g = FACTORY.createGenerator(out)) {
+            g.writeStartObject();
+            g.writeNumberField("version", version);
+            g.writeNumberField("outboxId", outboxId);
+            g.writeNumberField("jobId", jobId);
+            g.writeStringField("resource", resource);
+            g.writeNumberField("fencingToken", fencingToken);
+            g.writeFieldName("payload");
+            g.writeRawValue(payloadJson);
+            g.writeStringField("dueAt", dueAt.toString());
+            g.writeStringField("completedAt", completedAt.toString());
+            g.writeEndObject();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return out.toByteArray();
+    }
+
+    /**
+     * Reads and checks an envelope. Throws {@link InvalidEnvelope} with the reason when the bytes
+     * are not JSON, a required field is missing or has the wrong type, or the token is not positive.
+     */
+    public static Envelope parse(byte[] value) {
+        if (value == null) {
+            throw new InvalidEnvelope("no value (null record)");
+        }
+        JsonNode root;
+        try {
+            root = MAPPER.readTree(value);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new InvalidEnvelope("not JSON: " + e.getOriginalMessage());
+        } catch (IOException e) {
+            throw new InvalidEnvelope("not JSON: " + e.getMessage());
+        }
+        if (root == null || !root.isObject()) {
+            throw new InvalidEnvelope("not a JSON object");
+        }
+        int version = (int) requiredLong(root, "version");
+        if (version != VERSION) {
+            throw new InvalidEnvelope("unsupported envelope version " + version + " (this consumer reads " + VERSION + ")");
+        }
+        long token = requiredLong(root, "fencingToken");
+        if (token <= 0) {
+            throw new InvalidEnvelope("fencingToken must be positive, got " + token);
+        }
+        long jobId = requiredLong(root, "jobId");
+        if (jobId <= 0) {
+            throw new InvalidEnvelope("jobId must be positive, got " + jobId);
+        }
+        JsonNode resource = root.get("resource");
+        if (resource == null || !resource.isTextual() || resource.asText().isEmpty()) {
+            throw new InvalidEnvelope("resource is missing or not a non-empty string");
+        }
+        JsonNode payload = root.get("payload");
+        if (payload == null || payload.isMissingNode()) {
+            throw new InvalidEnvelope("payload is missing");
+        }
+        return new Envelope(version, requiredLong(root, "outboxId"), jobId, resource.asText(), token, payload.toString(),
+                requiredTime(root, "dueAt"), requiredTime(root, "completedAt"));
+    }
+
+    private static long requiredLong(JsonNode root, String field) {
+        JsonNode node = root.get(field);
+        if (node == null || node.isNull()) {
+            throw new InvalidEnvelope(field + " is missing");
+        }
+        if (!node.isIntegralNumber() || !node.canConvertToLong()) {
+            throw new InvalidEnvelope(field + " must be a whole number, got " + node);
+        }
+        return node.asLong();
+    }
+
+    private static OffsetDateTime requiredTime(JsonNode root, String field) {
+        JsonNode node = root.get(field);
+        if (node == null || !node.isTextual()) {
+            throw new InvalidEnvelope(field + " is missing or not a string");
+        }
+        try {
+            return OffsetDateTime.parse(node.asText());
+        } catch (DateTimeParseException e) {
+            throw new InvalidEnvelope(field + " is not an ISO-8601 timestamp: " + node.asText());
+        }
+    }
+
+    public static byte[] header(long value) {
+        return Long.toString(value).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** The reason an envelope was refused; it goes to the dead letters as it is. */
+    public static final class InvalidEnvelope extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        public InvalidEnvelope(String reason) {
+            super(reason);
+        }
+    }
+}
