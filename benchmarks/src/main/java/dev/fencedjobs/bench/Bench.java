@@ -17,8 +17,11 @@ public final class Bench {
             case "relay":
                 RelayBenchmark.main(rest);
                 break;
+            case "consumer":
+                ConsumerBenchmark.main(rest);
+                break;
             default:
-                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay");
+                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay|consumer");
                 System.exit(2);
         }
     }

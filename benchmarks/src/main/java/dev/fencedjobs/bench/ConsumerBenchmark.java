@@ -1,0 +1,88 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.consumer.ConsumerConfig;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.TestKafka;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+
+/**
+ * Prints records applied per second by one consumer instance (ledger effect) from a pre-filled
+ * topic, at two poll batch sizes. Kafka: {@code FJ_BENCH_KAFKA_BOOTSTRAP}, else a KRaft broker
+ * inside this JVM.
+ */
+public final class ConsumerBenchmark {
+
+    private ConsumerBenchmark() {}
+
+    public static void main(String[] args) throws Exception {
+        int records = Integer.getInteger("records", 200_000);
+        String external = System.getenv("FJ_BENCH_KAFKA_BOOTSTRAP");
+        KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
+        String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
+        try (BenchPostgres pg = BenchPostgres.start()) {
+            System.out.printf("Consumer benchmark, %s%n", OffsetDateTime.now().withNano(0));
+            System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
+                    System.getProperty("java.version"), pg.describe(), embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
+            String topic = "bench-consumer-" + System.currentTimeMillis();
+            fill(bootstrap, topic, records);
+            System.out.printf("Applied per second from a pre-filled topic of %,d records (3 partitions, 100 resources), one instance%n", records);
+            System.out.printf("%-10s %12s %12s %14s%n", "batch", "records", "seconds", "records/s");
+            int run = 0;
+            for (int batch : new int[] {500, 2000}) {
+                DatabaseConfig db = BenchSql.database(pg.freshDatabase("consumer"), pg.user(), pg.password());
+                ConsumerConfig config = new ConsumerConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
+                        new KafkaSettings(bootstrap, topic), "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
+                try (FencedConsumer consumer = FencedConsumer.start(config)) {
+                    BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
+                }
+                double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
+                System.out.printf("%-10d %,12d %12.2f %,14.0f%n", batch, records, seconds, records / seconds);
+            }
+        } finally {
+            if (embedded != null) {
+                embedded.close();
+            }
+        }
+    }
+
+    private static long count(DatabaseConfig db) {
+        try {
+            return (long) BenchSql.queryDouble(db, "SELECT count(*) FROM ledger");
+        } catch (java.sql.SQLException e) {
+            return 0;
+        }
+    }
+
+    private static void fill(String bootstrap, String topic, int records) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get();
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("linger.ms", 10);
+        p.put("batch.size", 256 * 1024);
+        try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            OffsetDateTime now = OffsetDateTime.now();
+            for (long job = 1; job <= records; job++) {
+                String resource = "r-" + (job % 100);
+                producer.send(new ProducerRecord<>(topic, resource, new Envelope(Envelope.VERSION, job, job, resource, 1,
+                        "{\"n\":" + job + "}", now, now).toJson()));
+            }
+        }
+    }
+}
