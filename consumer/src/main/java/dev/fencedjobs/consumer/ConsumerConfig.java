@@ -35,9 +35,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
         if (groupId == null || groupId.isBlank()) {
             throw new ConfigException(GROUP, "must not be blank");
         }
-        if (batchSize < 1 || batchSize > 10_000) {
-            throw new ConfigException(BATCH_SIZE, "must be between 1 and 10000, got " + batchSize);
-        }
+        ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         Settings.requirePositive(EFFECT_MAX_ATTEMPTS, effectMaxAttempts);
         if (effectRetryBackoff.isNegative()) {
             throw new ConfigException(EFFECT_RETRY_BACKOFF, "must not be negative, got " + effectRetryBackoff);
@@ -50,7 +48,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
                 ServiceConfig.from(settings),
                 KafkaSettings.from(settings),
                 settings.string(GROUP, "fenced-jobs-consumer"),
-                ServiceConfig.batchSize(settings, BATCH_SIZE, DEFAULT_BATCH_SIZE),
+                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
                 settings.integer(EFFECT_MAX_ATTEMPTS, 3),
                 settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
                 settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION));

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.function.Function;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.impl.DSL;
@@ -87,6 +88,18 @@ public final class Lease {
                 .forUpdate()
                 .fetchOptional()
                 .isPresent();
+    }
+
+    /**
+     * Runs {@code work} in one transaction that first passes {@link #guard}: the protected write
+     * commits only while this holder still holds the role with this token, and a takeover waits
+     * for it. Empty, with nothing written, when the guard fails.
+     */
+    public <T> Optional<T> inGuardedTransaction(long token, Function<DSLContext, T> work) {
+        return dsl.transactionResult(configuration -> {
+            DSLContext tx = configuration.dsl();
+            return guard(tx, token) ? Optional.of(work.apply(tx)) : Optional.<T>empty();
+        });
     }
 
     /**

@@ -21,9 +21,7 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
     public static final int DEFAULT_BATCH_SIZE = 500;
 
     public DispatcherConfig {
-        if (batchSize < 1 || batchSize > 10_000) {
-            throw new ConfigException(BATCH_SIZE, "must be between 1 and 10000, got " + batchSize);
-        }
+        ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         lease.requireTimeoutsWithin(service.database());
         // The leader stops starting batches one statement timeout before its local deadline; after a
         // renewal it must still have time to work before the next one.
@@ -36,7 +34,7 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
 
     public static DispatcherConfig from(Settings settings) {
         return new DispatcherConfig(ServiceConfig.from(settings), LeaseConfig.from(settings),
-                ServiceConfig.batchSize(settings, BATCH_SIZE, DEFAULT_BATCH_SIZE));
+                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE));
     }
 
     public DatabaseConfig database() {

@@ -53,13 +53,8 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public BatchResult completeDue(Grant grant, int limit) {
-        return dsl.transactionResult(configuration -> {
-            DSLContext tx = configuration.dsl();
-            if (!lease.guard(tx, grant.token())) {
-                return BatchResult.leaseLost();
-            }
-            return new BatchResult(true, completeAndWriteOutbox(tx, grant.token(), limit));
-        });
+        return lease.inGuardedTransaction(grant.token(), tx -> new BatchResult(true, completeAndWriteOutbox(tx, grant.token(), limit)))
+                .orElse(BatchResult.leaseLost());
     }
 
     private static int completeAndWriteOutbox(DSLContext tx, long token, int limit) {

@@ -40,11 +40,7 @@ final class JooqOutboxStore implements OutboxStore {
 
     @Override
     public boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed) {
-        return dsl.transactionResult(configuration -> {
-            DSLContext tx = configuration.dsl();
-            if (!lease.guard(tx, grant.token())) {
-                return false;
-            }
+        return lease.inGuardedTransaction(grant.token(), tx -> {
             if (!published.isEmpty()) {
                 tx.update(OUTBOX)
                         .set(OUTBOX.PUBLISHED_AT, CLOCK_TIMESTAMP)
@@ -61,7 +57,7 @@ final class JooqOutboxStore implements OutboxStore {
                         .execute();
             }
             return true;
-        });
+        }).isPresent();
     }
 
     @Override

@@ -51,9 +51,7 @@ public record RelayConfig(
         if (transactionalId == null || transactionalId.isBlank()) {
             throw new ConfigException(TRANSACTIONAL_ID, "must not be blank");
         }
-        if (batchSize < 1 || batchSize > 10_000) {
-            throw new ConfigException(BATCH_SIZE, "must be between 1 and 10000, got " + batchSize);
-        }
+        ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         Settings.requirePositive(POLL_INTERVAL, pollInterval);
         if (maxRecordBytes < 1024 || maxRecordBytes > PRODUCER_MAX_REQUEST_BYTES - 1024) {
             throw new ConfigException(MAX_RECORD_BYTES, "must be between 1024 and " + (PRODUCER_MAX_REQUEST_BYTES - 1024)
@@ -74,7 +72,7 @@ public record RelayConfig(
                 settings.integer(PARTITIONS, 6),
                 (short) replication,
                 settings.string(TRANSACTIONAL_ID, "fenced-jobs-relay"),
-                ServiceConfig.batchSize(settings, BATCH_SIZE, DEFAULT_BATCH_SIZE),
+                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
                 settings.duration(POLL_INTERVAL, Duration.ofSeconds(10)),
                 settings.integer(MAX_RECORD_BYTES, DEFAULT_MAX_RECORD_BYTES),
                 settings.duration(RETENTION, Duration.ofHours(1)));

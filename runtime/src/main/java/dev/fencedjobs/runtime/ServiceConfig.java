@@ -37,9 +37,8 @@ public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shut
                 settings.bool(MIGRATE, true));
     }
 
-    /** Reads a batch size setting: 1 to 10,000. */
-    public static int batchSize(Settings settings, String name, int defaultValue) {
-        int value = settings.integer(name, defaultValue);
+    /** The bounds every service puts on its {@code BATCH_SIZE}: 1 to 10,000. */
+    public static int requireBatchSize(String name, int value) {
         if (value < 1 || value > 10_000) {
             throw new ConfigException(name, "must be between 1 and 10000, got " + value);
         }
