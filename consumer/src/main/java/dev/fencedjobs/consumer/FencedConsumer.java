@@ -63,6 +63,9 @@ public final class FencedConsumer implements ServiceMain.Running {
     private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
     private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
     private static final int MIGRATE_CONNECT_RETRIES = 12;
+    /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
+    static final String MIGRATIONS = "classpath:db/consumer";
+    static final String HISTORY_TABLE = "consumer_schema_history";
 
     /** Commits the offsets of a handled batch; the default is {@code commitSync}. */
     interface OffsetCommitter {
@@ -110,7 +113,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         this.pool = Database.pool(config.service().database(), "consumer");
         try {
             if (config.service().migrate()) {
-                Database.migrate(pool, "classpath:db/consumer", "consumer_schema_history", MIGRATE_CONNECT_RETRIES);
+                Database.migrate(config.service().database(), MIGRATIONS, HISTORY_TABLE, MIGRATE_CONNECT_RETRIES);
             }
             databaseOk = true;
             this.dsl = Database.dsl(pool);

@@ -41,7 +41,7 @@ final class ConsumerFixture implements AutoCloseable {
         this.database = new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(2),
                 Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
         this.pool = Database.pool(database, "consumer-fixture");
-        Database.migrate(pool, "classpath:db/consumer", "consumer_schema_history", 0);
+        Database.migrate(pool, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         this.dsl = Database.dsl(pool);
         this.bootstrap = bootstrap;
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {

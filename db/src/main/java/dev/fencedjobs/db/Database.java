@@ -18,6 +18,10 @@ public final class Database {
         System.setProperty("org.jooq.no-tips", "true");
     }
 
+    /** The dispatcher and relay schema: jobs, lease, outbox. */
+    public static final String MIGRATIONS = "classpath:db/migration";
+    public static final String HISTORY_TABLE = "flyway_schema_history";
+
     private Database() {}
 
     /**
@@ -57,6 +61,21 @@ public final class Database {
         return DSL.using(dataSource, SQLDialect.POSTGRES, new Settings().withExecuteLogging(false));
     }
 
+    /**
+     * Migrates over connections of its own, not the service pool: Flyway waits for its advisory
+     * lock inside an open transaction, and the pool's idle-in-transaction timeout would end the
+     * session of every replica but the first when several start together.
+     */
+    public static void migrate(DatabaseConfig config, String location, String historyTable, int connectRetries) {
+        org.postgresql.ds.PGSimpleDataSource ds = new org.postgresql.ds.PGSimpleDataSource();
+        ds.setUrl(config.url());
+        ds.setUser(config.user());
+        ds.setPassword(config.password());
+        ds.setConnectTimeout((int) Math.max(1, config.connectTimeout().toSeconds()));
+        ds.setApplicationName("migrate");
+        migrate(ds, location, historyTable, connectRetries);
+    }
+
     /** Applies the schema migrations in {@code db/migration}; safe to run from several replicas at once. */
     public static void migrate(DataSource dataSource) {
         migrate(dataSource, 0);
@@ -67,7 +86,7 @@ public final class Database {
      * more tries, with Flyway's doubling pause between them (at most 10 s).
      */
     public static void migrate(DataSource dataSource, int connectRetries) {
-        migrate(dataSource, "classpath:db/migration", "flyway_schema_history", connectRetries);
+        migrate(dataSource, MIGRATIONS, HISTORY_TABLE, connectRetries);
     }
 
     /**

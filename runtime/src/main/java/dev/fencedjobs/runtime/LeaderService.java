@@ -83,7 +83,7 @@ public final class LeaderService implements AutoCloseable {
         this.pool = Database.pool(spec.config().database(), spec.service());
         try {
             if (spec.config().migrate()) {
-                Database.migrate(pool, MIGRATE_CONNECT_RETRIES);
+                Database.migrate(spec.config().database(), Database.MIGRATIONS, Database.HISTORY_TABLE, MIGRATE_CONNECT_RETRIES);
             }
             DSLContext dsl = Database.dsl(pool);
             Lease lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
