@@ -64,8 +64,8 @@ public final class FencedConsumer implements ServiceMain.Running {
     private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
-    static final String MIGRATIONS = "classpath:db/consumer";
-    static final String HISTORY_TABLE = "consumer_schema_history";
+    public static final String MIGRATIONS = "classpath:db/consumer";
+    public static final String HISTORY_TABLE = "consumer_schema_history";
 
     /** Commits the offsets of a handled batch; the default is {@code commitSync}. */
     interface OffsetCommitter {

@@ -119,7 +119,7 @@ class DispatcherProcessIT {
 
         assertThat(handoff).as("graceful handoff with a 30 s lease").isLessThan(Duration.ofSeconds(5));
         assertThat(leaderProcess()).isSameAs(follower);
-        assertThat(leader.output()).contains("released the lease").contains("Dispatcher " );
+        assertThat(leader.output()).contains("stopping: no new work").contains("released the lease").contains("stopped");
         insertAndAwaitCompletion(200);
         fixture.assertExactlyOnceWithOutbox(400);
     }

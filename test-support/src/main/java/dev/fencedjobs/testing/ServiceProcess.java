@@ -40,7 +40,7 @@ public final class ServiceProcess implements AutoCloseable {
             command.add(jar.toString());
             ProcessBuilder builder = new ProcessBuilder(command)
                     .redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+                    .redirectOutput(ProcessBuilder.Redirect.to(log.toFile()));
             builder.environment().putAll(environment);
             return new ServiceProcess(name, builder.start(), log);
         } catch (IOException e) {

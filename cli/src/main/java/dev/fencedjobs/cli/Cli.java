@@ -1,0 +1,330 @@
+package dev.fencedjobs.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.ConfigException;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.Faults;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code fenced-jobs <command>}: the operator's tool. Exit codes: 0 done, 1 failed (the database
+ * refused or could not be reached, or nothing was released), 2 bad usage.
+ */
+public final class Cli {
+
+    /** One entry per command: its synopsis and what it does. */
+    private static final Map<String, String> HELP = new LinkedHashMap<>();
+
+    static {
+        HELP.put("migrate", String.join("\n",
+                "  migrate [--roles]",
+                "      Apply the schema: jobs, lease and outbox, and the consumer's tables. With --roles, also create",
+                "      (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD,",
+                "      FJ_RELAY_PASSWORD, FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD. Run it as the schema owner."));
+        HELP.put("submit", String.join("\n",
+                "  submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
+                "      Insert a job. <when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601",
+                "      time (2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing."));
+        HELP.put("status", String.join("\n",
+                "  status",
+                "      Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and",
+                "      the consumer's applied/stale/dead-letter counts."));
+        HELP.put("release", String.join("\n",
+                "  release --role <role> [--holder <id> --token <n>]",
+                "      End a live lease early so a follower takes over at once, only if it still has that holder and",
+                "      token (default: the current ones). A newer holder's lease is never touched."));
+    }
+
+    static final String USAGE = "usage: fenced-jobs <command> [options]\n\ncommands:\n" + String.join("\n", HELP.values())
+            + "\n\nEach command takes --help. The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD;\n"
+            + "the consumer's tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
+
+    private final Settings settings;
+    private final PrintStream out;
+    private final PrintStream err;
+
+    Cli(Settings settings, PrintStream out, PrintStream err) {
+        this.settings = settings;
+        this.out = out;
+        this.err = err;
+    }
+
+    public static void main(String[] args) {
+        System.exit(new Cli(Settings.fromEnvironment(), System.out, System.err).run(args));
+    }
+
+    /** Usage errors; the message is printed as one line with a hint. */
+    static final class UsageException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        UsageException(String message) {
+            super(message);
+        }
+    }
+
+    int run(String[] args) {
+        if (args.length == 0 || args[0].equals("help") || args[0].equals("--help") || args[0].equals("-h")) {
+            out.println(USAGE);
+            return args.length == 0 ? 2 : 0;
+        }
+        String command = args[0];
+        Map<String, String> options;
+        try {
+            options = options(command, java.util.Arrays.copyOfRange(args, 1, args.length));
+            if (options.containsKey("help")) {
+                out.println(commandHelp(command));
+                return 0;
+            }
+            switch (command) {
+                case "migrate":
+                    return migrate(options);
+                case "submit":
+                    return submit(options);
+                case "status":
+                    return status();
+                case "release":
+                    return release(options);
+                default:
+                    throw new UsageException("unknown command '" + command + "'");
+            }
+        } catch (UsageException | ConfigException e) {
+            err.println("fenced-jobs: " + e.getMessage());
+            err.println("Try 'fenced-jobs " + (isCommand(command) ? command + " " : "") + "--help'.");
+            return 2;
+        } catch (SQLException | RuntimeException e) {
+            err.println("fenced-jobs " + command + ": " + Faults.describe(e));
+            return 1;
+        }
+    }
+
+    private static boolean isCommand(String command) {
+        return List.of("migrate", "submit", "status", "release").contains(command);
+    }
+
+    private static final Map<String, List<String>> OPTIONS = Map.of(
+            "migrate", List.of("roles"),
+            "submit", List.of("due", "resource", "payload", "key"),
+            "status", List.of(),
+            "release", List.of("role", "holder", "token"));
+
+    private static final List<String> FLAGS = List.of("roles", "help");
+
+    static Map<String, String> options(String command, String[] args) {
+        List<String> allowed = OPTIONS.get(command);
+        if (allowed == null) {
+            throw new UsageException("unknown command '" + command + "'");
+        }
+        Map<String, String> options = new LinkedHashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            String arg = args[i];
+            if (!arg.startsWith("--")) {
+                throw new UsageException(command + ": unexpected argument '" + arg + "'");
+            }
+            String name = arg.substring(2);
+            String value = null;
+            int eq = name.indexOf('=');
+            if (eq >= 0) {
+                value = name.substring(eq + 1);
+                name = name.substring(0, eq);
+            }
+            if (!allowed.contains(name) && !name.equals("help")) {
+                throw new UsageException(command + ": unknown option --" + name);
+            }
+            if (FLAGS.contains(name)) {
+                options.put(name, "true");
+                continue;
+            }
+            if (value == null) {
+                if (i + 1 >= args.length) {
+                    throw new UsageException(command + ": --" + name + " needs a value");
+                }
+                value = args[++i];
+            }
+            options.put(name, value);
+        }
+        return options;
+    }
+
+    private static String commandHelp(String command) {
+        return "usage: fenced-jobs " + HELP.get(command).strip();
+    }
+
+    private DatabaseConfig database() {
+        return DatabaseConfig.from(settings);
+    }
+
+    private Connection connect(DatabaseConfig db) throws SQLException {
+        return DriverManager.getConnection(db.url(), db.user(), db.password());
+    }
+
+    private int migrate(Map<String, String> options) throws SQLException {
+        DatabaseConfig db = database();
+        Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 3);
+        Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
+        out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox; consumer tables)");
+        if (options.containsKey("roles")) {
+            Map<String, String> passwords = new HashMap<>();
+            for (String role : List.of(Roles.DISPATCHER, Roles.RELAY, Roles.CONSUMER, Roles.PRODUCER)) {
+                settings.get(role.toUpperCase(java.util.Locale.ROOT) + "_PASSWORD").ifPresent(p -> passwords.put(role, p));
+            }
+            if (passwords.isEmpty()) {
+                throw new UsageException("migrate --roles: set at least one of FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
+                        + "FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD");
+            }
+            try (Connection c = connect(db)) {
+                Roles.apply(c, passwords);
+            }
+            out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
+        }
+        return 0;
+    }
+
+    private int submit(Map<String, String> options) throws SQLException {
+        String due = required(options, "due", "submit");
+        String resource = options.getOrDefault("resource", "default");
+        String payload = options.getOrDefault("payload", "{}");
+        try {
+            new ObjectMapper().readTree(payload);
+        } catch (IOException e) {
+            throw new UsageException("submit: --payload is not valid JSON: " + payload);
+        }
+        String key = options.get("key");
+        DueTime when = DueTime.parse(due);
+        try (Connection c = connect(database());
+                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key) "
+                        + "VALUES (?, ?::jsonb, " + when.sql() + ", ?) ON CONFLICT (unique_key) DO NOTHING RETURNING id, due_at")) {
+            ps.setString(1, resource);
+            ps.setString(2, payload);
+            int next = 3;
+            if (when.absolute() != null) {
+                ps.setObject(next++, when.absolute());
+            } else {
+                ps.setLong(next++, when.offset().toMillis());
+            }
+            ps.setString(next, key);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (rs.next()) {
+                    out.println("Submitted job " + rs.getLong(1) + " for resource " + resource + ", due " + rs.getObject(2, OffsetDateTime.class));
+                    return 0;
+                }
+            }
+            try (PreparedStatement existing = c.prepareStatement("SELECT id, state FROM jobs WHERE unique_key = ?")) {
+                existing.setString(1, key);
+                try (ResultSet rs = existing.executeQuery()) {
+                    rs.next();
+                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + " (" + rs.getString(2) + "); nothing inserted");
+                    return 0;
+                }
+            }
+        }
+    }
+
+    /** A due time: absolute, or an offset from the database's clock. */
+    record DueTime(OffsetDateTime absolute, Duration offset) {
+        static DueTime parse(String raw) {
+            if (raw.equals("now")) {
+                return new DueTime(null, Duration.ZERO);
+            }
+            if (raw.startsWith("+")) {
+                try {
+                    return new DueTime(null, Settings.parseDuration("--due", raw.substring(1)));
+                } catch (ConfigException e) {
+                    throw new UsageException("submit: --due " + raw + " is not an offset such as +30s, +5m or +2h");
+                }
+            }
+            try {
+                return new DueTime(OffsetDateTime.parse(raw), null);
+            } catch (DateTimeParseException e) {
+                throw new UsageException("submit: --due " + raw + " is neither now, an offset such as +30s, nor an ISO-8601 time "
+                        + "such as 2026-12-01T09:00:00Z");
+            }
+        }
+
+        /** Offsets are added to clock_timestamp(), so the due time is in database time. */
+        String sql() {
+            return absolute != null ? "?" : "clock_timestamp() + ? * interval '1 millisecond'";
+        }
+    }
+
+    private int status() throws SQLException {
+        try (Connection c = connect(database())) {
+            new StatusReport(c, consumerConnection(), out).print();
+        }
+        return 0;
+    }
+
+    private Connection consumerConnection() throws SQLException {
+        if (settings.get("CONSUMER_DATABASE_URL").isEmpty()) {
+            return null;
+        }
+        DatabaseConfig consumer = new DatabaseConfig(settings.required("CONSUMER_DATABASE_URL"),
+                settings.string("CONSUMER_DATABASE_USER", database().user()),
+                settings.string("CONSUMER_DATABASE_PASSWORD", database().password()),
+                1, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+        return connect(consumer);
+    }
+
+    private int release(Map<String, String> options) throws SQLException {
+        String role = required(options, "role", "release");
+        if (options.containsKey("holder") != options.containsKey("token")) {
+            throw new UsageException("release: give both --holder and --token, or neither");
+        }
+        try (Connection c = connect(database())) {
+            String holder = options.get("holder");
+            long token;
+            if (holder == null) {
+                try (PreparedStatement ps = c.prepareStatement(
+                        "SELECT holder_id, fencing_token, expires_at > clock_timestamp() FROM leader_lease WHERE role = ?")) {
+                    ps.setString(1, role);
+                    try (ResultSet rs = ps.executeQuery()) {
+                        if (!rs.next()) {
+                            err.println("fenced-jobs release: no lease for role " + role);
+                            return 1;
+                        }
+                        holder = rs.getString(1);
+                        token = rs.getLong(2);
+                    }
+                }
+            } else {
+                try {
+                    token = Long.parseLong(options.get("token"));
+                } catch (NumberFormatException e) {
+                    throw new UsageException("release: --token must be a whole number, got " + options.get("token"));
+                }
+            }
+            boolean released = dev.fencedjobs.db.Lease.release(org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES), role, holder, token);
+            if (released) {
+                out.println("Released " + role + " (holder " + holder + ", token " + token + "); followers were notified");
+                return 0;
+            }
+            err.println("fenced-jobs release: nothing released: the lease of " + role + " is not live with holder " + holder
+                    + " and token " + token + " (it expired or moved on)");
+            return 1;
+        }
+    }
+
+    private static String required(Map<String, String> options, String name, String command) {
+        String value = options.get(name);
+        if (value == null || value.isBlank()) {
+            throw new UsageException(command + ": --" + name + " is required");
+        }
+        return value;
+    }
+}

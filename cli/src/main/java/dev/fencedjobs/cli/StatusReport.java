@@ -1,0 +1,80 @@
+package dev.fencedjobs.cli;
+
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+
+/** What {@code fenced-jobs status} prints, read with plain SQL an operator could run by hand. */
+final class StatusReport {
+
+    /** Each lease row, whether it is live in database time, and how long until it expires. */
+    static final String LEASES = "SELECT role, holder_id, fencing_token, expires_at > clock_timestamp(), "
+            + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease ORDER BY role";
+    static final String HISTORY = "SELECT role, fencing_token, holder_id, acquired_at FROM ("
+            + "SELECT *, row_number() OVER (PARTITION BY role ORDER BY fencing_token DESC) n FROM lease_takeover) t "
+            + "WHERE n <= 5 ORDER BY role, fencing_token DESC";
+    static final String JOBS = "SELECT count(*) FILTER (WHERE state = 'pending'), "
+            + "count(*) FILTER (WHERE state = 'pending' AND due_at <= clock_timestamp()), count(*) FILTER (WHERE state = 'completed') FROM jobs";
+    static final String OUTBOX = "SELECT count(*) FILTER (WHERE published_at IS NULL), "
+            + "coalesce(round(extract(epoch FROM clock_timestamp() - min(completed_at) FILTER (WHERE published_at IS NULL))::numeric, 1), 0), "
+            + "count(*) FILTER (WHERE publish_error IS NOT NULL) FROM outbox";
+    static final String CONSUMER = "SELECT count(*) FILTER (WHERE outcome = 'applied'), count(*) FILTER (WHERE outcome = 'rejected'), "
+            + "(SELECT count(*) FROM consumer_dead_letter), (SELECT count(*) FROM ledger) FROM consumer_processed";
+
+    private final Connection jobs;
+    private final Connection consumer;
+    private final PrintStream out;
+
+    StatusReport(Connection jobs, Connection consumer, PrintStream out) {
+        this.jobs = jobs;
+        this.consumer = consumer;
+        this.out = out;
+    }
+
+    void print() throws SQLException {
+        try (Statement s = jobs.createStatement()) {
+            out.println("Leases:");
+            try (ResultSet rs = s.executeQuery(LEASES)) {
+                boolean any = false;
+                while (rs.next()) {
+                    any = true;
+                    out.printf("  %-10s token %-6d holder %-32s %s%n", rs.getString(1), rs.getLong(3), rs.getString(2),
+                            rs.getBoolean(4) ? "live, " + rs.getBigDecimal(5) + " s left" : "expired (no leader)");
+                }
+                if (!any) {
+                    out.println("  none yet: no service has acquired a role");
+                }
+            }
+            out.println("Token history (latest 5 per role):");
+            try (ResultSet rs = s.executeQuery(HISTORY)) {
+                while (rs.next()) {
+                    out.printf("  %-10s token %-6d holder %-32s acquired %s%n", rs.getString(1), rs.getLong(2), rs.getString(3),
+                            rs.getObject(4, java.time.OffsetDateTime.class));
+                }
+            }
+            try (ResultSet rs = s.executeQuery(JOBS)) {
+                rs.next();
+                out.printf("Jobs: %d pending (%d due now), %d completed%n", rs.getLong(1), rs.getLong(2), rs.getLong(3));
+            }
+            try (ResultSet rs = s.executeQuery(OUTBOX)) {
+                rs.next();
+                out.printf("Outbox: %d unpublished, oldest %s s; %d set aside with publish_error%n", rs.getLong(1), rs.getBigDecimal(2), rs.getLong(3));
+            }
+        }
+        Connection c = consumer != null ? consumer : jobs;
+        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(CONSUMER)) {
+            rs.next();
+            out.printf("Consumer: %d applied (%d ledger rows), %d stale rejected, %d dead letters; "
+                    + "duplicates absorbed are counted in fencedjobs_consumer_duplicates_total%n",
+                    rs.getLong(1), rs.getLong(4), rs.getLong(2), rs.getLong(3));
+        } catch (SQLException e) {
+            out.println("Consumer: no consumer tables here (set CONSUMER_DATABASE_URL if they live in another database)");
+        } finally {
+            if (consumer != null) {
+                consumer.close();
+            }
+        }
+    }
+}

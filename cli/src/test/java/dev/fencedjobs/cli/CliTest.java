@@ -1,0 +1,162 @@
+package dev.fencedjobs.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import org.jooq.DSLContext;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** Every subcommand against a real database, and the errors a person gets for bad input. */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class CliTest {
+
+    @RegisterExtension
+    static final PostgresExtension postgres = new PostgresExtension();
+
+    record Run(int code, String out, String err) {}
+
+    static Run cli(Map<String, String> extraEnv, String... args) {
+        TestDatabase db = postgres.database();
+        Map<String, String> env = new HashMap<>(Map.of("DATABASE_URL", db.url(), "DATABASE_USER", db.user(), "DATABASE_PASSWORD", db.password()));
+        env.putAll(extraEnv);
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int code = new Cli(Settings.of(env), new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8)).run(args);
+        return new Run(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    }
+
+    static Run cli(String... args) {
+        return cli(Map.of(), args);
+    }
+
+    static long count(String sql) throws Exception {
+        try (Connection c = postgres.database().connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
+    @Test
+    @Order(1)
+    void migrateCreatesBothSchemasAndIsRepeatable() throws Exception {
+        Run first = cli("migrate");
+        assertThat(first.code()).as(first.err()).isZero();
+        assertThat(first.out()).contains("Schema up to date");
+        assertThat(cli("migrate").code()).isZero();
+        assertThat(count("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('jobs', 'outbox', 'leader_lease', 'ledger', 'consumer_processed')"))
+                .isEqualTo(5);
+    }
+
+    @Test
+    @Order(2)
+    void submitTakesNowOffsetsAndAbsoluteTimesAndAKeyOnlyOnce() throws Exception {
+        Run now = cli("submit", "--due", "now", "--resource", "account-1", "--payload", "{\"cents\": 12}");
+        assertThat(now.code()).as(now.err()).isZero();
+        assertThat(now.out()).startsWith("Submitted job ").contains("for resource account-1");
+        assertThat(cli("submit", "--due", "+30s").code()).isZero();
+        assertThat(cli("submit", "--due=2030-01-01T09:00:00Z", "--key", "daily/2030-01-01").code()).isZero();
+        Run again = cli("submit", "--due", "2030-01-01T09:00:00Z", "--key", "daily/2030-01-01");
+        assertThat(again.code()).isZero();
+        assertThat(again.out()).startsWith("Already submitted: job ").contains("nothing inserted");
+        assertThat(count("SELECT count(*) FROM jobs")).isEqualTo(3);
+        assertThat(count("SELECT count(*) FROM jobs WHERE due_at BETWEEN clock_timestamp() + interval '20 seconds' AND clock_timestamp() + interval '31 seconds'"))
+                .as("+30s is thirty seconds of database time").isEqualTo(1);
+        assertThat(count("SELECT count(*) FROM jobs WHERE payload = '{\"cents\": 12}'::jsonb")).isEqualTo(1);
+    }
+
+    @Test
+    @Order(3)
+    void statusShowsLeasesHistoryJobsOutboxAndConsumer() {
+        DSLContext dsl = Database.dsl(postgres.database().dataSource());
+        new Lease(dsl, "scheduler", "holder-status", Duration.ofMinutes(5), Ticker.system()).acquireOrRenew().orElseThrow();
+        Run status = cli("status");
+        assertThat(status.code()).as(status.err()).isZero();
+        assertThat(status.out())
+                .contains("Leases:")
+                .containsPattern("scheduler +token 1 +holder holder-status +live")
+                .contains("Token history")
+                .contains("Jobs: 3 pending")
+                .contains("Outbox: 0 unpublished")
+                .contains("Consumer: 0 applied");
+    }
+
+    @Test
+    @Order(4)
+    void releaseEndsOnlyTheCurrentLeaseByTheConditionalRule() throws Exception {
+        Run wrongToken = cli("release", "--role", "scheduler", "--holder", "holder-status", "--token", "99");
+        assertThat(wrongToken.code()).isEqualTo(1);
+        assertThat(wrongToken.err()).contains("nothing released");
+        assertThat(count("SELECT count(*) FROM leader_lease WHERE role = 'scheduler' AND expires_at > clock_timestamp()")).isEqualTo(1);
+
+        Run release = cli("release", "--role", "scheduler");
+        assertThat(release.code()).as(release.err()).isZero();
+        assertThat(release.out()).contains("Released scheduler (holder holder-status, token 1)");
+        assertThat(count("SELECT count(*) FROM leader_lease WHERE role = 'scheduler' AND expires_at > clock_timestamp()")).isZero();
+        assertThat(cli("release", "--role", "scheduler").code()).as("nothing left to release").isEqualTo(1);
+        assertThat(cli("release", "--role", "nobody").err()).contains("no lease for role nobody");
+    }
+
+    @Test
+    void badInputGetsOneLineAndAHintNeverAStackTrace() {
+        assertBadUsage(cli("frobnicate"), "fenced-jobs: unknown command 'frobnicate'", "Try 'fenced-jobs --help'.");
+        assertBadUsage(cli("submit"), "fenced-jobs: submit: --due is required", "Try 'fenced-jobs submit --help'.");
+        assertBadUsage(cli("submit", "--due", "tomorrow"), "fenced-jobs: submit: --due tomorrow is neither now", null);
+        assertBadUsage(cli("submit", "--due", "+soon"), "fenced-jobs: submit: --due +soon is not an offset", null);
+        assertBadUsage(cli("submit", "--due", "now", "--payload", "{oops"), "fenced-jobs: submit: --payload is not valid JSON", null);
+        assertBadUsage(cli("submit", "--due"), "fenced-jobs: submit: --due needs a value", null);
+        assertBadUsage(cli("status", "--verbose"), "fenced-jobs: status: unknown option --verbose", null);
+        assertBadUsage(cli("release"), "fenced-jobs: release: --role is required", null);
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: give both --holder and --token", null);
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: --token must be a whole number", null);
+        assertBadUsage(cli(Map.of("DATABASE_URL", "postgres://nope"), "status"), "fenced-jobs: DATABASE_URL: must be a PostgreSQL JDBC URL", null);
+        assertBadUsage(cli("migrate", "--roles"), "fenced-jobs: migrate --roles: set at least one of", null);
+        assertThat(cli().code()).isEqualTo(2);
+    }
+
+    @Test
+    void anUnreachableDatabaseIsOneLineAndExitCodeOne() {
+        Run r = cli(Map.of("DATABASE_URL", "jdbc:postgresql://127.0.0.1:1/none", "DATABASE_CONNECT_TIMEOUT", "1s"), "status");
+        assertThat(r.code()).isEqualTo(1);
+        assertThat(r.err().lines().count()).isEqualTo(1);
+        assertThat(r.err()).startsWith("fenced-jobs status: ").doesNotContain("\tat ");
+    }
+
+    @Test
+    void everyCommandHasHelp() {
+        for (String command : new String[] {"migrate", "submit", "status", "release"}) {
+            Run help = cli(command, "--help");
+            assertThat(help.code()).isZero();
+            assertThat(help.out()).startsWith("usage: fenced-jobs " + command);
+        }
+        assertThat(cli("--help").out()).contains("migrate").contains("submit").contains("status").contains("release");
+    }
+
+    private static void assertBadUsage(Run run, String firstLine, String hint) {
+        assertThat(run.code()).as(run.err()).isEqualTo(2);
+        assertThat(run.err().lines().findFirst().orElse("")).startsWith(firstLine);
+        assertThat(run.err().lines().count()).isEqualTo(2);
+        assertThat(run.err().lines().skip(1).findFirst().orElse("")).startsWith("Try 'fenced-jobs");
+        if (hint != null) {
+            assertThat(run.err()).contains(hint);
+        }
+        assertThat(run.err()).doesNotContain("\tat ").doesNotContain("Exception");
+    }
+}

@@ -1,0 +1,131 @@
+package dev.fencedjobs.cli;
+
+import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
+
+import dev.fencedjobs.consumer.ConsumerConfig;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.dispatcher.Dispatcher;
+import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.relay.Relay;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestKafka;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** The roles hold: each can do its work and nothing else. */
+class LeastPrivilegeTest {
+
+    @RegisterExtension
+    static final PostgresExtension postgres = new PostgresExtension();
+
+    static final Map<String, String> PASSWORDS = Map.of("FJ_DISPATCHER_PASSWORD", "d-secret", "FJ_RELAY_PASSWORD", "r-secret",
+            "FJ_CONSUMER_PASSWORD", "c-secret", "FJ_PRODUCER_PASSWORD", "p-secret");
+
+    @BeforeAll
+    static void migrateWithRoles() {
+        CliTest.Run run = runCli(PASSWORDS, "migrate", "--roles");
+        assertThat(run.code()).as(run.err()).isZero();
+        assertThat(run.out()).contains("Roles ready: fj_consumer, fj_dispatcher, fj_producer, fj_relay");
+    }
+
+    private static CliTest.Run runCli(Map<String, String> env, String... args) {
+        TestDatabase db = postgres.database();
+        java.util.Map<String, String> all = new java.util.HashMap<>(env);
+        all.put("DATABASE_URL", db.url());
+        all.put("DATABASE_USER", db.user());
+        all.put("DATABASE_PASSWORD", db.password());
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        int code = new Cli(dev.fencedjobs.db.Settings.of(all), new java.io.PrintStream(out, true), new java.io.PrintStream(err, true)).run(args);
+        return new CliTest.Run(code, out.toString(), err.toString());
+    }
+
+    private static Connection as(String role, String password) throws SQLException {
+        return DriverManager.getConnection(postgres.database().url(), role, password);
+    }
+
+    private static void denied(String role, String password, String sql) {
+        assertThatThrownBy(() -> {
+            try (Connection c = as(role, password); Statement s = c.createStatement()) {
+                s.execute(sql);
+            }
+        }).as("%s: %s", role, sql).hasMessageContaining("permission denied");
+    }
+
+    @Test
+    void theProducerCanOnlyInsertJobs() throws Exception {
+        try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
+            assertThat(s.executeUpdate("INSERT INTO jobs (due_at) VALUES (clock_timestamp() + interval '1 hour')")).isEqualTo(1);
+        }
+        denied(Roles.PRODUCER, "p-secret", "UPDATE leader_lease SET expires_at = clock_timestamp()");
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO leader_lease VALUES ('scheduler', 'me', 99, clock_timestamp())");
+        denied(Roles.PRODUCER, "p-secret", "SELECT * FROM outbox");
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                + "VALUES (1, 'r', 1, '{}', now(), now())");
+        denied(Roles.PRODUCER, "p-secret", "UPDATE jobs SET state = 'completed'");
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO lease_takeover VALUES ('scheduler', 99, 'me', now(), now())");
+    }
+
+    @Test
+    void theConsumerCannotTouchJobsTheLeaseOrTheOutbox() {
+        denied(Roles.CONSUMER, "c-secret", "INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
+        denied(Roles.CONSUMER, "c-secret", "SELECT * FROM jobs");
+        denied(Roles.CONSUMER, "c-secret", "UPDATE leader_lease SET expires_at = clock_timestamp()");
+        denied(Roles.CONSUMER, "c-secret", "SELECT * FROM outbox");
+        denied(Roles.DISPATCHER, "d-secret", "DELETE FROM outbox");
+        denied(Roles.DISPATCHER, "d-secret", "INSERT INTO lease_takeover VALUES ('scheduler', 99, 'me', now(), now())");
+        denied(Roles.RELAY, "r-secret", "UPDATE jobs SET state = 'completed'");
+        denied(Roles.RELAY, "r-secret", "UPDATE outbox SET fencing_token = 99");
+        denied(Roles.DISPATCHER, "d-secret", "SELECT * FROM ledger");
+    }
+
+    @Test
+    void eachServiceWorksUnderItsOwnRole() throws Exception {
+        TestDatabase db = postgres.database();
+        String topic = "roles-" + UUID.randomUUID();
+        String bootstrap = TestKafka.shared().bootstrapServers();
+        LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
+        java.util.function.BiFunction<String, String, ServiceConfig> service = (user, password) -> new ServiceConfig(
+                new DatabaseConfig(db.url(), user, password, 2, Duration.ofSeconds(1), Duration.ofMillis(500), Duration.ofMillis(500),
+                        Duration.ofSeconds(1)), 0, Duration.ofSeconds(5), false);
+        List<AutoCloseable> services = new java.util.ArrayList<>();
+        try {
+            services.add(Dispatcher.start(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)));
+            services.add(Relay.start(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, new KafkaSettings(bootstrap, topic),
+                    3, (short) 1, "roles-" + topic, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
+            services.add(FencedConsumer.start(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), new KafkaSettings(bootstrap, topic),
+                    "roles", 100, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+            try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
+                s.execute("INSERT INTO jobs (resource, due_at) SELECT 'r-' || g, clock_timestamp() FROM generate_series(1, 50) g");
+            }
+            var dsl = Database.dsl(db.dataSource());
+            await().atMost(Duration.ofSeconds(30)).until(() -> dsl.fetchCount(LEDGER) >= 50);
+            assertThat(dsl.fetchCount(LEDGER)).isEqualTo(50);
+            assertThat(dsl.fetchCount(dsl.selectFrom("lease_takeover"))).as("takeovers recorded through the owner's trigger").isEqualTo(2);
+        } finally {
+            for (AutoCloseable s : services) {
+                s.close();
+            }
+        }
+    }
+}
