@@ -60,6 +60,10 @@ public final class TestKafka {
 
     /** A single combined broker and controller, configured like a one-node production cluster. */
     public static KafkaClusterTestKit startEmbedded() {
+        // The broker halts the JVM when its log directory vanishes, which happens when the test kit
+        // deletes it on close while a background checkpoint is still being written.
+        org.apache.kafka.common.utils.Exit.setHaltProcedure((code, message) ->
+                log.warn("In-JVM Kafka broker asked to halt with code {} ({}); ignored", code, message));
         try {
             KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(new TestKitNodes.Builder()
                             .setCombined(true)

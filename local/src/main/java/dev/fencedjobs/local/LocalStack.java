@@ -1,0 +1,282 @@
+package dev.fencedjobs.local;
+
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.testing.TestKafka;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+
+/**
+ * {@code java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--exit-after-demo]}: the whole
+ * system on a machine with only a JDK. An embedded PostgreSQL 17 and a KRaft Kafka broker run in
+ * this JVM; two dispatcher replicas, a relay and a consumer run as separate processes, each under
+ * its own least-privilege role. Their leadership changes and the applied effects are printed as
+ * they happen; Ctrl-C stops everything.
+ */
+public final class LocalStack {
+
+    static final String DATABASE = "fencedjobs";
+    static final String OWNER = "fencedjobs";
+    static final String OWNER_PASSWORD = "fencedjobs";
+    static final Map<String, String> ROLE_PASSWORDS = Map.of(
+            Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay", Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer");
+
+    private final EmbeddedPostgres postgres;
+    private final KafkaClusterTestKit kafka;
+    private final String jdbcUrl;
+    private final List<Child> children = new CopyOnWriteArrayList<>();
+    private int dispatchers;
+
+    private LocalStack(EmbeddedPostgres postgres, KafkaClusterTestKit kafka, String jdbcUrl) {
+        this.postgres = postgres;
+        this.kafka = kafka;
+        this.jdbcUrl = jdbcUrl;
+    }
+
+    public static void main(String[] args) throws Exception {
+        boolean demo = false;
+        boolean exitAfterDemo = false;
+        int demoSeconds = 60;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--demo":
+                    demo = true;
+                    break;
+                case "--exit-after-demo":
+                    exitAfterDemo = true;
+                    break;
+                case "--demo-seconds":
+                    if (i + 1 >= args.length || !args[i + 1].matches("\\d+")) {
+                        usage("--demo-seconds needs a whole number of seconds");
+                    }
+                    demoSeconds = Integer.parseInt(args[++i]);
+                    break;
+                case "--help":
+                case "-h":
+                    System.out.println(USAGE);
+                    return;
+                default:
+                    usage("unknown option " + args[i]);
+            }
+        }
+        LocalStack stack = start();
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stack.stop();
+            stopped.countDown();
+        }, "local-stack-stop"));
+        if (demo) {
+            boolean exact = new Demo(stack, Duration.ofSeconds(demoSeconds)).run();
+            if (exitAfterDemo) {
+                System.exit(exact ? 0 : 1);
+            }
+            System.out.println("The stack keeps running; Ctrl-C stops it.");
+        }
+        stopped.await();
+    }
+
+    static final String USAGE = "usage: java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--exit-after-demo]\n"
+            + "  --demo             submit a stream of jobs and, for a minute, kill the dispatcher leader now and then\n"
+            + "  --demo-seconds N   how long the demo runs (default 60)\n"
+            + "  --exit-after-demo  stop after the demo's summary; exit code 0 if every job had exactly one effect";
+
+    private static void usage(String problem) {
+        System.err.println("fenced-jobs-local: " + problem);
+        System.err.println("Try --help.");
+        System.exit(2);
+    }
+
+    static LocalStack start() throws Exception {
+        System.out.println("Starting PostgreSQL 17 and a Kafka broker in this JVM...");
+        EmbeddedPostgres postgres = EmbeddedPostgres.builder().setServerConfig("max_connections", "100").start();
+        KafkaClusterTestKit kafka = TestKafka.startEmbedded();
+        String adminUrl = "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
+        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", ""); Statement s = c.createStatement()) {
+            s.execute("CREATE ROLE " + OWNER + " LOGIN PASSWORD '" + OWNER_PASSWORD + "'");
+            s.execute("CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
+        }
+        String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + DATABASE;
+        LocalStack stack = new LocalStack(postgres, kafka, url);
+        DatabaseConfig owner = stack.database(OWNER, OWNER_PASSWORD);
+        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
+        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", ""); Statement s = c.createStatement()) {
+            s.execute("ALTER ROLE " + OWNER + " CREATEROLE");
+        }
+        try (Connection c = DriverManager.getConnection(url, OWNER, OWNER_PASSWORD)) {
+            Roles.apply(c, ROLE_PASSWORDS);
+        }
+        stack.startDispatcher();
+        stack.startDispatcher();
+        stack.startChild("relay", "dev.fencedjobs.relay.RelayMain", Roles.RELAY);
+        stack.startChild("consumer", "dev.fencedjobs.consumer.ConsumerMain", Roles.CONSUMER);
+        stack.printBanner();
+        new EffectWatcher(stack).start();
+        return stack;
+    }
+
+    DatabaseConfig database(String user, String password) {
+        return new DatabaseConfig(jdbcUrl, user, password, 2, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1),
+                Duration.ofSeconds(2));
+    }
+
+    Connection connect() throws SQLException {
+        return DriverManager.getConnection(jdbcUrl, OWNER, OWNER_PASSWORD);
+    }
+
+    private void printBanner() {
+        int port = postgres.getPort();
+        System.out.println();
+        System.out.println("fenced-jobs is running: 2 dispatchers, 1 relay, 1 consumer (separate processes).");
+        System.out.println("  JDBC URL  " + jdbcUrl + "  (user " + OWNER + ", password " + OWNER_PASSWORD + ")");
+        System.out.println("  psql      psql \"postgresql://" + OWNER + ":" + OWNER_PASSWORD + "@localhost:" + port + "/" + DATABASE + "\"");
+        System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER) + " (may only insert jobs)");
+        System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs");
+        System.out.println("  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
+        System.out.println("  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
+        System.out.println("  Ctrl-C stops everything.");
+        System.out.println();
+    }
+
+    Child startDispatcher() throws IOException {
+        return startChild("dispatcher-" + (++dispatchers), "dev.fencedjobs.dispatcher.DispatcherMain", Roles.DISPATCHER);
+    }
+
+    private Child startChild(String name, String mainClass, String role) throws IOException {
+        Map<String, String> env = new HashMap<>();
+        env.put("DATABASE_URL", jdbcUrl);
+        env.put("DATABASE_USER", role);
+        env.put("DATABASE_PASSWORD", ROLE_PASSWORDS.get(role));
+        env.put("DATABASE_MIGRATE", "false");
+        env.put("HTTP_PORT", "0");
+        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
+        env.put("KAFKA_TOPIC_PARTITIONS", "3");
+        env.put("LEASE_DURATION", "5s");
+        env.put("RENEW_INTERVAL", "1s");
+        List<String> command = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx192m",
+                "-cp", System.getProperty("java.class.path"), mainClass);
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().putAll(env);
+        Child child = new Child(name, builder.start());
+        children.add(child);
+        return child;
+    }
+
+    List<Child> children() {
+        return children;
+    }
+
+    String jdbcUrl() {
+        return jdbcUrl;
+    }
+
+    void stop() {
+        System.out.println("Stopping: services first (they finish their work and release their leases), then Kafka and PostgreSQL.");
+        for (Child c : children) {
+            c.process.destroy();
+        }
+        for (Child c : children) {
+            try {
+                c.process.waitFor(15, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            c.process.destroyForcibly();
+        }
+        // The test kit deletes the broker's directory while its last checkpoints are written; those
+        // errors say nothing about the stack, so they are not shown.
+        for (String logger : new String[] {"kafka", "org.apache.kafka"}) {
+            ((ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(logger)).setLevel(ch.qos.logback.classic.Level.OFF);
+        }
+        try {
+            kafka.close();
+        } catch (Exception e) {
+            System.err.println("stopping Kafka: " + e);
+        }
+        try {
+            postgres.close();
+        } catch (IOException e) {
+            System.err.println("stopping PostgreSQL: " + e);
+        }
+    }
+
+    /** A service process whose output is shown with its name in front. */
+    static final class Child {
+        final String name;
+        final Process process;
+
+        Child(String name, Process process) {
+            this.name = name;
+            this.process = process;
+            Thread pump = new Thread(() -> {
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = r.readLine()) != null) {
+                        System.out.println(String.format("%-13s| %s", name, line));
+                    }
+                } catch (IOException e) {
+                    // The process is gone.
+                }
+            }, "pump-" + name);
+            pump.setDaemon(true);
+            pump.start();
+        }
+    }
+
+    /** Prints the job and effect counts whenever they change. */
+    static final class EffectWatcher extends Thread {
+        private final LocalStack stack;
+
+        EffectWatcher(LocalStack stack) {
+            super("effect-watcher");
+            setDaemon(true);
+            this.stack = stack;
+        }
+
+        @Override
+        public void run() {
+            String last = "";
+            while (true) {
+                try (Connection c = stack.connect(); Statement s = c.createStatement()) {
+                    while (true) {
+                        String now = Counts.read(s).line();
+                        if (!now.equals(last)) {
+                            System.out.println(String.format("%-13s| %s", "effects", now));
+                            last = now;
+                        }
+                        Thread.sleep(1000);
+                    }
+                } catch (SQLException e) {
+                    sleepQuietly();
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }
+
+        private static void sleepQuietly() {
+            try {
+                Thread.sleep(1000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+package dev.fencedjobs.local;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/** The local stack started through its real entry point, the packaged jar, as a user would. */
+class LocalStackIT {
+
+    private static final Pattern JDBC_URL = Pattern.compile("JDBC URL\\s+(jdbc:postgresql://\\S+)");
+
+    @Test
+    void jobsInsertedWithSqlBecomeEffectsAndAKilledLeaderIsReplacedWithALargerToken() throws Exception {
+        assertThat(Path.of(System.getProperty("local.jar"))).exists();
+        Process stack = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-jar",
+                System.getProperty("local.jar")).redirectErrorStream(true).start();
+        List<String> output = new CopyOnWriteArrayList<>();
+        Thread reader = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(stack.getInputStream(), StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    output.add(line);
+                }
+            } catch (Exception e) {
+                // The stack stopped.
+            }
+        });
+        reader.setDaemon(true);
+        reader.start();
+        try {
+            await().atMost(Duration.ofSeconds(90)).until(() -> output.stream().anyMatch(l -> JDBC_URL.matcher(l).find()));
+            Matcher m = JDBC_URL.matcher(output.stream().filter(l -> JDBC_URL.matcher(l).find()).findFirst().orElseThrow());
+            assertThat(m.find()).isTrue();
+            String url = m.group(1);
+            assertThat(output).anyMatch(l -> l.contains("psql \"postgresql://"));
+
+            // Plain SQL as the producer role, exactly as the banner says.
+            try (Connection producer = DriverManager.getConnection(url, "fj_producer", "producer"); Statement s = producer.createStatement()) {
+                s.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 5), '{}', clock_timestamp() "
+                        + "FROM generate_series(1, 200) g");
+            }
+            try (Connection owner = DriverManager.getConnection(url, "fencedjobs", "fencedjobs"); Statement s = owner.createStatement()) {
+                await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 200);
+                long token;
+                long leaderPid;
+                try (ResultSet rs = s.executeQuery("SELECT holder_id, fencing_token FROM leader_lease WHERE role = 'scheduler'")) {
+                    rs.next();
+                    String holder = rs.getString(1);
+                    token = rs.getLong(2);
+                    leaderPid = Long.parseLong(holder.split("-")[holder.split("-").length - 2]);
+                }
+                // Stop the leader process abruptly: no release, a follower takes over after the lease.
+                assertThat(ProcessHandle.of(leaderPid)).isPresent();
+                ProcessHandle.of(leaderPid).orElseThrow().destroyForcibly();
+                try (Connection producer = DriverManager.getConnection(url, "fj_producer", "producer"); Statement p = producer.createStatement()) {
+                    p.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 5), '{}', clock_timestamp() "
+                            + "FROM generate_series(1, 200) g");
+                }
+                await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 400);
+                assertThat(count(s, "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler'")).isGreaterThan(token);
+                assertThat(count(s, "SELECT count(DISTINCT job_id) FROM ledger")).isEqualTo(400);
+                assertThat(count(s, "SELECT count(*) FROM jobs j JOIN ledger l ON l.job_id = j.id AND l.fencing_token = j.completed_by_token"))
+                        .as("every effect carries the token that completed its job").isEqualTo(400);
+                assertThat(count(s, "SELECT max(completed_by_token) FROM jobs")).isGreaterThan(token);
+            }
+            assertThat(output).anyMatch(l -> l.contains("FOLLOWER -> LEADER"));
+            assertThat(output).anyMatch(l -> l.startsWith("effects"));
+        } finally {
+            // SIGTERM through the handle: Process.destroy() would also close our end of its output.
+            stack.toHandle().destroy();
+            if (!stack.waitFor(60, TimeUnit.SECONDS)) {
+                stack.destroyForcibly();
+            }
+            reader.join(5_000); // the last lines, printed on the way out
+            java.nio.file.Files.write(Path.of("target", "local-stack-it.log"), output);
+        }
+        assertThat(output).as("Ctrl-C / SIGTERM stops the stack cleanly").anyMatch(l -> l.contains("Stopping: services first"));
+    }
+
+    private static long count(Statement s, String sql) throws Exception {
+        try (ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+}
