@@ -95,7 +95,7 @@ public final class Database {
      * component start on a database where the other's tables already exist.
      */
     public static void migrate(DataSource dataSource, String location, String historyTable, int connectRetries) {
-        Flyway.configure()
+        Flyway flyway = Flyway.configure()
                 .dataSource(dataSource)
                 .locations(location)
                 .table(historyTable)
@@ -103,7 +103,23 @@ public final class Database {
                 .baselineVersion("0")
                 .connectRetries(connectRetries)
                 .connectRetriesInterval(10)
-                .load()
-                .migrate();
+                .load();
+        // Flyway locks only once its history table exists: two first-time migrations of one empty
+        // database both try to create (or baseline) it, and one fails. A session-level advisory
+        // lock, held on a connection of its own, puts every migrator of this database in a queue.
+        flyway.info(); // connects with Flyway's retries, so the lock below finds the database up
+        try (java.sql.Connection lock = dataSource.getConnection(); java.sql.Statement s = lock.createStatement()) {
+            s.execute("SELECT pg_advisory_lock(" + MIGRATION_LOCK + ")");
+            try {
+                flyway.migrate();
+            } finally {
+                s.execute("SELECT pg_advisory_unlock(" + MIGRATION_LOCK + ")");
+            }
+        } catch (java.sql.SQLException e) {
+            throw new IllegalStateException("migration lock: " + e.getMessage(), e);
+        }
     }
+
+    /** Advisory lock key that serialises migrations (any 64-bit constant unique to this project). */
+    private static final long MIGRATION_LOCK = 0x66656e6365646a6fL;
 }

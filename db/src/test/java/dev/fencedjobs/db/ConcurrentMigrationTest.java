@@ -49,10 +49,14 @@ class ConcurrentMigrationTest {
         } finally {
             pool.shutdownNow();
         }
+        long migrations;
+        try (var files = java.nio.file.Files.list(java.nio.file.Path.of(Database.class.getResource("/db/migration").toURI()))) {
+            migrations = files.filter(f -> f.getFileName().toString().matches("V\\d+__.*\\.sql")).count();
+        }
         try (var c = db.connect(); var s = c.createStatement();
-                var rs = s.executeQuery("SELECT count(*) FROM flyway_schema_history WHERE success")) {
+                var rs = s.executeQuery("SELECT count(*), count(DISTINCT version) FROM flyway_schema_history WHERE success")) {
             rs.next();
-            assertThat(rs.getInt(1)).as("each migration applied once").isEqualTo(3);
+            assertThat(rs.getLong(1)).as("each migration applied once").isEqualTo(migrations).isEqualTo(rs.getLong(2));
         }
     }
 }
