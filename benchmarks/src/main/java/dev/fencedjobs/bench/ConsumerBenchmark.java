@@ -9,11 +9,7 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.TestKafka;
 import java.time.Duration;
 import java.time.OffsetDateTime;
-import java.util.List;
-import java.util.Map;
 import java.util.Properties;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -69,9 +65,7 @@ public final class ConsumerBenchmark {
     }
 
     private static void fill(String bootstrap, String topic, int records) throws Exception {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get();
-        }
+        TestKafka.createTopic(bootstrap, topic, 3);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("linger.ms", 10);

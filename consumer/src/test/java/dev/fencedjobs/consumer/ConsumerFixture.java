@@ -14,11 +14,8 @@ import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -44,9 +41,7 @@ final class ConsumerFixture implements AutoCloseable {
         Database.migrate(pool, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         this.dsl = Database.dsl(pool);
         this.bootstrap = bootstrap;
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
-        }
+        dev.fencedjobs.testing.TestKafka.createTopic(bootstrap, topic, partitions);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("linger.ms", 5);

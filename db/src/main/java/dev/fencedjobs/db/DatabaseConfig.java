@@ -87,11 +87,6 @@ public record DatabaseConfig(
                 settings.duration(IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT));
     }
 
-    /** Same settings, another role: for services that connect as their own least-privilege user. */
-    public DatabaseConfig withCredentials(String otherUser, String otherPassword) {
-        return new DatabaseConfig(url, otherUser, otherPassword, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
-    }
-
     /** The URL without any password or query parameters, fit for logs. */
     public String safeUrl() {
         return redact(url);

@@ -37,10 +37,6 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
                 settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE));
     }
 
-    public DatabaseConfig database() {
-        return service.database();
-    }
-
     /** Local margin before the lease's deadline at which the leader stops starting batches. */
     public Duration safetyMargin() {
         return service.database().statementTimeout();

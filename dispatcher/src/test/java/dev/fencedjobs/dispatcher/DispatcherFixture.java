@@ -34,7 +34,7 @@ final class DispatcherFixture implements AutoCloseable {
     DispatcherFixture(String url, String user, String password) {
         this.database = new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(1),
                 Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
-        this.pool = Database.pool(database.withCredentials(user, password), "test-fixture");
+        this.pool = Database.pool(database, "test-fixture");
         Database.migrate(pool);
         this.dsl = Database.dsl(pool);
     }

@@ -1,6 +1,5 @@
 package dev.fencedjobs.testing;
 
-import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -90,10 +89,6 @@ public final class ServiceProcess implements AutoCloseable {
         } catch (IOException e) {
             return "";
         }
-    }
-
-    public File logFile() {
-        return log.toFile();
     }
 
     @Override

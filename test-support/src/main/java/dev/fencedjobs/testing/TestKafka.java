@@ -90,11 +90,37 @@ public final class TestKafka {
         }
     }
 
+    /**
+     * Creates a topic and waits until every partition has a leader. Producing to a partition
+     * before that can fail with NOT_LEADER_OR_FOLLOWER, after which an idempotent producer was
+     * seen retrying OUT_OF_ORDER_SEQUENCE_NUMBER forever against the in-JVM broker.
+     */
+    public static void createTopic(String bootstrapServers, String topic, int partitions) {
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
+                java.util.Map.of("bootstrap.servers", bootstrapServers))) {
+            admin.createTopics(java.util.List.of(new org.apache.kafka.clients.admin.NewTopic(topic, partitions, (short) 1))).all().get();
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+            while (true) {
+                var description = admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic);
+                if (description.partitions().size() == partitions
+                        && description.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty())) {
+                    return;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("topic " + topic + " has partitions without a leader after 30 s");
+                }
+                Thread.sleep(50);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw new IllegalStateException("could not create topic " + topic, e);
+        }
+    }
+
     public String bootstrapServers() {
         return bootstrapServers;
     }
 
-    public String source() {
-        return source;
-    }
 }

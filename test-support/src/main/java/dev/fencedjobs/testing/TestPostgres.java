@@ -103,10 +103,6 @@ public final class TestPostgres {
         execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
     }
 
-    public String source() {
-        return source;
-    }
-
     private void execute(String sql) {
         try (Connection c = DriverManager.getConnection(adminUrl, user, password);
                 Statement s = c.createStatement()) {

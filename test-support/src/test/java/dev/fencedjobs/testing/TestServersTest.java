@@ -7,10 +7,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -67,9 +64,7 @@ class TestServersTest {
     void sharedKafkaBrokerRoundTripsARecord() throws Exception {
         String bootstrap = TestKafka.shared().bootstrapServers();
         String topic = "smoke-" + System.nanoTime();
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
-        }
+        TestKafka.createTopic(bootstrap, topic, 1);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
