@@ -76,7 +76,15 @@ class LeastPrivilegeTest {
     void theProducerCanOnlyInsertJobs() throws Exception {
         try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
             assertThat(s.executeUpdate("INSERT INTO jobs (due_at) VALUES (clock_timestamp() + interval '1 hour')")).isEqualTo(1);
+            // The README's idempotent submission: the second copy is absorbed, not refused.
+            String idempotent = "INSERT INTO jobs (resource, payload, due_at, unique_key)"
+                    + " VALUES ('invoice-42', '{}', '2026-12-01T09:00:00Z', 'invoice-42/2026-12-01')"
+                    + " ON CONFLICT (unique_key) DO NOTHING";
+            assertThat(s.executeUpdate(idempotent)).isEqualTo(1);
+            assertThat(s.executeUpdate(idempotent)).isZero();
         }
+        denied(Roles.PRODUCER, "p-secret", "SELECT * FROM jobs");
+        denied(Roles.PRODUCER, "p-secret", "SELECT payload FROM jobs");
         denied(Roles.PRODUCER, "p-secret", "UPDATE leader_lease SET expires_at = clock_timestamp()");
         denied(Roles.PRODUCER, "p-secret", "INSERT INTO leader_lease VALUES ('scheduler', 'me', 99, clock_timestamp())");
         denied(Roles.PRODUCER, "p-secret", "SELECT * FROM outbox");

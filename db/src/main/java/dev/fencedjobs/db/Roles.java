@@ -32,7 +32,9 @@ public final class Roles {
             RELAY, "GRANT SELECT, DELETE ON outbox TO fj_relay;"
                     + "GRANT UPDATE (published_at, publish_error) ON outbox TO fj_relay;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_relay;",
-            PRODUCER, "GRANT INSERT ON jobs TO fj_producer;",
+            // SELECT on unique_key alone: INSERT ... ON CONFLICT (unique_key) DO NOTHING needs it to
+            // find the conflicting row; the producer still cannot read any job.
+            PRODUCER, "GRANT INSERT ON jobs TO fj_producer; GRANT SELECT (unique_key) ON jobs TO fj_producer;",
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
                     + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_resource_fence, consumer_processed, consumer_rejected, "
                     + "consumer_dead_letter, ledger TO fj_consumer; END IF; END $$;");
