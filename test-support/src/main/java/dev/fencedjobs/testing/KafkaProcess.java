@@ -69,6 +69,22 @@ public final class KafkaProcess implements AutoCloseable {
         }
     }
 
+    /** SIGTERM: a controlled shutdown (the broker closes its logs cleanly). */
+    public synchronized void stop() {
+        if (process != null) {
+            process.toHandle().destroy();
+            try {
+                if (!process.waitFor(60, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                    process.waitFor(30, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            process = null;
+        }
+    }
+
     /** SIGKILL: the broker vanishes without a controlled shutdown. */
     public synchronized void kill() {
         if (process != null) {

@@ -26,6 +26,11 @@ public final class ServiceProcess implements AutoCloseable {
     }
 
     public static ServiceProcess start(String name, Path jar, Map<String, String> environment, Path logDirectory) {
+        return start(name, jar, environment, logDirectory, List.of("-Xmx128m"));
+    }
+
+    /** Starts the jar with the given JVM options (heap size, GC) instead of the default {@code -Xmx128m}. */
+    public static ServiceProcess start(String name, Path jar, Map<String, String> environment, Path logDirectory, List<String> jvmOptions) {
         if (!Files.isRegularFile(jar)) {
             throw new IllegalStateException(jar + " does not exist: run the tests with 'mvn verify' (they need the packaged jar)");
         }
@@ -34,7 +39,7 @@ public final class ServiceProcess implements AutoCloseable {
             Path log = logDirectory.resolve(name + ".log");
             List<String> command = new ArrayList<>();
             command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-            command.add("-Xmx128m");
+            command.addAll(jvmOptions);
             command.add("-jar");
             command.add(jar.toString());
             ProcessBuilder builder = new ProcessBuilder(command)

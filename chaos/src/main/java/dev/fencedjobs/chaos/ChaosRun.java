@@ -1,0 +1,684 @@
+package dev.fencedjobs.chaos;
+
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.testing.KafkaProcess;
+import dev.fencedjobs.testing.RestartablePostgres;
+import dev.fencedjobs.testing.TestKafka;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Random;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * The fault-injection run. Starts a real PostgreSQL and a real Kafka broker, three dispatchers, two
+ * relays and two consumers from their packaged jars (each service reaching the database through its
+ * own {@link TcpProxy}), inserts jobs with SQL the whole time, and injects a fault schedule drawn
+ * from a seed. Then it stops the load, heals everything, waits for the system to drain, records the
+ * database and the topic, and hands them to the {@link Checker}.
+ *
+ * <pre>
+ * java -jar chaos/target/fenced-jobs-chaos.jar [--seconds N] [--seed S] [--rate JOBS_PER_S] [--lease DURATION_MS]
+ *                                               [--out DIR] [--record FILE] [--repo DIR]
+ * java -jar chaos/target/fenced-jobs-chaos.jar --check FILE
+ * </pre>
+ */
+public final class ChaosRun {
+
+    /** Every kind of fault the schedule mixes; a run injects each at least once. */
+    public enum Kind {
+        KILL_DISPATCHER_LEADER("kill-dispatcher-leader"),
+        KILL_RELAY_LEADER("kill-relay-leader"),
+        KILL_CONSUMER("kill-consumer"),
+        PAUSE_DISPATCHER_LEADER("pause-dispatcher-leader"),
+        PAUSE_RELAY_LEADER("pause-relay-leader"),
+        PARTITION_FROM_DATABASE("partition-from-db"),
+        RESTART_POSTGRES("restart-postgres"),
+        RESTART_KAFKA("restart-kafka"),
+        GRACEFUL_RESTART("sigterm-restart");
+
+        public final String label;
+
+        Kind(String label) {
+            this.label = label;
+        }
+    }
+
+    /** How a run is shaped. */
+    public record Options(long seconds, long seed, int rate, long leaseMillis, Path out, Path record, Path repo, Duration drainTimeout) {
+
+        static Options defaults() {
+            return new Options(120, System.nanoTime() & 0xffffff, 200, 5000, Path.of("target", "chaos"), null, Path.of("."),
+                    Duration.ofMinutes(4));
+        }
+    }
+
+    static final String DATABASE = "fencedjobs";
+    static final String OWNER = "fencedjobs";
+    static final String TOPIC = "fenced-jobs";
+    static final int PARTITIONS = 6;
+    static final int RESOURCES = 50;
+    static final long FORGED_JOB_BASE = 9_000_000_000_000L;
+
+    private final Options options;
+    private final Random random;
+    private final History history = new History();
+    private final long startNanos = System.nanoTime();
+    private final List<Service> services = new ArrayList<>();
+    private final List<String> crashes = new CopyOnWriteArrayList<>();
+    private RestartablePostgres postgres;
+    private KafkaProcess kafka;
+    private String ownerUrl;
+    private int forgeRounds;
+    private volatile String configurationError;
+
+    ChaosRun(Options options) {
+        this.options = options;
+        this.random = new Random(options.seed());
+        this.history.seed = Long.toString(options.seed());
+    }
+
+    public static void main(String[] args) throws Exception {
+        Options o = Options.defaults();
+        Path check = null;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (a.equals("--help") || a.equals("-h")) {
+                System.out.println(USAGE);
+                return;
+            }
+            if (i + 1 >= args.length) {
+                usage(a + " needs a value");
+            }
+            String v = args[++i];
+            try {
+                switch (a) {
+                    case "--seconds" -> o = new Options(Long.parseLong(v), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
+                    case "--seed" -> o = new Options(o.seconds(), Long.parseLong(v), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
+                    case "--rate" -> o = new Options(o.seconds(), o.seed(), Integer.parseInt(v), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
+                    case "--lease" -> o = new Options(o.seconds(), o.seed(), o.rate(), Long.parseLong(v), o.out(), o.record(), o.repo(), o.drainTimeout());
+                    case "--out" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), Path.of(v), o.record(), o.repo(), o.drainTimeout());
+                    case "--record" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), Path.of(v), o.repo(), o.drainTimeout());
+                    case "--repo" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), Path.of(v), o.drainTimeout());
+                    case "--drain-seconds" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), Duration.ofSeconds(Long.parseLong(v)));
+                    case "--check" -> check = Path.of(v);
+                    default -> usage("unknown option " + a);
+                }
+            } catch (NumberFormatException e) {
+                usage(a + " needs a whole number, got '" + v + "'");
+            }
+        }
+        Checker.Result result;
+        if (check != null) {
+            result = Checker.check(History.load(check));
+            report(result);
+        } else {
+            result = new ChaosRun(o).run();
+        }
+        System.exit(result.ok() ? 0 : 1);
+    }
+
+    static final String USAGE = """
+            usage: java -jar fenced-jobs-chaos.jar [options]      run the fault-injection suite
+                   java -jar fenced-jobs-chaos.jar --check FILE   check a recorded history again
+              --seconds N        how long faults are injected (default 120; every kind is injected at least once)
+              --seed S           the fault schedule's seed (default: random, printed first)
+              --rate N           jobs inserted per second (default 200)
+              --lease MS         the services' lease duration in milliseconds (default 5000)
+              --drain-seconds N  how long the system may take to drain after the faults (default 240)
+              --out DIR          service and server logs (default target/chaos)
+              --record FILE      save the history (gzip JSON) for --check
+              --repo DIR         the checkout whose */target jars to run (default .)
+            Exit code 0 when no invariant is violated, 1 otherwise, 2 on a usage error.""";
+
+    private static void usage(String problem) {
+        System.err.println("fenced-jobs-chaos: " + problem);
+        System.err.println(USAGE);
+        System.exit(2);
+    }
+
+    /** Runs the whole suite once and returns the checker's verdict (already printed). */
+    public Checker.Result run() throws Exception {
+        log("seed " + options.seed() + ", " + options.seconds() + " s of faults, " + options.rate() + " jobs/s, lease "
+                + options.leaseMillis() + " ms; logs in " + options.out().toAbsolutePath());
+        Files.createDirectories(options.out());
+        LoadGenerator load = null;
+        Thread monitor = null;
+        try {
+            startServers();
+            startServices();
+            monitor = new Thread(this::watchForCrashes, "chaos-monitor");
+            monitor.setDaemon(true);
+            monitor.start();
+            load = new LoadGenerator();
+            load.start();
+            forge();
+            injectFaults();
+            healAll();
+            load.finish();
+            log("load stopped: " + load.submitted.size() + " jobs inserted; draining");
+            drain(load.submitted.size());
+            stopServices();
+            monitor.interrupt();
+            history.submitted = load.submitted;
+            history.crashes = List.copyOf(crashes);
+            Recorder.readTopic(kafka.bootstrapServers(), TOPIC, history, Duration.ofMinutes(2));
+            try (Connection c = owner()) {
+                Recorder.readDatabase(c, history);
+            }
+        } finally {
+            if (monitor != null) {
+                monitor.interrupt();
+            }
+            if (load != null) {
+                load.stop = true;
+            }
+            for (Service s : services) {
+                if (s.alive()) {
+                    s.kill();
+                }
+                s.proxy.close();
+            }
+            if (kafka != null) {
+                kafka.close();
+            }
+            if (postgres != null) {
+                postgres.close();
+            }
+        }
+        Checker.Result result = Checker.check(history);
+        if (options.record() != null || !result.ok()) {
+            Path file = options.record() != null ? options.record() : options.out().resolve("history-" + options.seed() + ".json.gz");
+            history.save(file);
+            log("history saved to " + file.toAbsolutePath() + " (check it again with --check)");
+        }
+        report(result);
+        return result;
+    }
+
+    static void report(Checker.Result result) {
+        int shown = 0;
+        for (Checker.Violation v : result.violations()) {
+            if (shown++ == 50) {
+                System.out.println("... and " + (result.violations().size() - 50) + " more violations");
+                break;
+            }
+            System.out.println(v);
+        }
+        System.out.println(result.summary());
+    }
+
+    // ---------------------------------------------------------------- servers and services
+
+    private void startServers() throws Exception {
+        log("starting PostgreSQL and a Kafka broker");
+        postgres = new RestartablePostgres();
+        try (Connection c = DriverManager.getConnection(postgres.url(), postgres.user(), postgres.password()); Statement s = c.createStatement()) {
+            s.execute("CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
+            s.execute("CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
+        }
+        ownerUrl = postgres.url().replace("/postgres", "/" + DATABASE);
+        DatabaseConfig owner = new DatabaseConfig(ownerUrl, OWNER, OWNER, 2, Duration.ofSeconds(5), Duration.ofSeconds(30),
+                Duration.ofSeconds(10), Duration.ofSeconds(30));
+        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
+        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        try (Connection c = owner()) {
+            Roles.apply(c, Map.of(Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay", Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer"));
+        }
+        kafka = new KafkaProcess();
+        TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS);
+    }
+
+    private void startServices() throws IOException {
+        Path repo = options.repo();
+        Path dispatcherJar = repo.resolve("dispatcher/target/fenced-jobs-dispatcher.jar");
+        Path relayJar = repo.resolve("relay/target/fenced-jobs-relay.jar");
+        Path consumerJar = repo.resolve("consumer/target/fenced-jobs-consumer.jar");
+        for (int i = 1; i <= 3; i++) {
+            addService("dispatcher-" + i, "dispatcher", dispatcherJar, Roles.DISPATCHER, "dispatcher", Map.of());
+        }
+        for (int i = 1; i <= 2; i++) {
+            addService("relay-" + i, "relay", relayJar, Roles.RELAY, "relay",
+                    Map.of("OUTBOX_RETENTION", "1000h", "KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS)));
+        }
+        for (int i = 1; i <= 2; i++) {
+            addService("consumer-" + i, "consumer", consumerJar, Roles.CONSUMER, "consumer", Map.of("PROCESSED_RETENTION", "1000h"));
+        }
+        log("starting " + services.size() + " services: 3 dispatchers, 2 relays, 2 consumers");
+        services.forEach(Service::start);
+    }
+
+    private void addService(String name, String kind, Path jar, String role, String password, Map<String, String> extra) throws IOException {
+        TcpProxy proxy = new TcpProxy(name, postgresPort());
+        Map<String, String> env = new HashMap<>();
+        env.put("DATABASE_URL", "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/" + DATABASE);
+        env.put("DATABASE_USER", role);
+        env.put("DATABASE_PASSWORD", password);
+        env.put("DATABASE_MIGRATE", "false");
+        env.put("HTTP_PORT", "0");
+        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
+        env.put("KAFKA_TOPIC", TOPIC);
+        env.put("LEASE_DURATION", options.leaseMillis() + "ms");
+        env.put("RENEW_INTERVAL", Math.max(100, options.leaseMillis() / 5) + "ms");
+        env.putAll(extra);
+        services.add(new Service(name, kind, jar, env, proxy, options.out(), List.of("-Xmx128m", "-XX:+UseSerialGC")));
+    }
+
+    private int postgresPort() {
+        String url = postgres.url();
+        return Integer.parseInt(url.substring(url.lastIndexOf(':') + 1, url.lastIndexOf('/')));
+    }
+
+    private Connection owner() throws SQLException {
+        Properties p = new Properties();
+        p.setProperty("user", OWNER);
+        p.setProperty("password", OWNER);
+        p.setProperty("connectTimeout", "5");
+        p.setProperty("socketTimeout", "60");
+        return DriverManager.getConnection(ownerUrl, p);
+    }
+
+    private void watchForCrashes() {
+        while (!Thread.currentThread().isInterrupted()) {
+            for (Service s : services) {
+                synchronized (s) {
+                    if (s.crashed() && s.exitCode() == 2) {
+                        configurationError = s.name + " refused its configuration (exit code 2); see " + options.out().resolve(s.name + ".log");
+                        log(configurationError);
+                        return;
+                    }
+                    if (s.crashed()) {
+                        String crash = s.name + " exited by itself with code " + s.exitCode() + " at +" + elapsedSeconds() + " s; see "
+                                + options.out().resolve(s.name + ".log");
+                        log("CRASH: " + crash + "; starting it again");
+                        crashes.add(crash);
+                        s.start();
+                    }
+                }
+            }
+            try {
+                Thread.sleep(500);
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- faults
+
+    private void injectFaults() throws Exception {
+        List<Kind> order = new ArrayList<>(List.of(Kind.values()));
+        Collections.shuffle(order, random);
+        long end = startNanos + TimeUnit.SECONDS.toNanos(options.seconds());
+        int n = 0;
+        while (n < order.size() || System.nanoTime() < end) {
+            Kind kind = n < order.size() ? order.get(n) : Kind.values()[random.nextInt(Kind.values().length)];
+            sleep(2000 + random.nextInt(4000));
+            inject(kind);
+            n++;
+            if (n % 4 == 0) {
+                forge();
+            }
+        }
+        log(n + " faults injected");
+    }
+
+    private void inject(Kind kind) throws Exception {
+        long at = elapsedMillis();
+        long started = System.nanoTime();
+        String target;
+        switch (kind) {
+            case KILL_DISPATCHER_LEADER, KILL_RELAY_LEADER, KILL_CONSUMER -> {
+                Service s = kind == Kind.KILL_CONSUMER ? pick("consumer") : leader(kind == Kind.KILL_DISPATCHER_LEADER ? "scheduler" : "relay");
+                target = s.toString();
+                long down = 500 + random.nextInt(2500);
+                log("fault " + kind.label + ": SIGKILL " + target + ", start again in " + down + " ms");
+                s.kill();
+                sleep(down);
+                s.start();
+            }
+            case PAUSE_DISPATCHER_LEADER, PAUSE_RELAY_LEADER -> {
+                Service s = leader(kind == Kind.PAUSE_DISPATCHER_LEADER ? "scheduler" : "relay");
+                target = s.toString();
+                long hold = options.leaseMillis() + 1000 + random.nextInt(4000);
+                log("fault " + kind.label + ": SIGSTOP " + target + " for " + hold + " ms (lease " + options.leaseMillis() + " ms)");
+                s.pause();
+                sleep(hold);
+                s.resume();
+            }
+            case PARTITION_FROM_DATABASE -> {
+                boolean hitLeader = random.nextBoolean();
+                Service s = hitLeader ? leader(random.nextBoolean() ? "scheduler" : "relay") : pick(null);
+                target = s.toString();
+                long hold = 1000 + random.nextInt((int) options.leaseMillis() * 2);
+                log("fault " + kind.label + ": cut " + target + " off from PostgreSQL for " + hold + " ms");
+                s.proxy.partition();
+                sleep(hold);
+                s.proxy.heal();
+            }
+            case RESTART_POSTGRES -> {
+                long down = 500 + random.nextInt(3000);
+                target = "postgresql";
+                log("fault " + kind.label + ": stop PostgreSQL (fast shutdown), start again in " + down + " ms");
+                postgres.stop();
+                sleep(down);
+                postgres.start();
+            }
+            case RESTART_KAFKA -> {
+                boolean hard = random.nextBoolean();
+                long down = 1000 + random.nextInt(5000);
+                target = hard ? "kafka (SIGKILL)" : "kafka (SIGTERM)";
+                log("fault " + kind.label + ": stop the broker with " + (hard ? "SIGKILL" : "SIGTERM") + ", start again in " + down + " ms");
+                if (hard) {
+                    kafka.kill();
+                } else {
+                    kafka.stop();
+                }
+                sleep(down);
+                kafka.start();
+            }
+            case GRACEFUL_RESTART -> {
+                Service s = pick(null);
+                target = s.toString();
+                log("fault " + kind.label + ": SIGTERM " + target + " and start it again");
+                int code = s.terminate();
+                if (!graceful(code)) {
+                    crashes.add(s.name + " exited with code " + code + " after SIGTERM (a graceful stop exits 0 or 143)");
+                }
+                s.start();
+            }
+            default -> throw new IllegalStateException(kind.toString());
+        }
+        history.faults.add(new History.Fault(at, kind.label, target, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)));
+    }
+
+    private void sleep(long millis) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        long left;
+        while ((left = end - System.nanoTime()) > 0) {
+            if (configurationError != null) {
+                throw new IllegalStateException(configurationError);
+            }
+            Thread.sleep(Math.min(200, TimeUnit.NANOSECONDS.toMillis(left) + 1));
+        }
+    }
+
+    /** 143 is how a JVM that ran its shutdown hooks on SIGTERM exits (128 + 15). */
+    private static boolean graceful(int exitCode) {
+        return exitCode == 0 || exitCode == 143;
+    }
+
+    private Service pick(String kind) {
+        List<Service> candidates = services.stream().filter(s -> kind == null || s.kind.equals(kind)).toList();
+        return candidates.get(random.nextInt(candidates.size()));
+    }
+
+    /** The service process holding a live lease on the role, found by the pid in its holder id. */
+    private Service leader(String role) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (System.nanoTime() < deadline) {
+            try (Connection c = owner();
+                    PreparedStatement s = c.prepareStatement("SELECT holder_id FROM leader_lease WHERE role = ? AND expires_at > clock_timestamp()")) {
+                s.setString(1, role);
+                try (ResultSet r = s.executeQuery()) {
+                    if (r.next()) {
+                        String[] parts = r.getString(1).split("-");
+                        long pid = Long.parseLong(parts[parts.length - 2]);
+                        for (Service service : services) {
+                            if (service.pid() == pid && service.alive()) {
+                                return service;
+                            }
+                        }
+                    }
+                }
+            } catch (SQLException e) {
+                // The database may still be coming back.
+            }
+            sleep(200);
+        }
+        throw new IllegalStateException("no live " + role + " leader for 60 s: the system is stuck; see the logs in " + options.out());
+    }
+
+    private void healAll() {
+        for (Service s : services) {
+            s.proxy.heal();
+        }
+        postgres.start();
+        kafka.start();
+    }
+
+    // ---------------------------------------------------------------- forged input
+
+    /**
+     * Writes records the consumer must handle without the dispatcher: two malformed ones (dead
+     * letters), a fresh record with a high token on a resource of its own (applied once), a copy of it
+     * (a duplicate) and a record below that token (rejected as stale).
+     */
+    private void forge() throws Exception {
+        int round = forgeRounds++;
+        String resource = "forged-" + round;
+        long fresh = FORGED_JOB_BASE + 2L * round;
+        Properties p = new Properties();
+        p.put("bootstrap.servers", kafka.bootstrapServers());
+        p.put("acks", "all");
+        p.put("delivery.timeout.ms", "60000");
+        try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            send(producer, "malformed", resource, "{\"version\":1,\"jobId\":".getBytes(StandardCharsets.UTF_8), null, null);
+            send(producer, "malformed", resource, "{\"version\":1,\"resource\":\"x\"}".getBytes(StandardCharsets.UTF_8), null, null);
+            send(producer, "fresh", resource, envelope(fresh, resource, 1_000_000), fresh, 1_000_000L);
+            send(producer, "duplicate", resource, envelope(fresh, resource, 1_000_000), fresh, 1_000_000L);
+            send(producer, "stale", resource, envelope(fresh + 1, resource, 999_999), fresh + 1, 999_999L);
+        }
+    }
+
+    private static byte[] envelope(long jobId, String resource, long token) {
+        OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC);
+        return new Envelope(Envelope.VERSION, jobId, jobId, resource, token, "{\"forged\":true}", now, now).toJson();
+    }
+
+    private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token) throws Exception {
+        RecordMetadata m = producer.send(new ProducerRecord<>(TOPIC, resource, value)).get(90, TimeUnit.SECONDS);
+        history.forged.add(new History.Forged(kind, m.partition(), m.offset(), jobId, resource, token));
+    }
+
+    // ---------------------------------------------------------------- drain and stop
+
+    private void drain(int submitted) throws Exception {
+        long forgedJobs = history.forged.stream().filter(f -> f.kind().equals("fresh") || f.kind().equals("stale")).count();
+        long deadline = System.nanoTime() + options.drainTimeout().toNanos();
+        long lastReport = 0;
+        while (true) {
+            long pending = -1;
+            long unpublished = -1;
+            long decided = -1;
+            try (Connection c = owner(); Statement s = c.createStatement();
+                    ResultSet r = s.executeQuery("SELECT (SELECT count(*) FROM jobs WHERE state = 'pending'),"
+                            + " (SELECT count(*) FROM outbox WHERE published_at IS NULL),"
+                            + " (SELECT count(*) FROM consumer_processed)")) {
+                r.next();
+                pending = r.getLong(1);
+                unpublished = r.getLong(2);
+                decided = r.getLong(3);
+            } catch (SQLException e) {
+                log("drain: " + e.getMessage());
+            }
+            if (pending == 0 && unpublished == 0 && decided >= submitted + forgedJobs) {
+                log("drained: every job completed, published and decided by a consumer");
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                log("NOT DRAINED after " + options.drainTimeout().toSeconds() + " s: " + pending + " pending, " + unpublished
+                        + " unpublished, " + decided + " of " + (submitted + forgedJobs) + " decided; checking what is there");
+                return;
+            }
+            if (System.nanoTime() - lastReport > TimeUnit.SECONDS.toNanos(10)) {
+                lastReport = System.nanoTime();
+                log("draining: " + pending + " pending, " + unpublished + " unpublished, " + decided + " of " + (submitted + forgedJobs)
+                        + " decided");
+            }
+            sleep(500);
+        }
+    }
+
+    private void stopServices() throws InterruptedException {
+        log("stopping the services with SIGTERM");
+        List<Thread> stoppers = new ArrayList<>();
+        for (Service s : services) {
+            Thread t = new Thread(() -> {
+                int code = s.terminate();
+                if (!graceful(code)) {
+                    crashes.add(s.name + " exited with code " + code + " after the final SIGTERM (a graceful stop exits 0 or 143)");
+                }
+            });
+            t.start();
+            stoppers.add(t);
+        }
+        for (Thread t : stoppers) {
+            t.join();
+        }
+    }
+
+    // ---------------------------------------------------------------- load
+
+    /** Inserts jobs with plain SQL as the producer role, some due at once, some a few seconds out. */
+    private final class LoadGenerator extends Thread {
+        final List<String> submitted = new ArrayList<>();
+        volatile boolean stop;
+        private final Random loadRandom = new Random(options.seed() ^ 0x5DEECE66DL);
+        private Connection connection;
+        private long lastFailureReport = System.nanoTime() - TimeUnit.MINUTES.toNanos(1);
+
+        LoadGenerator() {
+            super("chaos-load");
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            int perTick = Math.max(1, options.rate() / 20);
+            long next = System.nanoTime();
+            long sequence = 0;
+            while (!stop) {
+                List<String> keys = new ArrayList<>(perTick);
+                String[] resources = new String[perTick];
+                Long[] delays = new Long[perTick];
+                for (int i = 0; i < perTick; i++) {
+                    keys.add("chaos-" + options.seed() + "-" + sequence++);
+                    resources[i] = "resource-" + loadRandom.nextInt(RESOURCES);
+                    delays[i] = loadRandom.nextInt(4) == 0 ? (long) loadRandom.nextInt(4000) : 0L;
+                }
+                insertUntilAcknowledged(keys, resources, delays);
+                submitted.addAll(keys);
+                next += TimeUnit.MILLISECONDS.toNanos(50);
+                long wait = next - System.nanoTime();
+                if (wait > 0) {
+                    LockSupportSleep.nanos(wait);
+                } else if (wait < -TimeUnit.SECONDS.toNanos(1)) {
+                    next = System.nanoTime();
+                }
+            }
+        }
+
+        /**
+         * The same batch is retried, under the same unique keys, until the database acknowledges it:
+         * an INSERT whose commit was cut off may or may not have landed, and ON CONFLICT DO NOTHING
+         * makes the retry safe either way.
+         */
+        private void insertUntilAcknowledged(List<String> keys, String[] resources, Long[] delays) {
+            while (true) {
+                try {
+                    if (connection == null) {
+                        Properties p = new Properties();
+                        p.setProperty("user", Roles.PRODUCER);
+                        p.setProperty("password", "producer");
+                        p.setProperty("connectTimeout", "2");
+                        p.setProperty("socketTimeout", "10");
+                        connection = DriverManager.getConnection(ownerUrl, p);
+                    }
+                    try (PreparedStatement s = connection.prepareStatement(
+                            "INSERT INTO jobs (unique_key, resource, payload, due_at)"
+                                    + " SELECT k, r, jsonb_build_object('key', k), clock_timestamp() + d * interval '1 millisecond'"
+                                    + " FROM unnest(?::varchar[], ?::varchar[], ?::bigint[]) AS t(k, r, d)"
+                                    + " ON CONFLICT (unique_key) DO NOTHING")) {
+                        s.setArray(1, connection.createArrayOf("varchar", keys.toArray()));
+                        s.setArray(2, connection.createArrayOf("varchar", resources));
+                        s.setArray(3, connection.createArrayOf("bigint", delays));
+                        s.executeUpdate();
+                    }
+                    return;
+                } catch (SQLException e) {
+                    if (System.nanoTime() - lastFailureReport > TimeUnit.SECONDS.toNanos(5)) {
+                        lastFailureReport = System.nanoTime();
+                        log("load: insert failed, retrying the same batch: " + dev.fencedjobs.runtime.Faults.describe(e));
+                    }
+                    closeConnection();
+                    LockSupportSleep.nanos(TimeUnit.MILLISECONDS.toNanos(200));
+                }
+            }
+        }
+
+        private void closeConnection() {
+            if (connection != null) {
+                try {
+                    connection.close();
+                } catch (SQLException ignored) {
+                    // Gone already.
+                }
+                connection = null;
+            }
+        }
+
+        void finish() throws InterruptedException {
+            stop = true;
+            join();
+            closeConnection();
+        }
+    }
+
+    private static final class LockSupportSleep {
+        static void nanos(long nanos) {
+            java.util.concurrent.locks.LockSupport.parkNanos(nanos);
+        }
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    private long elapsedMillis() {
+        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
+    }
+
+    private String elapsedSeconds() {
+        return String.format("%.1f", elapsedMillis() / 1000.0);
+    }
+
+    private void log(String message) {
+        System.out.println("chaos +" + elapsedSeconds() + "s " + message);
+    }
+
+}

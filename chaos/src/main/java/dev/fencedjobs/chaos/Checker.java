@@ -1,0 +1,407 @@
+package dev.fencedjobs.chaos;
+
+import dev.fencedjobs.chaos.History.DeadLetter;
+import dev.fencedjobs.chaos.History.Effect;
+import dev.fencedjobs.chaos.History.Forged;
+import dev.fencedjobs.chaos.History.Job;
+import dev.fencedjobs.chaos.History.OutboxRow;
+import dev.fencedjobs.chaos.History.Processed;
+import dev.fencedjobs.chaos.History.Rejection;
+import dev.fencedjobs.chaos.History.Takeover;
+import dev.fencedjobs.chaos.History.TopicRecord;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+
+/**
+ * Checks a run's {@link History} against every invariant of DESIGN.md, after the system drained.
+ * Each violation names the invariant, says what is wrong, and carries the rows that show it.
+ */
+public final class Checker {
+
+    public static final String SCHEDULER = "scheduler";
+    public static final String RELAY = "relay";
+
+    /** One broken invariant, with the history that shows it. */
+    public record Violation(String invariant, String message, List<String> evidence) {
+        @Override
+        public String toString() {
+            StringBuilder sb = new StringBuilder("VIOLATION [").append(invariant).append("] ").append(message);
+            for (String line : evidence) {
+                sb.append("\n    ").append(line);
+            }
+            return sb.toString();
+        }
+    }
+
+    /** What the checker counted and found. */
+    public record Result(
+            String seed, int submitted, int jobs, int completed, int effects, Map<String, Integer> faults,
+            Map<String, Integer> takeovers, long duplicatesAbsorbed, int staleRejected, int deadLetters, int forged,
+            List<Violation> violations) {
+
+        public boolean ok() {
+            return violations.isEmpty();
+        }
+
+        /** The one summary line of a run. */
+        public String summary() {
+            int faultTotal = faults.values().stream().mapToInt(Integer::intValue).sum();
+            return "chaos " + (ok() ? "PASS" : "FAIL") + " seed=" + seed
+                    + " jobs=" + jobs + " completed=" + completed + " effects=" + effects
+                    + " faults=" + faultTotal + " " + faults
+                    + " takeovers=" + takeovers
+                    + " duplicates-absorbed=" + duplicatesAbsorbed
+                    + " stale-rejected=" + staleRejected
+                    + " dead-letters=" + deadLetters
+                    + " forged-inputs=" + forged
+                    + " violations=" + violations.size();
+        }
+    }
+
+    private final History h;
+    private final List<Violation> violations = new ArrayList<>();
+    private final Map<Long, Job> jobs;
+    private final Map<Long, List<OutboxRow>> outboxByJob;
+    private final Map<Long, List<TopicRecord>> topicByJob;
+    private final Map<Long, List<Effect>> effectsByJob;
+    private final Map<Long, Processed> processedByJob;
+    private final Map<Long, List<Rejection>> rejectionsByJob;
+    private final Map<String, TreeMap<Long, Takeover>> takeovers;
+    private final Map<Long, Forged> forgedByJob = new HashMap<>();
+
+    private Checker(History h) {
+        this.h = h;
+        this.jobs = h.jobs.stream().collect(Collectors.toMap(Job::id, Function.identity(), (a, b) -> a, LinkedHashMap::new));
+        this.outboxByJob = h.outbox.stream().collect(Collectors.groupingBy(OutboxRow::jobId));
+        this.topicByJob = h.topic.stream().filter(r -> r.jobId() != null).collect(Collectors.groupingBy(TopicRecord::jobId));
+        this.effectsByJob = h.effects.stream().collect(Collectors.groupingBy(Effect::jobId));
+        this.processedByJob = h.processed.stream().collect(Collectors.toMap(Processed::jobId, Function.identity(), (a, b) -> a));
+        this.rejectionsByJob = h.rejections.stream().collect(Collectors.groupingBy(Rejection::jobId));
+        this.takeovers = new TreeMap<>();
+        for (Takeover t : h.takeovers) {
+            takeovers.computeIfAbsent(t.role(), r -> new TreeMap<>()).put(t.fencingToken(), t);
+        }
+        for (Forged f : h.forged) {
+            if (f.jobId() != null && !f.kind().equals("duplicate")) {
+                forgedByJob.put(f.jobId(), f);
+            }
+        }
+    }
+
+    public static Result check(History history) {
+        Checker c = new Checker(history);
+        for (String crash : history.crashes) {
+            c.violation("services stay up", crash, List.of());
+        }
+        c.checkTokens();
+        c.checkJobsAndOutbox();
+        c.checkTopic();
+        c.checkEffects();
+        c.checkAccounting();
+        Map<String, Integer> takeoverCounts = new TreeMap<>();
+        c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
+        long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
+        long distinctJobs = history.topic.stream().map(TopicRecord::jobId).filter(Objects::nonNull).distinct().count();
+        int completed = (int) history.jobs.stream().filter(j -> "completed".equals(j.state())).count();
+        return new Result(history.seed, history.submitted.size(), history.jobs.size(), completed, history.effects.size(),
+                history.faultCounts(), takeoverCounts, validRecords - distinctJobs, history.rejections.size(),
+                history.deadLetters.size(), history.forged.size(), List.copyOf(c.violations));
+    }
+
+    // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded.
+    private void checkTokens() {
+        for (Map.Entry<String, TreeMap<Long, Takeover>> e : takeovers.entrySet()) {
+            String role = e.getKey();
+            long expected = 1;
+            Takeover previous = null;
+            for (Takeover t : e.getValue().values()) {
+                if (t.fencingToken() != expected) {
+                    violation("2 tokens", "role " + role + ": token " + t.fencingToken() + " follows " + (expected - 1)
+                            + ", so a takeover is missing from the history", List.of(show(t)));
+                }
+                if (previous != null && t.acquiredAt() <= previous.acquiredAt()) {
+                    violation("1-2 one holder, tokens grow", "role " + role + ": token " + t.fencingToken()
+                            + " was granted no later than token " + previous.fencingToken(), List.of(show(previous), show(t)));
+                }
+                expected = t.fencingToken() + 1;
+                previous = t;
+            }
+        }
+        for (History.Lease lease : h.leases) {
+            TreeMap<Long, Takeover> byToken = takeovers.getOrDefault(lease.role(), new TreeMap<>());
+            long max = byToken.isEmpty() ? 0 : byToken.lastKey();
+            if (lease.fencingToken() != max) {
+                violation("2 tokens", "role " + lease.role() + ": the lease holds token " + lease.fencingToken()
+                        + " but the takeover history ends at " + max, List.of(lease.toString()));
+            }
+        }
+    }
+
+    // Invariants 3 and 4, and "nothing lost" on the producer side.
+    private void checkJobsAndOutbox() {
+        Set<String> keys = new HashSet<>();
+        for (Job j : jobs.values()) {
+            if (j.uniqueKey() != null) {
+                keys.add(j.uniqueKey());
+            }
+        }
+        for (String key : h.submitted) {
+            if (!keys.contains(key)) {
+                violation("nothing lost", "the insert of job " + key + " was acknowledged but no such job exists", List.of());
+            }
+        }
+        TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
+        for (Job j : jobs.values()) {
+            List<OutboxRow> rows = outboxByJob.getOrDefault(j.id(), List.of());
+            if (!"completed".equals(j.state())) {
+                violation("nothing lost", "job " + j.id() + " is still " + j.state() + " after the drain", evidence(j.id()));
+                if (!rows.isEmpty()) {
+                    violation("4 outbox", "job " + j.id() + " is not completed but has an outbox row", evidence(j.id()));
+                }
+                continue;
+            }
+            if (rows.isEmpty()) {
+                violation("4 outbox", "completed job " + j.id() + " has no outbox row", evidence(j.id()));
+            } else if (rows.size() > 1) {
+                violation("3 completed once", "job " + j.id() + " was completed " + rows.size() + " times (outbox rows with tokens "
+                        + rows.stream().map(OutboxRow::fencingToken).toList() + ")", evidence(j.id()));
+            }
+            for (OutboxRow r : rows) {
+                if (!Objects.equals(r.fencingToken(), j.completedByToken())) {
+                    violation("4 outbox", "job " + j.id() + " was completed with token " + j.completedByToken()
+                            + " but its outbox row carries " + r.fencingToken(), evidence(j.id()));
+                }
+            }
+            Long token = j.completedByToken();
+            Takeover granted = token == null ? null : scheduler.get(token);
+            if (granted == null) {
+                violation("3 valid token", "job " + j.id() + " was completed with token " + token
+                        + ", which the scheduler lease never granted", evidence(j.id()));
+                continue;
+            }
+            Takeover next = scheduler.get(token + 1);
+            if (j.completedAt() < granted.acquiredAt() || (next != null && j.completedAt() >= next.acquiredAt())) {
+                violation("3/8 fenced writes", "job " + j.id() + " was completed with token " + token + " at " + j.completedAt()
+                        + ", outside that token's tenure [" + granted.acquiredAt() + ", "
+                        + (next == null ? "now" : String.valueOf(next.acquiredAt())) + "): a stale leader wrote", evidence(j.id()));
+            }
+        }
+        for (OutboxRow r : h.outbox) {
+            if (!jobs.containsKey(r.jobId())) {
+                violation("4 outbox", "outbox row " + r.id() + " is for job " + r.jobId() + ", which does not exist", List.of(show(r)));
+            }
+        }
+    }
+
+    // Invariant 5: every outbox row reaches the topic, with its token, per resource in commit order.
+    private void checkTopic() {
+        for (OutboxRow r : h.outbox) {
+            if (r.publishError() != null) {
+                continue;
+            }
+            List<TopicRecord> records = topicByJob.getOrDefault(r.jobId(), List.of());
+            if (records.stream().noneMatch(t -> Objects.equals(t.outboxId(), r.id()))) {
+                violation("5 published", "outbox row " + r.id() + " (job " + r.jobId() + ") never reached the topic", evidence(r.jobId()));
+            }
+        }
+        for (Map.Entry<Long, List<TopicRecord>> e : topicByJob.entrySet()) {
+            long jobId = e.getKey();
+            if (forgedByJob.containsKey(jobId)) {
+                continue;
+            }
+            List<OutboxRow> rows = outboxByJob.getOrDefault(jobId, List.of());
+            for (TopicRecord t : e.getValue()) {
+                if (rows.stream().noneMatch(r -> r.id() == t.outboxId() && r.fencingToken() == t.fencingToken())) {
+                    violation("5 published", "the topic holds a record for job " + jobId + " (outbox " + t.outboxId() + ", token "
+                            + t.fencingToken() + ") that matches no outbox row", evidence(jobId));
+                    break;
+                }
+            }
+        }
+        // Per resource, in offset order, a record never seen before must have a larger outbox id than
+        // every record of that resource before it (re-sent copies of earlier rows are fine).
+        Map<String, Long> highest = new HashMap<>();
+        Set<Long> seen = new HashSet<>();
+        List<TopicRecord> ordered = h.topic.stream().filter(r -> r.outboxId() != null && !forgedByJob.containsKey(r.jobId()))
+                .sorted(Comparator.comparingInt(TopicRecord::partition).thenComparingLong(TopicRecord::offset)).toList();
+        Map<String, Integer> partitionOf = new HashMap<>();
+        for (TopicRecord r : ordered) {
+            Integer p = partitionOf.putIfAbsent(r.resource(), r.partition());
+            if (p != null && p != r.partition()) {
+                violation("5 order", "resource " + r.resource() + " has records in partitions " + p + " and " + r.partition(), List.of(show(r)));
+            }
+            if (!seen.add(r.outboxId())) {
+                continue;
+            }
+            Long before = highest.get(r.resource());
+            if (before != null && r.outboxId() < before) {
+                violation("5 order", "resource " + r.resource() + ": outbox row " + r.outboxId() + " reached the topic after row " + before
+                        + ", against commit order", evidence(r.jobId()));
+            }
+            highest.merge(r.resource(), r.outboxId(), Math::max);
+        }
+    }
+
+    // Invariants 6 and 7: one effect per completed job, never with a token below the resource's high-water mark.
+    private void checkEffects() {
+        for (Job j : jobs.values()) {
+            if (!"completed".equals(j.state())) {
+                continue;
+            }
+            List<Effect> effects = effectsByJob.getOrDefault(j.id(), List.of());
+            if (effects.isEmpty()) {
+                violation("6 exactly once", "completed job " + j.id() + " has no effect", evidence(j.id()));
+            } else if (effects.size() > 1) {
+                violation("6 exactly once", "job " + j.id() + " has " + effects.size() + " effects", evidence(j.id()));
+            }
+            for (Effect e : effects) {
+                if (!Objects.equals(e.fencingToken(), j.completedByToken()) || !e.resource().equals(j.resource())) {
+                    violation("6 exactly once", "the effect of job " + j.id() + " carries resource " + e.resource() + ", token "
+                            + e.fencingToken() + "; the job has " + j.resource() + ", token " + j.completedByToken(), evidence(j.id()));
+                }
+            }
+        }
+        for (Map.Entry<Long, List<Effect>> e : effectsByJob.entrySet()) {
+            long jobId = e.getKey();
+            if (jobs.containsKey(jobId)) {
+                continue;
+            }
+            Forged f = forgedByJob.get(jobId);
+            if (f == null || !f.kind().equals("fresh")) {
+                violation("6 exactly once", "an effect was applied for job " + jobId + ", which was never completed"
+                        + (f == null ? "" : " (a forged " + f.kind() + " record)"), evidence(jobId));
+            } else if (e.getValue().size() != 1) {
+                violation("6 exactly once", "forged job " + jobId + " has " + e.getValue().size() + " effects", evidence(jobId));
+            }
+        }
+        Map<String, Effect> highest = new HashMap<>();
+        for (Effect e : h.effects.stream().sorted(Comparator.comparingLong(Effect::id)).toList()) {
+            Effect before = highest.get(e.resource());
+            if (before != null && e.fencingToken() < before.fencingToken()) {
+                violation("7 fence", "effect of job " + e.jobId() + " on " + e.resource() + " was applied with token " + e.fencingToken()
+                        + " after token " + before.fencingToken() + " (job " + before.jobId() + ") had been accepted",
+                        List.of(show(before), show(e)));
+            }
+            if (before == null || e.fencingToken() >= before.fencingToken()) {
+                highest.put(e.resource(), e);
+            }
+        }
+    }
+
+    // Invariants 7 and 9: every stale or malformed input is accounted for.
+    private void checkAccounting() {
+        Map<String, DeadLetter> deadByPosition = new HashMap<>();
+        for (DeadLetter d : h.deadLetters) {
+            deadByPosition.put(d.partition() + "@" + d.offset(), d);
+        }
+        for (TopicRecord r : h.topic) {
+            if (r.jobId() == null) {
+                if (!deadByPosition.containsKey(r.partition() + "@" + r.offset())) {
+                    violation("9 bad input", "the malformed record at partition " + r.partition() + " offset " + r.offset()
+                            + " was neither dead-lettered nor reported", List.of(show(r)));
+                }
+                continue;
+            }
+            Processed p = processedByJob.get(r.jobId());
+            if (p == null) {
+                violation("6 exactly once", "the record of job " + r.jobId() + " at partition " + r.partition() + " offset " + r.offset()
+                        + " was never decided by the consumer", evidence(r.jobId()));
+                continue;
+            }
+            boolean accounted = switch (p.outcome()) {
+                case "applied" -> effectsByJob.containsKey(r.jobId());
+                case "rejected" -> rejectionsByJob.containsKey(r.jobId());
+                case "dead_letter" -> h.deadLetters.stream().anyMatch(d -> Objects.equals(d.jobId(), r.jobId()));
+                default -> false;
+            };
+            if (!accounted) {
+                violation("7/9 accounted", "job " + r.jobId() + " is recorded as " + p.outcome() + " but no matching row exists", evidence(r.jobId()));
+            }
+        }
+        for (Forged f : h.forged) {
+            switch (f.kind()) {
+                case "malformed" -> {
+                    if (!deadByPosition.containsKey(f.partition() + "@" + f.offset())) {
+                        violation("9 bad input", "forged malformed record at partition " + f.partition() + " offset " + f.offset()
+                                + " was not dead-lettered", List.of(f.toString()));
+                    }
+                }
+                case "stale" -> {
+                    List<Rejection> rejected = rejectionsByJob.getOrDefault(f.jobId(), List.of());
+                    if (rejected.isEmpty()) {
+                        violation("7 fence", "forged stale record for job " + f.jobId() + " (token " + f.fencingToken() + " on "
+                                + f.resource() + ") was not rejected", evidence(f.jobId()));
+                    }
+                }
+                default -> {
+                    // fresh and duplicate: checked with the effects.
+                }
+            }
+        }
+        for (Rejection r : h.rejections) {
+            if (r.fencingToken() >= r.highestToken()) {
+                violation("7 fence", "job " + r.jobId() + " was rejected as stale with token " + r.fencingToken()
+                        + " though the resource's highest was " + r.highestToken(), List.of(show(r)));
+            }
+            if (effectsByJob.containsKey(r.jobId())) {
+                violation("7 fence", "job " + r.jobId() + " was both rejected and applied", evidence(r.jobId()));
+            }
+        }
+    }
+
+    private void violation(String invariant, String message, List<String> evidence) {
+        violations.add(new Violation(invariant, message, evidence));
+    }
+
+    /** Every row that mentions a job, and the takeovers around its token: the history of one job. */
+    private List<String> evidence(long jobId) {
+        List<String> lines = new ArrayList<>();
+        Job j = jobs.get(jobId);
+        if (j != null) {
+            lines.add(show(j));
+        }
+        Forged f = forgedByJob.get(jobId);
+        if (f != null) {
+            lines.add("forged by the runner: " + f);
+        }
+        outboxByJob.getOrDefault(jobId, List.of()).forEach(r -> lines.add(show(r)));
+        topicByJob.getOrDefault(jobId, List.of()).forEach(r -> lines.add(show(r)));
+        Processed p = processedByJob.get(jobId);
+        if (p != null) {
+            lines.add(p.toString());
+        }
+        effectsByJob.getOrDefault(jobId, List.of()).forEach(e -> lines.add(show(e)));
+        rejectionsByJob.getOrDefault(jobId, List.of()).forEach(r -> lines.add(show(r)));
+        TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
+        Set<Long> tokens = new java.util.TreeSet<>();
+        if (j != null && j.completedByToken() != null) {
+            tokens.add(j.completedByToken());
+            tokens.add(j.completedByToken() + 1);
+        }
+        outboxByJob.getOrDefault(jobId, List.of()).forEach(r -> {
+            tokens.add(r.fencingToken());
+            tokens.add(r.fencingToken() + 1);
+        });
+        for (long t : tokens) {
+            Takeover takeover = scheduler.get(t);
+            if (takeover != null) {
+                lines.add(show(takeover));
+            }
+        }
+        return lines;
+    }
+
+    private static String show(Object row) {
+        return row.toString();
+    }
+}

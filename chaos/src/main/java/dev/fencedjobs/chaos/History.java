@@ -1,0 +1,112 @@
+package dev.fencedjobs.chaos;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
+
+/**
+ * Everything a run left behind, as the checker reads it: the rows of the database, the records of
+ * the topic, what the load generator was told was committed, what was forged on purpose, and the
+ * faults injected. Times are microseconds since the epoch on the database clock. A history can be
+ * saved (gzip JSON) and checked again later, which is how the checker's own tests plant violations.
+ */
+public final class History {
+
+    /** A row of {@code jobs}. */
+    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {}
+
+    /** A row of {@code outbox}. */
+    public record OutboxRow(long id, long jobId, String resource, long fencingToken, Long publishedAt, String publishError) {}
+
+    /** A row of {@code lease_takeover}. */
+    public record Takeover(String role, long fencingToken, String holderId, long acquiredAt) {}
+
+    /** A row of {@code leader_lease}. */
+    public record Lease(String role, String holderId, long fencingToken) {}
+
+    /**
+     * A committed record of the topic. {@code jobId}, {@code outboxId} and {@code fencingToken} are
+     * null when the value is not a valid envelope.
+     */
+    public record TopicRecord(int partition, long offset, String key, Long outboxId, Long jobId, String resource, Long fencingToken) {}
+
+    /** A row of the consumer's {@code ledger}: one applied effect. */
+    public record Effect(long id, long jobId, String resource, long fencingToken, long appliedAt) {}
+
+    /** A row of {@code consumer_processed}. */
+    public record Processed(long jobId, String resource, long fencingToken, String outcome) {}
+
+    /** A row of {@code consumer_rejected}: a stale record, refused. */
+    public record Rejection(long id, long jobId, String resource, long fencingToken, long highestToken, int partition, long offset) {}
+
+    /** A row of {@code consumer_dead_letter}. */
+    public record DeadLetter(long id, int partition, long offset, Long jobId, String reason) {}
+
+    /**
+     * A record the runner wrote to the topic itself, to see the consumer handle it.
+     *
+     * @param kind {@code malformed} (must be dead-lettered), {@code fresh} (must be applied once),
+     *     {@code stale} (must be rejected) or {@code duplicate} (a copy of a fresh one: absorbed)
+     */
+    public record Forged(String kind, int partition, long offset, Long jobId, String resource, Long fencingToken) {}
+
+    /** A fault as the runner injected it. */
+    public record Fault(long atMillis, String kind, String target, long heldMillis) {}
+
+    public String seed = "";
+    /** The unique_key of every job whose INSERT the database acknowledged. */
+    public List<String> submitted = new ArrayList<>();
+    public List<Job> jobs = new ArrayList<>();
+    public List<OutboxRow> outbox = new ArrayList<>();
+    public List<Takeover> takeovers = new ArrayList<>();
+    public List<Lease> leases = new ArrayList<>();
+    public List<TopicRecord> topic = new ArrayList<>();
+    public List<Effect> effects = new ArrayList<>();
+    public List<Processed> processed = new ArrayList<>();
+    public List<Rejection> rejections = new ArrayList<>();
+    public List<DeadLetter> deadLetters = new ArrayList<>();
+    public List<Forged> forged = new ArrayList<>();
+    public List<Fault> faults = new ArrayList<>();
+    /** Services that exited without the runner ending them, with their exit codes. */
+    public List<String> crashes = new ArrayList<>();
+
+    /** Faults injected, counted by kind. */
+    public Map<String, Integer> faultCounts() {
+        Map<String, Integer> counts = new TreeMap<>();
+        for (Fault f : faults) {
+            counts.merge(f.kind(), 1, Integer::sum);
+        }
+        return counts;
+    }
+
+    private static final ObjectMapper MAPPER = new ObjectMapper().disable(SerializationFeature.FAIL_ON_EMPTY_BEANS);
+
+    public void save(Path file) throws IOException {
+        Files.createDirectories(file.toAbsolutePath().getParent());
+        try (OutputStream out = new GZIPOutputStream(Files.newOutputStream(file))) {
+            MAPPER.writeValue(out, this);
+        }
+    }
+
+    public static History load(Path file) throws IOException {
+        try (InputStream in = Files.newInputStream(file)) {
+            return load(in);
+        }
+    }
+
+    public static History load(InputStream gzipJson) throws IOException {
+        try (InputStream in = new GZIPInputStream(gzipJson)) {
+            return MAPPER.readValue(in, History.class);
+        }
+    }
+}

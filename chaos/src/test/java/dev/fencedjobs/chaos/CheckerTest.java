@@ -1,0 +1,196 @@
+package dev.fencedjobs.chaos;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.chaos.History.Effect;
+import dev.fencedjobs.chaos.History.Job;
+import dev.fencedjobs.chaos.History.OutboxRow;
+import dev.fencedjobs.chaos.History.Takeover;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The checker is only worth its PASS if it can FAIL. These tests load a history recorded from a
+ * real chaos run (chaos/src/test/resources/recorded-history.json.gz, made with
+ * {@code --record}), check that it passes as recorded, then plant one violation at a time and
+ * check that the checker flags it, naming the invariant and showing the rows.
+ */
+class CheckerTest {
+
+    private History history;
+
+    @BeforeEach
+    void loadRecordedHistory() throws IOException {
+        try (InputStream in = getClass().getResourceAsStream("/recorded-history.json.gz")) {
+            assertThat(in).as("recorded history on the test classpath").isNotNull();
+            history = History.load(in);
+        }
+    }
+
+    @Test
+    void theRecordedRunPasses() {
+        Checker.Result result = Checker.check(history);
+
+        assertThat(result.violations()).isEmpty();
+        assertThat(result.jobs()).isGreaterThan(1000);
+        assertThat(result.effects()).isGreaterThan(result.jobs() - 1);
+        assertThat(result.faults().keySet()).containsAll(
+                List.of(ChaosRun.Kind.values()).stream().map(k -> k.label).toList());
+        assertThat(result.takeovers().get(Checker.SCHEDULER)).isGreaterThan(1);
+        assertThat(result.staleRejected()).isPositive();
+        assertThat(result.deadLetters()).isPositive();
+        assertThat(result.summary()).startsWith("chaos PASS").endsWith("violations=0");
+    }
+
+    @Test
+    void aJobCompletedTwiceIsFlagged() {
+        Job job = completedJobOfAnEarlierToken();
+        long laterToken = job.completedByToken() + 1;
+        long nextId = history.outbox.stream().mapToLong(OutboxRow::id).max().orElseThrow() + 1;
+        history.outbox.add(new OutboxRow(nextId, job.id(), job.resource(), laterToken, null, null));
+
+        assertFlagged("3 completed once", "job " + job.id() + " was completed 2 times");
+    }
+
+    @Test
+    void aLostJobIsFlagged() {
+        Job job = history.jobs.get(history.jobs.size() / 2);
+        history.effects.removeIf(e -> e.jobId() == job.id());
+
+        assertFlagged("6 exactly once", "completed job " + job.id() + " has no effect");
+    }
+
+    @Test
+    void anAcknowledgedInsertThatVanishedIsFlagged() {
+        Job job = history.jobs.remove(history.jobs.size() / 3);
+
+        assertFlagged("nothing lost", "the insert of job " + job.uniqueKey() + " was acknowledged but no such job exists");
+    }
+
+    @Test
+    void aJobLeftPendingIsFlagged() {
+        int i = history.jobs.size() / 4;
+        Job job = history.jobs.get(i);
+        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), "pending", null, null));
+
+        assertFlagged("nothing lost", "job " + job.id() + " is still pending after the drain");
+    }
+
+    @Test
+    void aStaleEffectIsFlagged() {
+        // The last effect on a resource that has seen two tokens, applied again under the lower one,
+        // as if the consumer had let an old leader's message through after a newer one.
+        Map<String, List<Effect>> byResource = history.effects.stream().collect(Collectors.groupingBy(Effect::resource));
+        Effect newest = null;
+        long lower = 0;
+        for (List<Effect> effects : byResource.values()) {
+            long min = effects.stream().mapToLong(Effect::fencingToken).min().orElseThrow();
+            Effect last = effects.stream().max(Comparator.comparingLong(Effect::id)).orElseThrow();
+            if (last.fencingToken() > min) {
+                newest = last;
+                lower = min;
+                break;
+            }
+        }
+        assertThat(newest).as("a resource with effects under two tokens").isNotNull();
+        long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
+        history.effects.add(new Effect(nextId, -1, newest.resource(), lower, newest.appliedAt() + 1));
+
+        assertFlagged("7 fence", "was applied with token " + lower + " after token " + newest.fencingToken());
+    }
+
+    @Test
+    void aDuplicateEffectIsFlagged() {
+        Effect effect = history.effects.get(history.effects.size() / 2);
+        long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
+        history.effects.add(new Effect(nextId, effect.jobId(), effect.resource(), effect.fencingToken(), effect.appliedAt() + 1));
+
+        assertFlagged("6 exactly once", "job " + effect.jobId() + " has 2 effects");
+    }
+
+    @Test
+    void aWriteByASupersededLeaderIsFlagged() {
+        // A job stamped with token N but completed after token N+1 was granted: the fence failed.
+        Job job = completedJobOfAnEarlierToken();
+        Takeover next = history.takeovers.stream()
+                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() == job.completedByToken() + 1)
+                .findFirst().orElseThrow();
+        int i = history.jobs.indexOf(job);
+        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), job.state(), job.completedByToken(), next.acquiredAt() + 5));
+
+        assertFlagged("3/8 fenced writes", "job " + job.id() + " was completed with token " + job.completedByToken());
+    }
+
+    @Test
+    void aMissingTakeoverRecordIsFlagged() {
+        Takeover second = history.takeovers.stream()
+                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() == 2).findFirst().orElseThrow();
+        history.takeovers.remove(second);
+
+        assertFlagged("2 tokens", "token 3 follows 1");
+    }
+
+    @Test
+    void aForgedStaleRecordThatWasAppliedIsFlagged() {
+        History.Forged stale = history.forged.stream().filter(f -> f.kind().equals("stale")).findFirst().orElseThrow();
+        history.rejections.removeIf(r -> r.jobId() == stale.jobId());
+        long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
+        history.effects.add(new Effect(nextId, stale.jobId(), stale.resource(), stale.fencingToken(), 0));
+
+        Checker.Result result = Checker.check(history);
+
+        assertThat(result.violations()).extracting(Checker.Violation::message)
+                .anySatisfy(m -> assertThat(m).contains("forged stale record for job " + stale.jobId()).contains("was not rejected"))
+                .anySatisfy(m -> assertThat(m).contains("an effect was applied for job " + stale.jobId()));
+    }
+
+    @Test
+    void aMalformedRecordThatVanishedIsFlagged() {
+        History.Forged malformed = history.forged.stream().filter(f -> f.kind().equals("malformed")).findFirst().orElseThrow();
+        history.deadLetters.removeIf(d -> d.partition() == malformed.partition() && d.offset() == malformed.offset());
+
+        assertFlagged("9 bad input", "offset " + malformed.offset() + " was neither dead-lettered nor reported");
+    }
+
+    @Test
+    void anOutboxRowThatNeverReachedTheTopicIsFlagged() {
+        OutboxRow row = history.outbox.get(history.outbox.size() / 2);
+        history.topic.removeIf(t -> row.jobId() == (t.jobId() == null ? -1 : t.jobId()));
+
+        assertFlagged("5 published", "outbox row " + row.id() + " (job " + row.jobId() + ") never reached the topic");
+    }
+
+    @Test
+    void aServiceThatCrashedFailsTheRun() {
+        history.crashes = new ArrayList<>(List.of("relay-2 exited by itself with code 1"));
+
+        assertFlagged("services stay up", "relay-2 exited by itself with code 1");
+    }
+
+    private Job completedJobOfAnEarlierToken() {
+        long maxToken = history.takeovers.stream().filter(t -> t.role().equals(Checker.SCHEDULER))
+                .mapToLong(Takeover::fencingToken).max().orElseThrow();
+        return history.jobs.stream().filter(j -> j.completedByToken() != null && j.completedByToken() < maxToken)
+                .findFirst().orElseThrow();
+    }
+
+    private void assertFlagged(String invariant, String messagePart) {
+        Checker.Result result = Checker.check(history);
+
+        assertThat(result.ok()).isFalse();
+        assertThat(result.summary()).startsWith("chaos FAIL");
+        assertThat(result.violations())
+                .as("violations: %s", result.violations())
+                .anySatisfy(v -> {
+                    assertThat(v.invariant()).isEqualTo(invariant);
+                    assertThat(v.message()).contains(messagePart);
+                });
+    }
+}
