@@ -20,8 +20,11 @@ public final class Bench {
             case "consumer":
                 ConsumerBenchmark.main(rest);
                 break;
+            case "e2e":
+                EndToEndBenchmark.main(rest);
+                break;
             default:
-                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay|consumer");
+                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay|consumer|e2e");
                 System.exit(2);
         }
     }

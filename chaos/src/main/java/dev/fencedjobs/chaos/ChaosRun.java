@@ -448,8 +448,7 @@ public final class ChaosRun {
                 s.setString(1, role);
                 try (ResultSet r = s.executeQuery()) {
                     if (r.next()) {
-                        String[] parts = r.getString(1).split("-");
-                        long pid = Long.parseLong(parts[parts.length - 2]);
+                        long pid = dev.fencedjobs.db.HolderId.pid(r.getString(1));
                         for (Service service : services) {
                             if (service.pid() == pid && service.alive()) {
                                 return service;

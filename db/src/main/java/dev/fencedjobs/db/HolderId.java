@@ -20,6 +20,22 @@ public final class HolderId {
         return host() + "-" + ProcessHandle.current().pid() + "-" + random(6);
     }
 
+    /**
+     * The pid in a holder id made by {@link #generate()}, so an operator or a test can tell which
+     * process holds a lease; -1 when the id has another form (a hand-written holder, for example).
+     */
+    public static long pid(String holderId) {
+        String[] parts = holderId.split("-");
+        if (parts.length < 3) {
+            return -1;
+        }
+        try {
+            return Long.parseLong(parts[parts.length - 2]);
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+
     static String random(int length) {
         StringBuilder sb = new StringBuilder(length);
         for (int i = 0; i < length; i++) {

@@ -125,5 +125,9 @@ class ConfigTest {
         String b = HolderId.generate();
         assertThat(a).matches("[a-z0-9.-]+-" + ProcessHandle.current().pid() + "-[a-z0-9]{6}");
         assertThat(a).isNotEqualTo(b);
+        assertThat(HolderId.pid(a)).isEqualTo(ProcessHandle.current().pid());
+        assertThat(HolderId.pid("worker-3-48113-k2v9q1")).isEqualTo(48113);
+        assertThat(HolderId.pid("me")).isEqualTo(-1);
+        assertThat(HolderId.pid("a-b-c")).isEqualTo(-1);
     }
 }

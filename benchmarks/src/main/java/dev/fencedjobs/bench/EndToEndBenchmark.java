@@ -1,0 +1,721 @@
+package dev.fencedjobs.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.testing.KafkaProcess;
+import dev.fencedjobs.testing.ServiceProcess;
+import dev.fencedjobs.testing.TestKafka;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.LocalDate;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * {@code java -jar fenced-jobs-benchmarks.jar e2e}: the whole system end to end, with two
+ * dispatchers, a relay and a consumer running from their packaged jars as separate processes
+ * against a durable PostgreSQL 17 and a Kafka broker in its own JVM, each figure beside the bound it
+ * is up against in the same run:
+ *
+ * <ol>
+ *   <li>throughput from a SQL INSERT of due jobs to the consumer's effect row, sustained;
+ *   <li>the bound: the same SQL and Kafka work issued by a plain JDBC and kafka-clients loop, with no
+ *       service, no lease and no waiting;
+ *   <li>due-to-effect latency at several offered loads up to saturation (and a chart of it);
+ *   <li>failover from SIGKILL and from SIGTERM of the dispatcher leader to its successor's first
+ *       completed job, beside the lease duration;
+ *   <li>statements per second of each idle service (pg_stat_statements, one login role each);
+ *   <li>peak RSS of each service during the throughput run, with the heap setting used.
+ * </ol>
+ *
+ * It prints a table and writes {@code e2e.json}, {@code e2e.md} and {@code e2e-latency.svg}.
+ */
+final class EndToEndBenchmark {
+
+    static final String HEAP = "-Xmx256m";
+    static final String TOPIC = "fenced-jobs";
+    static final int PARTITIONS = 6;
+    static final int RESOURCES = 1000;
+    static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) "
+            + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
+
+    private final Path repo;
+    private final Path out;
+    private final int windowSeconds;
+    private final int trials;
+    private final int idleSeconds;
+    private final int[] loads;
+    private final Map<String, Object> report = new LinkedHashMap<>();
+    private final List<String> table = new ArrayList<>();
+    private BenchPostgres pg;
+    private KafkaProcess kafka;
+    private String url;
+    private final Map<String, ServiceProcess> services = new LinkedHashMap<>();
+    private final Map<String, Map<String, String>> environments = new HashMap<>();
+    private final Map<String, Integer> restarts = new HashMap<>();
+    private Path logs;
+
+    private EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads) {
+        this.repo = repo;
+        this.out = out;
+        this.windowSeconds = windowSeconds;
+        this.trials = trials;
+        this.idleSeconds = idleSeconds;
+        this.loads = loads;
+    }
+
+    static void main(String[] args) throws Exception {
+        Path repo = Path.of(".");
+        Path out = Path.of("docs", "benchmarks");
+        int window = 60;
+        int trials = 10;
+        int idle = 60;
+        int[] loads = {100, 500, 1000, 2000, 4000, 8000, 12000};
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            switch (args[i]) {
+                case "--repo" -> repo = Path.of(args[i + 1]);
+                case "--out" -> out = Path.of(args[i + 1]);
+                case "--seconds" -> window = Integer.parseInt(args[i + 1]);
+                case "--trials" -> trials = Integer.parseInt(args[i + 1]);
+                case "--idle-seconds" -> idle = Integer.parseInt(args[i + 1]);
+                case "--loads" -> loads = Arrays.stream(args[i + 1].split(",")).mapToInt(Integer::parseInt).toArray();
+                default -> {
+                    System.err.println("usage: e2e [--seconds 60] [--trials 10] [--idle-seconds 60] [--loads 100,500,...] [--out docs/benchmarks] [--repo .]");
+                    System.exit(2);
+                }
+            }
+        }
+        new EndToEndBenchmark(repo, out, window, trials, idle, loads).run();
+    }
+
+    private void run() throws Exception {
+        logs = Files.createDirectories(Path.of("target", "e2e-logs"));
+        pg = BenchPostgres.start();
+        kafka = new KafkaProcess();
+        try {
+            machine();
+            double bound = bound();
+            setUp();
+            double ours = throughput();
+            row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),
+                    "target 10,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the bound (target 0.5)");
+            row("2. bound: plain JDBC + kafka-clients loop, same work", String.format(Locale.ROOT, "%,.0f jobs/s", bound), "same run, same servers");
+            report.put("ratioToBound", ours / bound);
+            memory();
+            latency();
+            failover();
+            idle();
+        } finally {
+            services.values().forEach(ServiceProcess::close);
+            kafka.close();
+            pg.close();
+        }
+        write();
+    }
+
+    // ------------------------------------------------------------------ set-up
+
+    private void machine() throws SQLException {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("date", LocalDate.now().toString());
+        m.put("cores", Runtime.getRuntime().availableProcessors());
+        m.put("memoryGiB", Math.round(((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+                .getTotalMemorySize() / (1024.0 * 1024 * 1024)));
+        m.put("java", System.getProperty("java.version"));
+        m.put("postgres", pg.describe());
+        m.put("kafka", "Apache Kafka 4.3 KRaft broker, a separate JVM (kafka.Kafka, -Xmx512m), " + PARTITIONS + " partitions");
+        m.put("serviceHeap", HEAP);
+        report.put("machine", m);
+        System.out.println("End to end on " + m);
+    }
+
+    private void setUp() throws Exception {
+        url = pg.freshDatabase("e2e");
+        DatabaseConfig owner = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
+                Duration.ofSeconds(10), Duration.ofSeconds(60));
+        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
+        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            Roles.apply(c, Map.of(Roles.DISPATCHER, "bench", Roles.RELAY, "bench", Roles.CONSUMER, "bench", Roles.PRODUCER, "bench"));
+            s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+            // One login role per service, member of the service's role, so pg_stat_statements counts each apart.
+            for (String[] r : new String[][] {{"bench_dispatcher_1", Roles.DISPATCHER}, {"bench_dispatcher_2", Roles.DISPATCHER},
+                    {"bench_relay", Roles.RELAY}, {"bench_consumer", Roles.CONSUMER}}) {
+                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + r[0] + "') THEN CREATE ROLE " + r[0]
+                        + " LOGIN PASSWORD 'bench'; END IF; END $$");
+                s.execute("GRANT " + r[1] + " TO " + r[0]);
+            }
+        }
+        TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS);
+        start("dispatcher-1", "dispatcher", "bench_dispatcher_1", Map.of());
+        start("dispatcher-2", "dispatcher", "bench_dispatcher_2", Map.of());
+        start("relay", "relay", "bench_relay", Map.of("KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS)));
+        start("consumer", "consumer", "bench_consumer", Map.of());
+        waitFor("a scheduler and a relay leader", () -> scalar("SELECT count(*) FROM leader_lease WHERE expires_at > clock_timestamp()") == 2,
+                Duration.ofSeconds(60));
+        // A first job through the whole pipeline: the consumer has joined its group.
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            s.executeUpdate(String.format(INSERT_DUE, 1));
+        }
+        waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
+    }
+
+    private void start(String name, String kind, String user, Map<String, String> extra) {
+        Map<String, String> env = new HashMap<>();
+        env.put("DATABASE_URL", url);
+        env.put("DATABASE_USER", user);
+        env.put("DATABASE_PASSWORD", "bench");
+        env.put("DATABASE_MIGRATE", "false");
+        env.put("HTTP_PORT", "0");
+        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
+        env.put("KAFKA_TOPIC", TOPIC);
+        env.putAll(extra);
+        environments.put(name, env);
+        services.put(name, ServiceProcess.start(name, repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar"), env, logs, List.of(HEAP)));
+    }
+
+    private void restart(String name) {
+        String kind = name.replaceAll("-\\d+$", "");
+        int n = restarts.merge(name, 1, Integer::sum);
+        // A log per start: dispatcher-1.log, dispatcher-1.2.log, ...
+        services.put(name, ServiceProcess.start(name + "." + (n + 1), repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar"), environments.get(name), logs,
+                List.of(HEAP)));
+    }
+
+    // ------------------------------------------------------------------ 1. throughput
+
+    /**
+     * Inserts due jobs whenever fewer than 50,000 are between INSERT and effect, so the pipeline never
+     * starves, and counts effect rows over the window after a warm-up.
+     */
+    private double throughput() throws Exception {
+        System.out.println("1. end-to-end throughput: " + windowSeconds + " s window after 15 s of warm-up");
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        Thread loader = new Thread(() -> {
+            try (Connection c = owner(); Statement s = c.createStatement()) {
+                long inserted = scalar(s, "SELECT count(*) FROM jobs");
+                while (!stop.get()) {
+                    long applied = scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
+                    if (inserted - applied < 50_000) {
+                        inserted += s.executeUpdate(String.format(INSERT_DUE, 5_000));
+                    } else {
+                        Thread.sleep(20);
+                    }
+                }
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        }, "e2e-loader");
+        loader.start();
+        Thread.sleep(15_000);
+        long a0 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
+        long t0 = System.nanoTime();
+        Thread.sleep(windowSeconds * 1000L);
+        long a1 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
+        long t1 = System.nanoTime();
+        for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
+            peakRss.put(e.getKey(), peakRssMb(e.getValue().pid()));
+        }
+        stop.set(true);
+        loader.join();
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        double rate = (a1 - a0) / ((t1 - t0) / 1e9);
+        System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
+        report.put("throughputJobsPerSecond", rate);
+        waitFor("the backlog to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+                && scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0
+                && scalar("SELECT coalesce(max(id), 0) FROM ledger") >= scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
+        return rate;
+    }
+
+    private final Map<String, Long> peakRss = new LinkedHashMap<>();
+
+    private static long peakRssMb(long pid) {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    return Long.parseLong(line.replaceAll("\\D", "")) / 1024;
+                }
+            }
+        } catch (Exception e) {
+            // Not Linux, or the process is gone.
+        }
+        return -1;
+    }
+
+    private void memory() {
+        report.put("peakRssMb", peakRss);
+        row("6. peak RSS during run 1 (" + HEAP + ")", peakRss.toString().replaceAll("[{}]", "").replace("=", " ") + " MB", "heap " + HEAP + " each");
+    }
+
+    // ------------------------------------------------------------------ 2. the bound
+
+    /**
+     * The same work with no service in the way: a loop inserts 1,000 due jobs, completes them and
+     * writes their outbox rows in one statement, publishes them in one Kafka transaction and marks
+     * them; a second loop polls them, claims the job ids, raises the resource fences and writes the
+     * effect rows in one transaction, then commits the offsets. No lease, no waiting.
+     */
+    private double bound() throws Exception {
+        System.out.println("2. the bound: plain JDBC and kafka-clients loops, " + windowSeconds + " s window after 10 s of warm-up");
+        String boundUrl = pg.freshDatabase("bound");
+        DatabaseConfig db = new DatabaseConfig(boundUrl, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
+                Duration.ofSeconds(10), Duration.ofSeconds(60));
+        Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
+        Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        TestKafka.createTopic(kafka.bootstrapServers(), "bound", PARTITIONS);
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        Thread producerLoop = new Thread(() -> {
+            try {
+                boundProducer(boundUrl, stop);
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        }, "bound-producer");
+        Thread consumerLoop = new Thread(() -> {
+            try {
+                boundConsumer(boundUrl, stop);
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        }, "bound-consumer");
+        producerLoop.start();
+        consumerLoop.start();
+        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password()); Statement s = c.createStatement()) {
+            Thread.sleep(10_000);
+            long a0 = scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
+            long t0 = System.nanoTime();
+            Thread.sleep(windowSeconds * 1000L);
+            long a1 = scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
+            long t1 = System.nanoTime();
+            stop.set(true);
+            producerLoop.join();
+            consumerLoop.join();
+            if (failure.get() != null) {
+                throw failure.get();
+            }
+            double rate = (a1 - a0) / ((t1 - t0) / 1e9);
+            System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
+            report.put("boundJobsPerSecond", rate);
+            return rate;
+        }
+    }
+
+    private void boundProducer(String boundUrl, AtomicBoolean stop) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", kafka.bootstrapServers());
+        p.put("transactional.id", "bound-producer");
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.put("batch.size", "262144");
+        p.put("compression.type", "lz4");
+        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password());
+                Statement s = c.createStatement();
+                PreparedStatement complete = c.prepareStatement(
+                        "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT 1000),"
+                                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
+                                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at)"
+                                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+                                + " SELECT id, resource, 1, payload, due_at, completed_at FROM done"
+                                + " RETURNING id, job_id, resource, payload::text, due_at, completed_at");
+                PreparedStatement mark = c.prepareStatement("UPDATE outbox SET published_at = clock_timestamp() WHERE id = ANY(?)");
+                KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            while (!stop.get()) {
+                s.executeUpdate(String.format(INSERT_DUE, 1000));
+                c.setAutoCommit(false);
+                List<Long> ids = new ArrayList<>(1000);
+                producer.beginTransaction();
+                try (ResultSet r = complete.executeQuery()) {
+                    while (r.next()) {
+                        ids.add(r.getLong(1));
+                        Envelope e = new Envelope(Envelope.VERSION, r.getLong(1), r.getLong(2), r.getString(3), 1, r.getString(4),
+                                r.getObject(5, OffsetDateTime.class), r.getObject(6, OffsetDateTime.class));
+                        producer.send(new ProducerRecord<>("bound", e.resource(), e.toJson()));
+                    }
+                }
+                c.commit();
+                c.setAutoCommit(true);
+                producer.commitTransaction();
+                Array array = c.createArrayOf("bigint", ids.toArray());
+                mark.setArray(1, array);
+                mark.executeUpdate();
+            }
+        }
+    }
+
+    private void boundConsumer(String boundUrl, AtomicBoolean stop) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", kafka.bootstrapServers());
+        p.put("group.id", "bound-consumer");
+        p.put("enable.auto.commit", "false");
+        p.put("isolation.level", "read_committed");
+        p.put("auto.offset.reset", "earliest");
+        p.put("max.poll.records", "2000");
+        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password());
+                PreparedStatement claim = c.prepareStatement("INSERT INTO consumer_processed (job_id, resource, fencing_token, outcome, processed_at)"
+                        + " SELECT j, r, t, 'applied', clock_timestamp() FROM unnest(?::bigint[], ?::varchar[], ?::bigint[]) AS u(j, r, t)"
+                        + " ON CONFLICT (job_id) DO NOTHING RETURNING job_id");
+                PreparedStatement fence = c.prepareStatement("INSERT INTO consumer_resource_fence (resource, highest_token, updated_at)"
+                        + " SELECT r, max(t), clock_timestamp() FROM unnest(?::varchar[], ?::bigint[]) AS u(r, t) GROUP BY r ORDER BY r"
+                        + " ON CONFLICT (resource) DO UPDATE SET highest_token = greatest(consumer_resource_fence.highest_token, excluded.highest_token),"
+                        + " updated_at = excluded.updated_at");
+                PreparedStatement effect = c.prepareStatement("INSERT INTO ledger (job_id, resource, fencing_token, payload, applied_at)"
+                        + " SELECT j, r, t, p::jsonb, clock_timestamp() FROM unnest(?::bigint[], ?::varchar[], ?::bigint[], ?::text[]) AS u(j, r, t, p)");
+                KafkaConsumer<String, byte[]> consumer = new KafkaConsumer<>(p, new StringDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of("bound"));
+            c.setAutoCommit(false);
+            while (!stop.get()) {
+                ConsumerRecords<String, byte[]> records = consumer.poll(Duration.ofMillis(100));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                int n = records.count();
+                Long[] jobIds = new Long[n];
+                String[] resources = new String[n];
+                Long[] tokens = new Long[n];
+                String[] payloads = new String[n];
+                int i = 0;
+                for (ConsumerRecord<String, byte[]> r : records) {
+                    Envelope e = Envelope.parse(r.value());
+                    jobIds[i] = e.jobId();
+                    resources[i] = e.resource();
+                    tokens[i] = e.fencingToken();
+                    payloads[i++] = e.payloadJson();
+                }
+                claim.setArray(1, c.createArrayOf("bigint", jobIds));
+                claim.setArray(2, c.createArrayOf("varchar", resources));
+                claim.setArray(3, c.createArrayOf("bigint", tokens));
+                try (ResultSet ignored = claim.executeQuery()) {
+                    // Every id is new here; the claim is the cost being measured.
+                }
+                fence.setArray(1, c.createArrayOf("varchar", resources));
+                fence.setArray(2, c.createArrayOf("bigint", tokens));
+                fence.executeUpdate();
+                effect.setArray(1, c.createArrayOf("bigint", jobIds));
+                effect.setArray(2, c.createArrayOf("varchar", resources));
+                effect.setArray(3, c.createArrayOf("bigint", tokens));
+                effect.setArray(4, c.createArrayOf("text", payloads));
+                effect.executeUpdate();
+                c.commit();
+                consumer.commitSync();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ 3. latency
+
+    private void latency() throws Exception {
+        System.out.println("3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
+        List<Map<String, Object>> points = new ArrayList<>();
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            for (int load : loads) {
+                int perTick = Math.max(1, load / 100);
+                long before = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
+                // The first 3 s warm the pipeline to the new rate and are not counted.
+                BenchSql.offer(s, String.format(INSERT_DUE, perTick), load, perTick, 3);
+                long from = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
+                double offered = BenchSql.offer(s, String.format(INSERT_DUE, perTick), load, perTick, 17);
+                long to = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+                while (scalar(s, "SELECT count(*) FROM ledger WHERE job_id > " + before + " AND job_id <= " + to) < to - before
+                        && System.nanoTime() < deadline) {
+                    Thread.sleep(200);
+                }
+                double[] p = BenchSql.percentiles(s, "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
+                        "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE l.job_id > " + from + " AND l.job_id <= " + to);
+                boolean complete = p[0] == to - from;
+                Map<String, Object> point = new LinkedHashMap<>();
+                point.put("offeredJobsPerSecond", load);
+                point.put("achievedInsertRate", Math.round(offered));
+                point.put("jobs", (long) p[0]);
+                point.put("p50Ms", round(p[1]));
+                point.put("p99Ms", round(p[2]));
+                point.put("maxMs", round(p[3]));
+                point.put("allApplied", complete);
+                points.add(point);
+                System.out.printf(Locale.ROOT, "   %,6d jobs/s offered (%,.0f inserted/s): p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms%s%n", load, offered,
+                        p[1], p[2], p[3], complete ? "" : "  (not all applied within 2 min)");
+                row("3. due-to-effect latency at " + String.format(Locale.ROOT, "%,d", load) + " jobs/s",
+                        String.format(Locale.ROOT, "p50 %.1f / p99 %.1f / max %.1f ms", p[1], p[2], p[3]),
+                        load == 1000 ? "target p99 < 100 ms" : (offered < load * 0.95 ? "insert rate reached " + Math.round(offered) : ""));
+                Thread.sleep(2000);
+            }
+        }
+        report.put("latency", points);
+        writeChart(points);
+    }
+
+    private static double round(double v) {
+        return Math.round(v * 10) / 10.0;
+    }
+
+    // ------------------------------------------------------------------ 4. failover
+
+    private void failover() throws Exception {
+        long leaseMs = 10_000; // the services run with the default LEASE_DURATION
+        System.out.println("4. failover, " + trials + " trials each, with 200 jobs/s due now; lease " + leaseMs + " ms");
+        AtomicBoolean stop = new AtomicBoolean();
+        Thread background = new Thread(() -> {
+            try (Connection c = owner(); Statement s = c.createStatement()) {
+                while (!stop.get()) {
+                    s.executeUpdate(String.format(INSERT_DUE, 2));
+                    Thread.sleep(10);
+                }
+            } catch (Exception e) {
+                System.err.println("background load: " + e);
+            }
+        }, "e2e-background");
+        background.start();
+        try {
+            List<Double> kill = new ArrayList<>();
+            List<Double> term = new ArrayList<>();
+            for (int i = 0; i < trials; i++) {
+                kill.add(takeover(true));
+                System.out.printf(Locale.ROOT, "   SIGKILL trial %d: %.0f ms%n", i + 1, kill.get(i));
+            }
+            for (int i = 0; i < trials; i++) {
+                term.add(takeover(false));
+                System.out.printf(Locale.ROOT, "   SIGTERM trial %d: %.0f ms%n", i + 1, term.get(i));
+            }
+            report.put("leaseDurationMs", leaseMs);
+            report.put("failoverSigkillMs", kill);
+            report.put("failoverSigtermMs", term);
+            row("4. SIGKILL of the leader to the new leader's first job", summary(kill), "lease " + leaseMs + " ms (the floor); target < " + (leaseMs + 1000));
+            row("4. SIGTERM of the leader to the new leader's first job", summary(term), "target p99 < 200 ms");
+        } finally {
+            stop.set(true);
+            background.join();
+        }
+    }
+
+    /** Stops the dispatcher leader and returns ms from the signal to the first job its successor completed. */
+    private double takeover(boolean sigkill) throws Exception {
+        String leaderName = null;
+        long token = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (leaderName == null) {
+            try (Connection c = owner(); Statement s = c.createStatement();
+                    ResultSet r = s.executeQuery("SELECT holder_id, fencing_token FROM leader_lease WHERE role = 'scheduler' AND expires_at > clock_timestamp()")) {
+                if (r.next()) {
+                    long pid = dev.fencedjobs.db.HolderId.pid(r.getString(1));
+                    token = r.getLong(2);
+                    for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
+                        if (e.getValue().pid() == pid && e.getValue().isAlive()) {
+                            leaderName = e.getKey();
+                        }
+                    }
+                }
+            }
+            if (leaderName == null) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("no live dispatcher leader");
+                }
+                Thread.sleep(100);
+            }
+        }
+        long outboxBefore = scalar("SELECT coalesce(max(id), 0) FROM outbox");
+        ServiceProcess leader = services.get(leaderName);
+        long signalledAt = System.currentTimeMillis();
+        if (sigkill) {
+            leader.kill();
+        } else {
+            leader.terminate();
+        }
+        long first = 0;
+        while (first == 0) {
+            first = scalar("SELECT coalesce((extract(epoch FROM min(completed_at)) * 1000)::bigint, 0) FROM outbox WHERE id > " + outboxBefore
+                    + " AND fencing_token > " + token);
+            Thread.sleep(20);
+            if (System.currentTimeMillis() - signalledAt > 60_000) {
+                throw new IllegalStateException("no takeover within 60 s");
+            }
+        }
+        if (!sigkill) {
+            leader.waitFor();
+        }
+        restart(leaderName);
+        Thread.sleep(6_000); // the restarted replica is up and following before the next trial
+        return first - signalledAt;
+    }
+
+    private static String summary(List<Double> ms) {
+        double[] sorted = ms.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+        double p50 = sorted[(int) Math.ceil(0.5 * sorted.length) - 1];
+        double p99 = sorted[(int) Math.ceil(0.99 * sorted.length) - 1];
+        return String.format(Locale.ROOT, "min %.0f / p50 %.0f / p99 %.0f / max %.0f ms (%d trials)", sorted[0], p50, p99, sorted[sorted.length - 1],
+                sorted.length);
+    }
+
+    // ------------------------------------------------------------------ 5. idle
+
+    private void idle() throws Exception {
+        System.out.println("5. idle services, " + idleSeconds + " s");
+        waitFor("the system to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+                && scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0, Duration.ofMinutes(2));
+        Thread.sleep(5_000);
+        Map<String, Double> perSecond = new LinkedHashMap<>();
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            String leaderPid;
+            try (ResultSet r = s.executeQuery("SELECT holder_id FROM leader_lease WHERE role = 'scheduler'")) {
+                r.next();
+                leaderPid = Long.toString(dev.fencedjobs.db.HolderId.pid(r.getString(1)));
+            }
+            s.execute("SELECT pg_stat_statements_reset()");
+            long start = System.nanoTime();
+            Thread.sleep(idleSeconds * 1000L);
+            double elapsed = (System.nanoTime() - start) / 1e9;
+            for (String name : List.of("dispatcher-1", "dispatcher-2", "relay", "consumer")) {
+                String role = "bench_" + name.replace('-', '_');
+                long calls = scalar(s, "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid"
+                        + " WHERE r.rolname = '" + role + "'");
+                String label = name.startsWith("dispatcher")
+                        ? name + (Long.toString(services.get(name).pid()).equals(leaderPid) ? " (leader)" : " (follower)") : name;
+                perSecond.put(label, calls / elapsed);
+            }
+        }
+        report.put("idleStatementsPerSecond", perSecond);
+        StringBuilder sb = new StringBuilder();
+        perSecond.forEach((k, v) -> sb.append(sb.length() == 0 ? "" : ", ").append(k).append(' ').append(String.format(Locale.ROOT, "%.2f", v)));
+        row("5. idle statements/s per service", sb.toString(), "target < 1 each");
+    }
+
+    // ------------------------------------------------------------------ output
+
+    private void row(String what, String measured, String against) {
+        table.add("| " + what + " | " + measured + " | " + against + " |");
+    }
+
+    private void write() throws Exception {
+        Files.createDirectories(out);
+        StringBuilder md = new StringBuilder();
+        md.append("# End-to-end benchmark\n\n");
+        md.append("`java -jar benchmarks/target/fenced-jobs-benchmarks.jar e2e` on ").append(report.get("machine")).append("\n\n");
+        md.append("| measure | result | against |\n|---|---|---|\n");
+        table.forEach(r -> md.append(r).append('\n'));
+        md.append("\n![due-to-effect latency against offered load](e2e-latency.svg)\n");
+        Files.writeString(out.resolve("e2e.md"), md.toString(), StandardCharsets.UTF_8);
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.resolve("e2e.json").toFile(), report);
+        System.out.println();
+        System.out.println(md);
+        System.out.println("Written: " + out.resolve("e2e.md") + ", " + out.resolve("e2e.json") + ", " + out.resolve("e2e-latency.svg"));
+    }
+
+    /** A small SVG line chart: p50, p99 and max latency (log scale) against offered load. */
+    private void writeChart(List<Map<String, Object>> points) throws Exception {
+        int w = 640;
+        int h = 400;
+        int left = 70;
+        int right = 20;
+        int top = 40;
+        int bottom = 60;
+        double maxLoad = points.stream().mapToDouble(p -> ((Number) p.get("offeredJobsPerSecond")).doubleValue()).max().orElse(1);
+        double maxMs = points.stream().mapToDouble(p -> ((Number) p.get("maxMs")).doubleValue()).max().orElse(10);
+        double logMin = 0; // 1 ms
+        double logMax = Math.ceil(Math.log10(Math.max(10, maxMs)));
+        StringBuilder svg = new StringBuilder();
+        svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"").append(w).append("\" height=\"").append(h)
+                .append("\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+        svg.append("<text x=\"").append(w / 2).append("\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">Due-to-effect latency against offered load</text>\n");
+        for (double e = logMin; e <= logMax; e++) {
+            double y = top + (h - top - bottom) * (1 - (e - logMin) / (logMax - logMin));
+            svg.append(String.format(Locale.ROOT, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>", left, w - right, y, y));
+            svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s ms</text>%n", left - 6, y + 4,
+                    String.format(Locale.ROOT, "%,.0f", Math.pow(10, e))));
+        }
+        for (Map<String, Object> p : points) {
+            double load = ((Number) p.get("offeredJobsPerSecond")).doubleValue();
+            double x = left + (w - left - right) * load / maxLoad;
+            svg.append(String.format(Locale.ROOT, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#eee\"/>", x, x, top, h - bottom));
+            svg.append(String.format(Locale.ROOT, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%,.0f</text>%n", x, h - bottom + 16, load));
+        }
+        svg.append("<text x=\"").append((left + w - right) / 2).append("\" y=\"").append(h - 20)
+                .append("\" text-anchor=\"middle\">offered load, jobs/s (due at once, inserted with SQL)</text>\n");
+        String[][] series = {{"p50Ms", "#1f77b4", "p50"}, {"p99Ms", "#d62728", "p99"}, {"maxMs", "#7f7f7f", "max"}};
+        int legend = 0;
+        for (String[] s : series) {
+            StringBuilder path = new StringBuilder();
+            for (Map<String, Object> p : points) {
+                double load = ((Number) p.get("offeredJobsPerSecond")).doubleValue();
+                double ms = Math.max(1, ((Number) p.get(s[0])).doubleValue());
+                double x = left + (w - left - right) * load / maxLoad;
+                double y = top + (h - top - bottom) * (1 - (Math.log10(ms) - logMin) / (logMax - logMin));
+                path.append(path.length() == 0 ? "M" : " L").append(String.format(Locale.ROOT, "%.1f %.1f", x, y));
+                svg.append(String.format(Locale.ROOT, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", x, y, s[1]));
+            }
+            svg.append("\n<path d=\"").append(path).append("\" fill=\"none\" stroke=\"").append(s[1]).append("\" stroke-width=\"2\"/>\n");
+            svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>%n", left + 10 + 50 * legend++, top + 14, s[1], s[2]));
+        }
+        svg.append("</svg>\n");
+        Files.createDirectories(out);
+        Files.writeString(out.resolve("e2e-latency.svg"), svg.toString(), StandardCharsets.UTF_8);
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    private Connection owner() throws SQLException {
+        return DriverManager.getConnection(url, pg.user(), pg.password());
+    }
+
+    private long scalar(String sql) {
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            return scalar(s, sql);
+        } catch (SQLException e) {
+            throw new IllegalStateException(sql, e);
+        }
+    }
+
+    private static long scalar(Statement s, String sql) throws SQLException {
+        try (ResultSet r = s.executeQuery(sql)) {
+            r.next();
+            return r.getLong(1);
+        }
+    }
+
+    private static void waitFor(String what, java.util.function.BooleanSupplier condition, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("timed out after " + timeout + " waiting for " + what);
+            }
+            Thread.sleep(200);
+        }
+    }
+}
