@@ -12,6 +12,7 @@ import java.util.Optional;
 import java.util.function.Function;
 import org.jooq.DSLContext;
 import org.jooq.Field;
+import org.jooq.Record1;
 import org.jooq.impl.DSL;
 import org.jooq.types.DayToSecond;
 
@@ -120,6 +121,21 @@ public final class Lease {
                 .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
                 .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
                 .execute() == 1;
+    }
+
+    /**
+     * How long the role's current lease has left, in database time; empty when there is no live
+     * lease. For scheduling the next acquisition attempt only: by the time it is used the holder
+     * may have renewed or released.
+     */
+    public Optional<Duration> remaining() {
+        Field<Long> millis = DSL.field("(extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint", Long.class, LEADER_LEASE.EXPIRES_AT);
+        return dsl.select(millis)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .fetchOptional(Record1::value1)
+                .filter(ms -> ms > 0)
+                .map(Duration::ofMillis);
     }
 
     /** The role's lease row, if the role was ever acquired. */

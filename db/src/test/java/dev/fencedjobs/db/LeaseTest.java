@@ -93,6 +93,21 @@ class LeaseTest {
     }
 
     @Test
+    void remainingIsTheHoldersTimeLeftInDatabaseTimeAndNothingOnceReleased() {
+        String role = newRole();
+        Lease a = lease(role, "holder-a", Duration.ofSeconds(30));
+        Lease b = lease(role, "holder-b", Duration.ofSeconds(30));
+        assertThat(b.remaining()).as("never acquired").isEmpty();
+
+        long token = a.acquireOrRenew().orElseThrow().token();
+
+        assertThat(b.remaining()).hasValueSatisfying(left ->
+                assertThat(left).isBetween(Duration.ofSeconds(25), Duration.ofSeconds(30)));
+        assertThat(a.release(token)).isTrue();
+        assertThat(b.remaining()).as("released").isEmpty();
+    }
+
+    @Test
     void releaseEndsOnlyTheCallersLiveLease() {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);

@@ -119,6 +119,11 @@ final class DispatchLoop implements LeaderService.Worker {
 
     @Override
     public void run() {
+        try {
+            batches.warmUp();
+        } catch (RuntimeException e) {
+            log.debug("Warm-up failed (the first batch will be slower): {}", Faults.describe(e));
+        }
         while (running) {
             Optional<Grant> grant = leadership.current();
             try {

@@ -90,6 +90,36 @@ final class FencedJobBatches implements JobBatches {
                 .execute();
     }
 
+    /**
+     * The guard and the batch statement with LIMIT 0 (token 0, which no lease ever grants), in a
+     * transaction that is rolled back, then the next-due query and a read of the lease: every
+     * statement a new leader runs first, parsed, planned and mapped once. Nothing is written or
+     * locked, and the statement triggers' notifications are discarded with the rollback.
+     */
+    @Override
+    public void warmUp() {
+        try {
+            dsl.transaction(configuration -> {
+                DSLContext tx = configuration.dsl();
+                lease.guard(tx, 0);
+                completeAndWriteOutbox(tx, 0, 0);
+                throw new RolledBack();
+            });
+        } catch (RolledBack expected) {
+            // The point: nothing stays.
+        }
+        nextDue();
+        lease.read();
+    }
+
+    private static final class RolledBack extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        RolledBack() {
+            super(null, null, false, false);
+        }
+    }
+
     @Override
     public NextDue nextDue() {
         Record2<OffsetDateTime, OffsetDateTime> r = dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP)

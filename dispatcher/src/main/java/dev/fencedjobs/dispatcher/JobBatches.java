@@ -15,6 +15,12 @@ interface JobBatches {
     /** The earliest pending due time and the database's time now. */
     NextDue nextDue();
 
+    /**
+     * Runs the leader's statements once without writing anything, so that a follower that takes
+     * over runs warm code: in a fresh JVM the first batch took 0.6 to 1.6 s on two cores.
+     */
+    default void warmUp() {}
+
     record BatchResult(boolean leaseHeld, int completed) {
         static BatchResult leaseLost() {
             return new BatchResult(false, 0);

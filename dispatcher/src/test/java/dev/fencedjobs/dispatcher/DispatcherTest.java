@@ -142,6 +142,20 @@ class DispatcherTest {
     }
 
     @Test
+    void theWarmUpWritesAndLocksNothing() {
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'due')");
+        dev.fencedjobs.db.Lease lease = new dev.fencedjobs.db.Lease(fixture.dsl(), "scheduler", "warm", Duration.ofSeconds(30),
+                dev.fencedjobs.db.Ticker.system());
+        lease.acquireOrRenew().orElseThrow();
+
+        new FencedJobBatches(fixture.dsl(), lease).warmUp();
+
+        assertThat(fixture.pending()).as("the due job is still pending").isEqualTo(1);
+        assertThat(fixture.dsl().fetchCount(dev.fencedjobs.db.jooq.Tables.OUTBOX)).isZero();
+        assertThat(lease.read().orElseThrow().live()).as("the lease is untouched").isTrue();
+    }
+
+    @Test
     void theOpsEndpointServesHealthMetricsAndStatus() throws Exception {
         Dispatcher a = fixture.start();
         await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);

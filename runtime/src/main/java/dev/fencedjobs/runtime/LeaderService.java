@@ -97,12 +97,21 @@ public final class LeaderService implements AutoCloseable {
                 public boolean release(long token) {
                     return lease.release(token);
                 }
+
+                @Override
+                public Optional<Duration> remaining() {
+                    return lease.remaining();
+                }
             }), spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
             this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker()));
             List<String> channels = new ArrayList<>(spec.channels());
             channels.add(LEASE_RELEASED);
-            this.listener = new PgListener(spec.config().database(), spec.service(), channels, this::onNotification,
-                    worker::onListenerConnected);
+            // A release notification sent while the listener was away is lost: a follower that waits
+            // for the holder's expiry tries once now instead.
+            this.listener = new PgListener(spec.config().database(), spec.service(), channels, this::onNotification, () -> {
+                worker.onListenerConnected();
+                leadership.attemptNow();
+            });
             this.workerThread = new Thread(worker, spec.service() + "-worker");
             this.ops = OpsServer.start(spec.config().httpPort(), registry, this::ready, this::status);
         } catch (RuntimeException e) {

@@ -11,8 +11,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
@@ -38,11 +38,22 @@ public final class Leadership implements AutoCloseable {
         Optional<Grant> acquireOrRenew();
 
         boolean release(long token);
+
+        /**
+         * How long the current holder's lease has left, in database time; empty when there is no
+         * live lease or it is not known. A follower sleeps that long instead of asking every
+         * renewal interval, and so takes over the moment a killed leader's lease expires.
+         */
+        default Optional<Duration> remaining() {
+            return Optional.empty();
+        }
     }
 
     public enum State { FOLLOWER, LEADER, STOPPED }
 
     private static final Logger log = LoggerFactory.getLogger(Leadership.class);
+    /** An attempt at the holder's expiry comes this much after it, so the expiry has passed in database time. */
+    private static final long EXPIRY_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
 
     private final String role;
     private final String holderId;
@@ -50,12 +61,17 @@ public final class Leadership implements AutoCloseable {
     private final LeaseConfig config;
     private final long safetyMarginNanos;
     private final Ticker ticker;
-    private final ScheduledExecutorService renewer;
+    private final ScheduledThreadPoolExecutor renewer;
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     private final AtomicReference<Grant> grant = new AtomicReference<>();
     private volatile State state = State.FOLLOWER;
     private volatile boolean databaseReachable;
     private volatile long lastToken;
+    /** A follower makes no periodic attempt before this (ticker nanos): the holder's lease is live until then. */
+    private volatile long notBeforeNanos;
+    private volatile boolean waitingForExpiry;
+    /** The one attempt scheduled at the holder's expiry; touched only by the thread running attempts. */
+    private ScheduledFuture<?> atExpiry;
 
     private final Counter takeovers;
     private final Counter renewals;
@@ -70,11 +86,15 @@ public final class Leadership implements AutoCloseable {
         this.config = config;
         this.safetyMarginNanos = safetyMargin.toNanos();
         this.ticker = ticker;
-        this.renewer = Executors.newSingleThreadScheduledExecutor(r -> {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "lease-" + role);
             t.setDaemon(true);
             return t;
         });
+        // On stop, a pending attempt at another holder's expiry is dropped, not waited for.
+        executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        executor.setRemoveOnCancelPolicy(true);
+        this.renewer = executor;
         Gauge.builder("fencedjobs_leader", () -> state == State.LEADER ? 1 : 0).tag("role", role)
                 .description("1 while this replica holds the role's lease").register(registry);
         Gauge.builder("fencedjobs_lease_token", () -> lastToken).tag("role", role)
@@ -98,7 +118,7 @@ public final class Leadership implements AutoCloseable {
     public void attemptNow() {
         if (state == State.FOLLOWER) {
             try {
-                renewer.execute(this::attempt);
+                renewer.execute(() -> attempt(true));
             } catch (java.util.concurrent.RejectedExecutionException stopped) {
                 // Shutting down.
             }
@@ -152,9 +172,22 @@ public final class Leadership implements AutoCloseable {
     }
 
     void attempt() {
+        attempt(false);
+    }
+
+    /**
+     * One acquire-or-renew. A follower that knows when the holder's lease expires skips the
+     * periodic attempts before then (no statement at all) unless {@code force}d: by a release
+     * notification, or by the attempt scheduled at that expiry.
+     */
+    void attempt(boolean force) {
         if (state == State.STOPPED) {
             return;
         }
+        if (!force && waitingForExpiry && grant.get() == null && ticker.nanoTime() - notBeforeNanos < 0) {
+            return;
+        }
+        waitingForExpiry = false;
         long started = ticker.nanoTime();
         Grant previous = grant.get();
         boolean lapsed = previous != null && current().isEmpty();
@@ -176,8 +209,11 @@ public final class Leadership implements AutoCloseable {
                 } else if (lapsed) {
                     notifyListeners();
                 }
-            } else if (previous != null) {
-                stepDown(previous, "another holder has the lease");
+            } else {
+                if (previous != null) {
+                    stepDown(previous, "another holder has the lease");
+                }
+                attemptAtExpiry();
             }
         } catch (RuntimeException e) {
             renewalFailures.increment();
@@ -190,6 +226,36 @@ public final class Leadership implements AutoCloseable {
             if (previous != null) {
                 stepDown(previous, "renewal failed (" + e.getClass().getSimpleName() + ")");
             }
+        }
+    }
+
+    /**
+     * Schedules the next attempt for the moment the holder's lease expires (database time, read
+     * after this failed attempt), at most one lease duration away. Scheduling only: a lease that
+     * was renewed meanwhile makes that attempt fail like any other, and the wait starts over.
+     */
+    private void attemptAtExpiry() {
+        if (atExpiry != null) {
+            atExpiry.cancel(false);
+            atExpiry = null;
+        }
+        Optional<Duration> remaining;
+        try {
+            remaining = lease.remaining();
+        } catch (RuntimeException e) {
+            log.debug("Lease {}: reading the holder's expiry failed: {}", role, Faults.describe(e));
+            return;
+        }
+        if (remaining.isEmpty() || state == State.STOPPED) {
+            return;
+        }
+        long delay = Math.min(remaining.get().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
+        notBeforeNanos = ticker.nanoTime() + delay;
+        waitingForExpiry = true;
+        try {
+            atExpiry = renewer.schedule(() -> attempt(true), delay, TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException stopped) {
+            waitingForExpiry = false;
         }
     }
 

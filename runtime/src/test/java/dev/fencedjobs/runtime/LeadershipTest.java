@@ -43,7 +43,13 @@ class LeadershipTest {
             released.incrementAndGet();
             return true;
         }
+
+        @Override
+        public Optional<Duration> remaining() {
+            return Optional.ofNullable(holderRemaining);
+        }
     };
+    private Duration holderRemaining;
 
     private Leadership leadership() {
         Leadership l = new Leadership("r", "me", script, LEASE, MARGIN, ticker, new SimpleMeterRegistry());
@@ -70,6 +76,49 @@ class LeadershipTest {
         l.attempt();
         assertThat(l.current()).as("a renewal moves the deadline").map(Grant::token).contains(1L);
         assertThat(changes.get()).as("the worker is woken when a lapsed deadline is lifted").isEqualTo(before + 1);
+    }
+
+    @Test
+    void aFollowerAsksAgainOnlyWhenTheHoldersLeaseCanHaveExpired() {
+        Leadership l = leadership();
+        holderRemaining = Duration.ofMillis(6500);
+        answers.add("another holder");
+        l.attempt();
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+
+        // The periodic attempts before the holder's expiry send nothing: the script has no answer
+        // queued, so a statement would fail the test with NoSuchElementException.
+        now += Duration.ofSeconds(3).toNanos();
+        l.attempt();
+        now += Duration.ofSeconds(3).toNanos();
+        l.attempt();
+        assertThat(answers).isEmpty();
+
+        // Past the expiry (plus a few milliseconds of slack), the next attempt asks and acquires.
+        now += Duration.ofMillis(510).toNanos();
+        answers.add(2L);
+        l.attempt();
+        assertThat(l.state()).isEqualTo(Leadership.State.LEADER);
+        assertThat(answers).isEmpty();
+
+        // A leader renews on every attempt, whatever it read as a follower.
+        answers.add(2L);
+        l.attempt();
+        assertThat(answers).isEmpty();
+        l.close();
+    }
+
+    @Test
+    void aFollowerThatCannotReadTheExpiryKeepsAskingEveryInterval() {
+        Leadership l = leadership();
+        holderRemaining = null;
+        answers.add("another holder");
+        l.attempt();
+        now += Duration.ofSeconds(3).toNanos();
+        answers.add("another holder");
+        l.attempt();
+        assertThat(answers).as("the second periodic attempt asked").isEmpty();
+        l.close();
     }
 
     @Test
