@@ -87,6 +87,8 @@ final class EndToEndBenchmark {
     private final Map<String, Map<String, String>> environments = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
     private Path logs;
+    private String phases = "all";
+    private String serviceLogLevel = "INFO";
 
     private EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads) {
         this.repo = repo;
@@ -104,6 +106,8 @@ final class EndToEndBenchmark {
         int trials = 10;
         int idle = 60;
         int[] loads = {100, 500, 1000, 2000, 4000, 8000, 12000};
+        String phases = "all";
+        String logLevel = "INFO";
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--repo" -> repo = Path.of(args[i + 1]);
@@ -112,13 +116,19 @@ final class EndToEndBenchmark {
                 case "--trials" -> trials = Integer.parseInt(args[i + 1]);
                 case "--idle-seconds" -> idle = Integer.parseInt(args[i + 1]);
                 case "--loads" -> loads = Arrays.stream(args[i + 1].split(",")).mapToInt(Integer::parseInt).toArray();
+                case "--phases" -> phases = args[i + 1];
+                case "--service-log-level" -> logLevel = args[i + 1];
                 default -> {
-                    System.err.println("usage: e2e [--seconds 60] [--trials 10] [--idle-seconds 60] [--loads 100,500,...] [--out docs/benchmarks] [--repo .]");
+                    System.err.println("usage: e2e [--seconds 60] [--trials 10] [--idle-seconds 60] [--loads 100,500,...] [--out docs/benchmarks] [--repo .]"
+                            + " [--phases all|throughput,latency,failover,idle] [--service-log-level INFO]");
                     System.exit(2);
                 }
             }
         }
-        new EndToEndBenchmark(repo, out, window, trials, idle, loads).run();
+        EndToEndBenchmark b = new EndToEndBenchmark(repo, out, window, trials, idle, loads);
+        b.phases = phases;
+        b.serviceLogLevel = logLevel;
+        b.run();
     }
 
     private void run() throws Exception {
@@ -127,23 +137,37 @@ final class EndToEndBenchmark {
         kafka = new KafkaProcess();
         try {
             machine();
-            double bound = bound();
-            setUp();
-            double ours = throughput();
-            row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),
-                    "target 10,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the bound (target 0.5)");
-            row("2. bound: plain JDBC + kafka-clients loop, same work", String.format(Locale.ROOT, "%,.0f jobs/s", bound), "same run, same servers");
-            report.put("ratioToBound", ours / bound);
-            memory();
-            latency();
-            failover();
-            idle();
+            if (phase("throughput")) {
+                double bound = bound();
+                setUp();
+                double ours = throughput();
+                row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),
+                        "target 10,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the bound (target 0.5)");
+                row("2. bound: plain JDBC + kafka-clients loop, same work", String.format(Locale.ROOT, "%,.0f jobs/s", bound), "same run, same servers");
+                report.put("ratioToBound", ours / bound);
+                memory();
+            } else {
+                setUp();
+            }
+            if (phase("latency")) {
+                latency();
+            }
+            if (phase("failover")) {
+                failover();
+            }
+            if (phase("idle")) {
+                idle();
+            }
         } finally {
             services.values().forEach(ServiceProcess::close);
             kafka.close();
             pg.close();
         }
         write();
+    }
+
+    private boolean phase(String name) {
+        return phases.equals("all") || Arrays.asList(phases.split(",")).contains(name);
     }
 
     // ------------------------------------------------------------------ set-up
@@ -202,6 +226,7 @@ final class EndToEndBenchmark {
         env.put("HTTP_PORT", "0");
         env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
         env.put("KAFKA_TOPIC", TOPIC);
+        env.put("LOG_LEVEL", serviceLogLevel);
         env.putAll(extra);
         environments.put(name, env);
         services.put(name, ServiceProcess.start(name, repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar"), env, logs, List.of(HEAP)));
@@ -243,10 +268,35 @@ final class EndToEndBenchmark {
         loader.start();
         Thread.sleep(15_000);
         long a0 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
+        Map<String, Long> cpu0 = cpuTicksByComponent();
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            s.execute("SELECT pg_stat_statements_reset()");
+        }
         long t0 = System.nanoTime();
         Thread.sleep(windowSeconds * 1000L);
         long a1 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
         long t1 = System.nanoTime();
+        Map<String, Long> cpu1 = cpuTicksByComponent();
+        Map<String, Double> cpuShare = new LinkedHashMap<>();
+        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * ((t1 - t0) / 1e9);
+        cpu1.forEach((component, ticks) -> cpuShare.put(component,
+                Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        report.put("cpuShareDuringThroughputPercent", cpuShare);
+        List<String> top = new ArrayList<>();
+        try (Connection c = owner(); Statement s = c.createStatement();
+                ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, round(st.total_exec_time::numeric / 1000, 1),"
+                        + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
+                        + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
+            while (r.next()) {
+                top.add(String.format(Locale.ROOT, "%-20s %8d calls %7.1f s  %s", r.getString(1), r.getLong(2), r.getDouble(3), r.getString(4)));
+            }
+        }
+        report.put("topStatementsByExecutionTime", top);
+        System.out.println("   statements that took the most database time in the window:");
+        top.forEach(t -> System.out.println("     " + t));
+        System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
+        row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
+                cpuShare.toString().replaceAll("[{}]", "").replace("=", " "), "from /proc/<pid>/stat");
         for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
             peakRss.put(e.getKey(), peakRssMb(e.getValue().pid()));
         }
@@ -277,6 +327,44 @@ final class EndToEndBenchmark {
             // Not Linux, or the process is gone.
         }
         return -1;
+    }
+
+    /**
+     * CPU time (clock ticks, 100 per second on Linux) of every process on the machine, summed by
+     * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
+     * (the loader). Empty where there is no /proc.
+     */
+    private static Map<String, Long> cpuTicksByComponent() {
+        Map<String, Long> ticks = new java.util.TreeMap<>();
+        long self = ProcessHandle.current().pid();
+        try (var dirs = Files.list(Path.of("/proc"))) {
+            for (Path dir : (Iterable<Path>) dirs::iterator) {
+                String name = dir.getFileName().toString();
+                if (!name.chars().allMatch(Character::isDigit)) {
+                    continue;
+                }
+                try {
+                    String cmd = new String(Files.readAllBytes(dir.resolve("cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
+                    String component = Long.parseLong(name) == self ? "benchmark and loader"
+                            : cmd.contains("fenced-jobs-dispatcher.jar") ? "dispatchers"
+                            : cmd.contains("fenced-jobs-relay.jar") ? "relay"
+                            : cmd.contains("fenced-jobs-consumer.jar") ? "consumer"
+                            : cmd.contains("kafka.Kafka") ? "kafka broker"
+                            : cmd.startsWith("postgres") || cmd.contains("/bin/postgres") ? "postgresql" : null;
+                    if (component == null) {
+                        continue;
+                    }
+                    String stat = Files.readString(dir.resolve("stat"));
+                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]), Long::sum);
+                } catch (Exception gone) {
+                    // The process ended while being read.
+                }
+            }
+        } catch (Exception e) {
+            return Map.of();
+        }
+        return ticks;
     }
 
     private void memory() {
@@ -444,11 +532,13 @@ final class EndToEndBenchmark {
 
     private void latency() throws Exception {
         System.out.println("3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
+        settle();
         List<Map<String, Object>> points = new ArrayList<>();
         try (Connection c = owner(); Statement s = c.createStatement()) {
             for (int load : loads) {
                 int perTick = Math.max(1, load / 100);
                 long before = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
+                long[] background0 = backgroundWork(s);
                 // The first 3 s warm the pipeline to the new rate and are not counted.
                 BenchSql.offer(s, String.format(INSERT_DUE, perTick), load, perTick, 3);
                 long from = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
@@ -462,6 +552,9 @@ final class EndToEndBenchmark {
                 double[] p = BenchSql.percentiles(s, "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
                         "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE l.job_id > " + from + " AND l.job_id <= " + to);
                 boolean complete = p[0] == to - from;
+                long[] background1 = backgroundWork(s);
+                String background = (background1[0] - background0[0]) + " autovacuum/autoanalyze runs ended, "
+                        + (background1[1] - background0[1]) + " checkpoints";
                 Map<String, Object> point = new LinkedHashMap<>();
                 point.put("offeredJobsPerSecond", load);
                 point.put("achievedInsertRate", Math.round(offered));
@@ -470,17 +563,50 @@ final class EndToEndBenchmark {
                 point.put("p99Ms", round(p[2]));
                 point.put("maxMs", round(p[3]));
                 point.put("allApplied", complete);
+                point.put("meanwhile", background);
                 points.add(point);
-                System.out.printf(Locale.ROOT, "   %,6d jobs/s offered (%,.0f inserted/s): p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms%s%n", load, offered,
-                        p[1], p[2], p[3], complete ? "" : "  (not all applied within 2 min)");
+                System.out.printf(Locale.ROOT, "   %,6d jobs/s offered (%,.0f inserted/s): p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  (%s)%s%n", load,
+                        offered, p[1], p[2], p[3], background, complete ? "" : "  (not all applied within 2 min)");
                 row("3. due-to-effect latency at " + String.format(Locale.ROOT, "%,d", load) + " jobs/s",
                         String.format(Locale.ROOT, "p50 %.1f / p99 %.1f / max %.1f ms", p[1], p[2], p[3]),
-                        load == 1000 ? "target p99 < 100 ms" : (offered < load * 0.95 ? "insert rate reached " + Math.round(offered) : ""));
+                        (load == 1000 ? "target p99 < 100 ms; " : "") + (offered < load * 0.95 ? "insert rate reached " + Math.round(offered) + "; " : "")
+                                + "meanwhile " + background);
                 Thread.sleep(2000);
             }
         }
         report.put("latency", points);
         writeChart(points);
+    }
+
+    /**
+     * The throughput run leaves a million updated rows behind; the latency steps start once the
+     * autovacuum that follows has finished (at most 5 minutes) and after a checkpoint, so that they
+     * measure the pipeline rather than the clean-up of the run before. What still runs during a step
+     * is printed beside it.
+     */
+    private void settle() throws Exception {
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            long started = System.nanoTime();
+            int quiet = 0;
+            while (quiet < 5 && System.nanoTime() - started < TimeUnit.MINUTES.toNanos(5)) {
+                quiet = scalar(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == 0 ? quiet + 1 : 0;
+                Thread.sleep(1000);
+            }
+            s.execute("CHECKPOINT");
+            System.out.printf(Locale.ROOT, "   settled in %.0f s (autovacuum finished, checkpoint taken)%n", (System.nanoTime() - started) / 1e9);
+        }
+    }
+
+    /** Autovacuum and autoanalyze runs on this database's tables, and checkpoints, so far. */
+    private static long[] backgroundWork(Statement s) throws SQLException {
+        long vacuums = scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");
+        long checkpoints;
+        try {
+            checkpoints = scalar(s, "SELECT num_timed + num_requested FROM pg_stat_checkpointer");
+        } catch (SQLException beforePostgres17) {
+            checkpoints = scalar(s, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter");
+        }
+        return new long[] {vacuums, checkpoints};
     }
 
     private static double round(double v) {
