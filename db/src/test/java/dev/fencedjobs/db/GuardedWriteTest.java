@@ -37,7 +37,9 @@ class GuardedWriteTest {
     @Test
     void aTakeoverWaitsForTheRowLockOfAGuardedTransactionThatPassedItsGuard() throws Exception {
         String role = "lock-wait";
-        Lease a = new Lease(db.dsl(), role, "holder-a", Duration.ofMillis(500), Ticker.system());
+        // Long enough for A's transaction to pass its guard on a starved machine (500 ms was not,
+        // in a JDK 25 build beside a fault-injection run: the guard rightly refused the expired lease).
+        Lease a = new Lease(db.dsl(), role, "holder-a", Duration.ofSeconds(3), Ticker.system());
         Lease b = new Lease(db.dsl(), role, "holder-b", Duration.ofMinutes(5), Ticker.system());
         long tokenA = a.acquireOrRenew().orElseThrow().token();
 

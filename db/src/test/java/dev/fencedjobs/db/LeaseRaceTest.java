@@ -91,14 +91,20 @@ class LeaseRaceTest {
         ExecutorService pool = Executors.newFixedThreadPool(CONTENDERS);
         Map<String, Integer> writesByHolder = new ConcurrentHashMap<>();
         try {
-            long until = System.nanoTime() + Duration.ofSeconds(4).toNanos();
+            // At least 4 s, and on, up to 60 s, until 100 writes and 6 tokens: on a starved machine
+            // (a JDK 25 build beside a fault-injection run) 4 s gave two writes, too few to mean anything.
+            long minimum = System.nanoTime() + Duration.ofSeconds(4).toNanos();
+            long cap = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            java.util.function.BooleanSupplier enough = () -> System.nanoTime() > cap || (System.nanoTime() > minimum
+                    && writesByHolder.values().stream().mapToInt(Integer::intValue).sum() > 100
+                    && ((Number) db.dsl().fetchValue("SELECT count(DISTINCT token) FROM guarded_write")).longValue() > 5);
             List<Future<?>> workers = new ArrayList<>();
             for (int i = 0; i < CONTENDERS; i++) {
                 String holder = "contender-" + i;
                 Lease lease = new Lease(db.dsl(), role, holder, Duration.ofMillis(150), Ticker.system());
                 workers.add(pool.submit(() -> {
                     ThreadLocalRandom random = ThreadLocalRandom.current();
-                    while (System.nanoTime() < until) {
+                    while (!enough.getAsBoolean()) {
                         lease.acquireOrRenew().ifPresent(grant -> {
                             Boolean wrote = db.dsl().transactionResult(c -> {
                                 if (!lease.guard(c.dsl(), grant.token())) {
@@ -118,7 +124,7 @@ class LeaseRaceTest {
                 }));
             }
             for (Future<?> worker : workers) {
-                worker.get(60, TimeUnit.SECONDS);
+                worker.get(120, TimeUnit.SECONDS);
             }
         } finally {
             pool.shutdownNow();
