@@ -429,7 +429,7 @@ final class EndToEndBenchmark {
     private void boundProducer(String boundUrl, AtomicBoolean stop) throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", kafka.bootstrapServers());
-        p.put("transactional.id", "bound-producer");
+        p.put("enable.idempotence", "true");
         p.put("acks", "all");
         p.put("linger.ms", "5");
         p.put("batch.size", "262144");
@@ -445,12 +445,10 @@ final class EndToEndBenchmark {
                                 + " RETURNING id, job_id, resource, payload::text, due_at, completed_at");
                 PreparedStatement mark = c.prepareStatement("UPDATE outbox SET published_at = clock_timestamp() WHERE id = ANY(?)");
                 KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-            producer.initTransactions();
             while (!stop.get()) {
                 s.executeUpdate(String.format(INSERT_DUE, 1000));
                 c.setAutoCommit(false);
                 List<Long> ids = new ArrayList<>(1000);
-                producer.beginTransaction();
                 try (ResultSet r = complete.executeQuery()) {
                     while (r.next()) {
                         ids.add(r.getLong(1));
@@ -461,7 +459,7 @@ final class EndToEndBenchmark {
                 }
                 c.commit();
                 c.setAutoCommit(true);
-                producer.commitTransaction();
+                producer.flush();
                 Array array = c.createArrayOf("bigint", ids.toArray());
                 mark.setArray(1, array);
                 mark.executeUpdate();

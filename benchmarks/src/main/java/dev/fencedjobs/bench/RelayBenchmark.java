@@ -81,6 +81,6 @@ public final class RelayBenchmark {
     private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch) {
         return new RelayConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), false),
                 new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic), 3, (short) 1,
-                topic, batch, Duration.ofSeconds(10), RelayConfig.DEFAULT_MAX_RECORD_BYTES, Duration.ofHours(1));
+                batch, Duration.ofSeconds(10), RelayConfig.DEFAULT_MAX_RECORD_BYTES, Duration.ofHours(1));
     }
 }

@@ -22,6 +22,7 @@ import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -44,7 +45,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * database and the topic, and hands them to the {@link Checker}.
  *
  * <pre>
- * java -jar chaos/target/fenced-jobs-chaos.jar [--seconds N] [--seed S] [--rate JOBS_PER_S] [--lease DURATION_MS]
+ * java -jar chaos/target/fenced-jobs-chaos.jar [--seconds N] [--seed S] [--rate JOBS_PER_S] [--lease DURATION_MS] [--faults K,K]
  *                                               [--out DIR] [--record FILE] [--repo DIR]
  * java -jar chaos/target/fenced-jobs-chaos.jar --check FILE
  * </pre>
@@ -71,12 +72,32 @@ public final class ChaosRun {
     }
 
     /** How a run is shaped. */
-    public record Options(long seconds, long seed, int rate, long leaseMillis, Path out, Path record, Path repo, Duration drainTimeout) {
+    public record Options(long seconds, long seed, int rate, long leaseMillis, Path out, Path record, Path repo, Duration drainTimeout,
+            List<Kind> faults) {
+
+        public Options {
+            faults = List.copyOf(faults);
+            if (faults.isEmpty()) {
+                throw new IllegalArgumentException("at least one kind of fault");
+            }
+        }
 
         static Options defaults() {
             return new Options(120, System.nanoTime() & 0xffffff, 200, 5000, Path.of("target", "chaos"), null, Path.of("."),
-                    Duration.ofMinutes(4));
+                    Duration.ofMinutes(4), List.of(Kind.values()));
         }
+    }
+
+    /** Kinds by label, comma-separated: {@code pause-relay-leader,restart-kafka}. */
+    static List<Kind> kinds(String labels) {
+        List<Kind> kinds = new ArrayList<>();
+        for (String label : labels.split(",")) {
+            String l = label.strip();
+            kinds.add(Arrays.stream(Kind.values()).filter(k -> k.label.equals(l)).findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException("unknown fault '" + l + "'; the kinds are "
+                            + Arrays.stream(Kind.values()).map(k -> k.label).toList())));
+        }
+        return kinds;
     }
 
     static final String DATABASE = "fencedjobs";
@@ -105,7 +126,16 @@ public final class ChaosRun {
     }
 
     public static void main(String[] args) throws Exception {
-        Options o = Options.defaults();
+        Options d = Options.defaults();
+        long seconds = d.seconds();
+        long seed = d.seed();
+        int rate = d.rate();
+        long lease = d.leaseMillis();
+        Path out = d.out();
+        Path record = d.record();
+        Path repo = d.repo();
+        Duration drain = d.drainTimeout();
+        List<Kind> faults = d.faults();
         Path check = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -119,21 +149,25 @@ public final class ChaosRun {
             String v = args[++i];
             try {
                 switch (a) {
-                    case "--seconds" -> o = new Options(Long.parseLong(v), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
-                    case "--seed" -> o = new Options(o.seconds(), Long.parseLong(v), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
-                    case "--rate" -> o = new Options(o.seconds(), o.seed(), Integer.parseInt(v), o.leaseMillis(), o.out(), o.record(), o.repo(), o.drainTimeout());
-                    case "--lease" -> o = new Options(o.seconds(), o.seed(), o.rate(), Long.parseLong(v), o.out(), o.record(), o.repo(), o.drainTimeout());
-                    case "--out" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), Path.of(v), o.record(), o.repo(), o.drainTimeout());
-                    case "--record" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), Path.of(v), o.repo(), o.drainTimeout());
-                    case "--repo" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), Path.of(v), o.drainTimeout());
-                    case "--drain-seconds" -> o = new Options(o.seconds(), o.seed(), o.rate(), o.leaseMillis(), o.out(), o.record(), o.repo(), Duration.ofSeconds(Long.parseLong(v)));
+                    case "--seconds" -> seconds = Long.parseLong(v);
+                    case "--seed" -> seed = Long.parseLong(v);
+                    case "--rate" -> rate = Integer.parseInt(v);
+                    case "--lease" -> lease = Long.parseLong(v);
+                    case "--out" -> out = Path.of(v);
+                    case "--record" -> record = Path.of(v);
+                    case "--repo" -> repo = Path.of(v);
+                    case "--drain-seconds" -> drain = Duration.ofSeconds(Long.parseLong(v));
+                    case "--faults" -> faults = kinds(v);
                     case "--check" -> check = Path.of(v);
                     default -> usage("unknown option " + a);
                 }
             } catch (NumberFormatException e) {
                 usage(a + " needs a whole number, got '" + v + "'");
+            } catch (IllegalArgumentException e) {
+                usage(a + ": " + e.getMessage());
             }
         }
+        Options o = new Options(seconds, seed, rate, lease, out, record, repo, drain, faults);
         Checker.Result result;
         if (check != null) {
             result = Checker.check(History.load(check));
@@ -152,6 +186,7 @@ public final class ChaosRun {
               --rate N           jobs inserted per second (default 200)
               --lease MS         the services' lease duration in milliseconds (default 5000)
               --drain-seconds N  how long the system may take to drain after the faults (default 240)
+              --faults K,K       only these kinds of fault (default: all of them), by the labels in the summary line
               --out DIR          service and server logs (default target/chaos)
               --record FILE      save the history (gzip JSON) for --check
               --repo DIR         the checkout whose */target jars to run (default .)
@@ -170,6 +205,7 @@ public final class ChaosRun {
         Files.createDirectories(options.out());
         LoadGenerator load = null;
         Thread monitor = null;
+        Checker.Result result = null;
         try {
             startServers();
             startServices();
@@ -192,6 +228,7 @@ public final class ChaosRun {
             try (Connection c = owner()) {
                 Recorder.readDatabase(c, history);
             }
+            result = Checker.check(history);
         } finally {
             if (monitor != null) {
                 monitor.interrupt();
@@ -205,14 +242,17 @@ public final class ChaosRun {
                 }
                 s.proxy.close();
             }
-            if (kafka != null) {
+            if (kafka != null && result != null && !result.ok()) {
+                kafka.kill();
+                log("broker log and data kept for inspection in " + kafka.directory()
+                        + " (e.g. kafka-dump-log.sh --print-data-log --files data/fenced-jobs-0/00000000000000000000.log)");
+            } else if (kafka != null) {
                 kafka.close();
             }
             if (postgres != null) {
                 postgres.close();
             }
         }
-        Checker.Result result = Checker.check(history);
         if (options.record() != null || !result.ok()) {
             Path file = options.record() != null ? options.record() : options.out().resolve("history-" + options.seed() + ".json.gz");
             history.save(file);
@@ -333,12 +373,13 @@ public final class ChaosRun {
     // ---------------------------------------------------------------- faults
 
     private void injectFaults() throws Exception {
-        List<Kind> order = new ArrayList<>(List.of(Kind.values()));
+        List<Kind> kinds = options.faults();
+        List<Kind> order = new ArrayList<>(kinds);
         Collections.shuffle(order, random);
         long end = startNanos + TimeUnit.SECONDS.toNanos(options.seconds());
         int n = 0;
         while (n < order.size() || System.nanoTime() < end) {
-            Kind kind = n < order.size() ? order.get(n) : Kind.values()[random.nextInt(Kind.values().length)];
+            Kind kind = n < order.size() ? order.get(n) : kinds.get(random.nextInt(kinds.size()));
             sleep(2000 + random.nextInt(4000));
             inject(kind);
             n++;

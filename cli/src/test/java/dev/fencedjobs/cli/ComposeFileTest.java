@@ -34,7 +34,7 @@ class ComposeFileTest {
 
     private static final Map<String, Set<String>> READS = Map.of(
             "dispatcher", union(EVERY_SERVICE, LEASE, Set.of(DispatcherConfig.BATCH_SIZE)),
-            "relay", union(EVERY_SERVICE, LEASE, KAFKA, Set.of(RelayConfig.PARTITIONS, RelayConfig.REPLICATION, RelayConfig.TRANSACTIONAL_ID,
+            "relay", union(EVERY_SERVICE, LEASE, KAFKA, Set.of(RelayConfig.PARTITIONS, RelayConfig.REPLICATION,
                     RelayConfig.BATCH_SIZE, RelayConfig.POLL_INTERVAL, RelayConfig.MAX_RECORD_BYTES, RelayConfig.RETENTION)),
             "consumer", union(EVERY_SERVICE, KAFKA, Set.of(ConsumerConfig.GROUP, ConsumerConfig.BATCH_SIZE, ConsumerConfig.EFFECT_MAX_ATTEMPTS,
                     ConsumerConfig.EFFECT_RETRY_BACKOFF, ConsumerConfig.PROCESSED_RETENTION)),

@@ -120,7 +120,7 @@ class LeastPrivilegeTest {
         try {
             services.add(Dispatcher.start(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)));
             services.add(Relay.start(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, new KafkaSettings(bootstrap, topic),
-                    3, (short) 1, "roles-" + topic, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
+                    3, (short) 1, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
             services.add(FencedConsumer.start(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), new KafkaSettings(bootstrap, topic),
                     "roles", 100, 3, Duration.ofMillis(10), Duration.ofDays(7))));
             try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {

@@ -49,8 +49,9 @@ import org.slf4j.LoggerFactory;
  * redelivers the batch, and the job ids recorded in the first commit make it a no-op.
  *
  * <ul>
- *   <li>Auto-commit is off; {@code isolation.level=read_committed}, because the relay writes in
- *       Kafka transactions.
+ *   <li>Auto-commit is off; {@code isolation.level=read_committed}, so that records of an aborted
+ *       transaction from any other writer of the topic are never applied (the relay itself does
+ *       not use transactions, and its records are read as soon as the broker acknowledged them).
  *   <li>An effect that throws rolls the batch back; its records are then retried one at a time,
  *       each up to {@code EFFECT_MAX_ATTEMPTS} times, and dead-lettered after that, so one bad
  *       job never blocks a partition.

@@ -58,7 +58,7 @@ class EndToEndTest {
                 services.add(d1);
                 services.add(d2);
                 services.add(Relay.start(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
-                        new KafkaSettings(bootstrap, topic), 3, (short) 1, "e2e-" + topic, 500, Duration.ofSeconds(1), 100_000,
+                        new KafkaSettings(bootstrap, topic), 3, (short) 1, 500, Duration.ofSeconds(1), 100_000,
                         Duration.ofHours(1))));
                 services.add(FencedConsumer.start(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
                         new KafkaSettings(bootstrap, topic), "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));

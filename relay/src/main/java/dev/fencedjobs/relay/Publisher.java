@@ -7,9 +7,10 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 interface Publisher extends AutoCloseable {
 
     /**
-     * Sends all records in one Kafka transaction of the producer that belongs to {@code token},
-     * and returns once the broker acknowledged and committed them. Throws if anything failed;
-     * then nothing of the batch is visible to read_committed consumers.
+     * Sends all records with the producer that belongs to {@code token}, flushes once, and returns
+     * once the broker acknowledged every one of them. Throws if any record failed; then part of the
+     * batch may be in the topic, and the caller sends the whole batch again (consumers drop the
+     * duplicates by job id).
      */
     void publish(long token, List<ProducerRecord<String, byte[]>> records);
 

@@ -15,9 +15,7 @@ import java.time.Duration;
  * @param kafka bootstrap servers and topic
  * @param partitions partitions of the topic when the relay creates it ({@code KAFKA_TOPIC_PARTITIONS})
  * @param replication replication factor when the relay creates it ({@code KAFKA_TOPIC_REPLICATION})
- * @param transactionalId the Kafka {@code transactional.id} every relay replica shares
- *     ({@code KAFKA_TRANSACTIONAL_ID}); a new leader's producer fences the former one's
- * @param batchSize outbox rows per Kafka transaction ({@code BATCH_SIZE})
+ * @param batchSize outbox rows per batch: one read, one flush, one mark ({@code BATCH_SIZE})
  * @param pollInterval fallback read when no notification came ({@code POLL_INTERVAL})
  * @param maxRecordBytes largest record sent; a larger row is marked with a publish error instead
  *     ({@code MAX_RECORD_BYTES})
@@ -25,18 +23,17 @@ import java.time.Duration;
  */
 public record RelayConfig(
         ServiceConfig service, LeaseConfig lease, KafkaSettings kafka, int partitions, short replication,
-        String transactionalId, int batchSize, Duration pollInterval, int maxRecordBytes, Duration retention) {
+        int batchSize, Duration pollInterval, int maxRecordBytes, Duration retention) {
 
     public static final String ROLE = "relay";
     public static final String PARTITIONS = "KAFKA_TOPIC_PARTITIONS";
     public static final String REPLICATION = "KAFKA_TOPIC_REPLICATION";
-    public static final String TRANSACTIONAL_ID = "KAFKA_TRANSACTIONAL_ID";
     public static final String BATCH_SIZE = "BATCH_SIZE";
     public static final String POLL_INTERVAL = "POLL_INTERVAL";
     public static final String MAX_RECORD_BYTES = "MAX_RECORD_BYTES";
     public static final String RETENTION = "OUTBOX_RETENTION";
 
-    /** A Kafka transaction costs tens of milliseconds whatever its size, so batches are large. */
+    /** Each batch costs a database read, a flush and a guarded mark whatever its size, so batches are large. */
     public static final int DEFAULT_BATCH_SIZE = 2000;
     /** Kafka's default limit on a produce request, less room for the batch framing. */
     public static final int DEFAULT_MAX_RECORD_BYTES = 1_000_000;
@@ -47,9 +44,6 @@ public record RelayConfig(
         Settings.requirePositive(PARTITIONS, partitions);
         if (replication < 1) {
             throw new ConfigException(REPLICATION, "must be at least 1, got " + replication);
-        }
-        if (transactionalId == null || transactionalId.isBlank()) {
-            throw new ConfigException(TRANSACTIONAL_ID, "must not be blank");
         }
         ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         Settings.requirePositive(POLL_INTERVAL, pollInterval);
@@ -71,7 +65,6 @@ public record RelayConfig(
                 KafkaSettings.from(settings),
                 settings.integer(PARTITIONS, 6),
                 (short) replication,
-                settings.string(TRANSACTIONAL_ID, "fenced-jobs-relay"),
                 settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
                 settings.duration(POLL_INTERVAL, Duration.ofSeconds(10)),
                 settings.integer(MAX_RECORD_BYTES, DEFAULT_MAX_RECORD_BYTES),

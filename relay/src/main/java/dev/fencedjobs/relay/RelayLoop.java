@@ -32,9 +32,9 @@ import org.slf4j.MDC;
  *
  * <ol>
  *   <li>read up to a batch of unpublished outbox rows in id (commit) order;
- *   <li>send them in one Kafka transaction (key: resource; value: the {@link Envelope}); a row too
+ *   <li>send them with one flush (key: resource; value: the {@link Envelope}); a row too
  *       large to send is set aside with its reason instead of blocking the rest;
- *   <li>after the commit, the broker has acknowledged every record: mark the rows published in a
+ *   <li>once the broker has acknowledged every record, mark the rows published in a
  *       transaction guarded by the relay lease. A failed guard marks nothing and steps down; the
  *       next leader sends those rows again, and consumers drop the duplicates.
  * </ol>
@@ -78,7 +78,7 @@ final class RelayLoop implements LeaderService.Worker {
         published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
         rejected = Counter.builder("fencedjobs_relay_rejected_rows")
                 .description("outbox rows not sent (too large); marked with publish_error").register(registry);
-        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("Kafka transactions that failed").register(registry);
+        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("batches Kafka did not fully acknowledge").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
                 .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
         storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
@@ -160,6 +160,13 @@ final class RelayLoop implements LeaderService.Worker {
                 records.add(record);
                 ids.add(row.id());
             }
+        }
+        if (leadership.current().filter(g -> g.token() == grant.token()).isEmpty()) {
+            // The grant lapsed while the rows were read (a pause, a stall): send nothing. The next
+            // leader sends them. A pause after this check can still let a resumed former leader
+            // send a batch again; consumers drop such duplicates, and its mark fails the guard.
+            log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
+            return config.batchSize();
         }
         try {
             if (!records.isEmpty()) {

@@ -49,7 +49,7 @@ final class RelayFixture implements AutoCloseable {
     RelayConfig config(int batchSize) {
         return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
                 new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), new KafkaSettings(bootstrap, topic),
-                3, (short) 1, "relay-" + topic, batchSize, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
+                3, (short) 1, batchSize, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
     }
 
     Relay start() {

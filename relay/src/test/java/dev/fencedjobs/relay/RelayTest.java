@@ -107,9 +107,55 @@ class RelayTest {
     }
 
     @Test
-    void withTwoReplicasOnlyTheHolderPublishesAndAPausedFormerRelayCannotMarkOrCommit() throws Exception {
+    void withTwoReplicasOnlyTheHolderPublishesAndARelayPausedAfterReadingSendsNothingWhenItResumes() throws Exception {
         Gate pausedA = new Gate();
         List<Long> heldBatch = new CopyOnWriteArrayList<>();
+        // A stops right after reading rows, before it looks at its lease again and sends.
+        UnaryOperator<OutboxStore> pauseAfterRead = delegate -> new DelegatingStore(delegate) {
+            @Override
+            public List<OutboxRow> unpublished(int limit) {
+                List<OutboxRow> rows = super.unpublished(limit);
+                if (rows.stream().anyMatch(r -> r.id() == 1001L)) {
+                    rows.forEach(r -> heldBatch.add(r.id()));
+                    pausedA.close();
+                }
+                pausedA.pass();
+                return rows;
+            }
+        };
+        Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), pauseAfterRead, UnaryOperator.identity());
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        Relay b = fixture.start();
+        fixture.insertOutbox(1000, 10, 1);
+        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
+        assertThat(b.leadership().state()).as("the other replica stays a follower").isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(metric(b, "fencedjobs_relay_published_total")).as("a follower publishes nothing").isZero();
+
+        fixture.insertOutbox(1000, 10, 1);
+        await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
+        await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
+        double publishedByA = metric(a, "fencedjobs_relay_published_total");
+
+        // A resumes holding rows it read under a grant whose local deadline has passed: it sends
+        // none of them, marks nothing and becomes a follower.
+        pausedA.open();
+        await().atMost(Duration.ofSeconds(15)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
+        try (TopicReader reader = fixture.reader()) {
+            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000, Duration.ofSeconds(30));
+            records = reader.readFor(Duration.ofSeconds(2));
+            fixture.assertAllArrivedInCommitOrderPerResource(records);
+            assertThat(heldBatch).isNotEmpty();
+            Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
+            assertThat(heldBatch).allSatisfy(id -> assertThat(counts.get(id)).as("row %d: B's copy only", id).isEqualTo(1));
+        }
+    }
+
+    @Test
+    void aRelayPausedWhileSendingCanOnlyAddDuplicatesAfterTheNewLeadersCopiesAndCannotMark() throws Exception {
+        Gate pausedA = new Gate();
+        List<Long> heldBatch = new CopyOnWriteArrayList<>();
+        // A stops inside the send, after its last lease check: the window no local check closes.
         UnaryOperator<Publisher> pauseBeforeSend = delegate -> new Publisher() {
             @Override
             public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
@@ -136,26 +182,32 @@ class RelayTest {
         Relay b = fixture.start();
         fixture.insertOutbox(1000, 10, 1);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
-        assertThat(b.leadership().state()).as("the other replica stays a follower").isEqualTo(Leadership.State.FOLLOWER);
-        assertThat(metric(b, "fencedjobs_relay_published_total")).as("a follower publishes nothing").isZero();
 
-        // A stops after reading the next rows, before sending them; B takes over and sends them.
         fixture.insertOutbox(1000, 10, 1);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
         await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
+        Map<Long, java.time.OffsetDateTime> markedByB = fixture.dsl().select(OUTBOX.ID, OUTBOX.PUBLISHED_AT).from(OUTBOX)
+                .fetchMap(OUTBOX.ID, OUTBOX.PUBLISHED_AT);
+        double publishedByA = metric(a, "fencedjobs_relay_published_total");
 
-        // A resumes with its old producer and its old token: the broker fences its transaction,
-        // and the database guard would refuse its mark.
+        // A resumes and sends the rows it held: the broker takes them, but the lease guard refuses
+        // A's mark, so A changes nothing in the database and becomes a follower.
         pausedA.open();
         await().atMost(Duration.ofSeconds(15)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
-        assertThat(metric(a, "fencedjobs_relay_publish_failures_total")).as("A's fenced transaction").isGreaterThanOrEqualTo(1);
+        assertThat(metric(a, "fencedjobs_guard_rejections_total")).as("A's mark refused by the guard").isEqualTo(1.0);
+        assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
+        assertThat(fixture.dsl().select(OUTBOX.ID, OUTBOX.PUBLISHED_AT).from(OUTBOX).fetchMap(OUTBOX.ID, OUTBOX.PUBLISHED_AT))
+                .as("published_at as B set it").isEqualTo(markedByB);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000, Duration.ofSeconds(30));
+            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000 + heldBatch.size(), Duration.ofSeconds(30));
             records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             assertThat(heldBatch).isNotEmpty();
             Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
-            assertThat(heldBatch).allSatisfy(id -> assertThat(counts.get(id)).as("row %d: B's copy only", id).isEqualTo(1));
+            Set<Long> duplicated = counts.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey)
+                    .collect(Collectors.toCollection(TreeSet::new));
+            assertThat(duplicated).as("the only second copies are A's held batch").containsExactlyElementsOf(new TreeSet<>(heldBatch));
+            assertThat(counts.values()).containsOnly(1, 2);
         }
     }
 

@@ -51,6 +51,11 @@ public final class KafkaProcess implements AutoCloseable {
         start();
     }
 
+    /** The broker's configuration, log ({@code broker.log}) and data ({@code data/}). */
+    public Path directory() {
+        return directory;
+    }
+
     public String bootstrapServers() {
         return "localhost:" + port;
     }
