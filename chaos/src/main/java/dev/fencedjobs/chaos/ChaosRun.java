@@ -244,8 +244,9 @@ public final class ChaosRun {
             }
             if (kafka != null && result != null && !result.ok()) {
                 kafka.kill();
-                log("broker log and data kept for inspection in " + kafka.directory()
-                        + " (e.g. kafka-dump-log.sh --print-data-log --files data/fenced-jobs-0/00000000000000000000.log)");
+                log("broker log and data kept in " + kafka.directory() + "; print the topic's batches and markers with"
+                        + " java -cp fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump " + kafka.directory().resolve("data") + " " + TOPIC
+                        + " [OUTBOX_ID...]");
             } else if (kafka != null) {
                 kafka.close();
             }

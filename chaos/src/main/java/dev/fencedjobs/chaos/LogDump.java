@@ -3,11 +3,13 @@ package dev.fencedjobs.chaos;
 import dev.fencedjobs.runtime.Envelope;
 import java.nio.ByteBuffer;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Stream;
@@ -40,24 +42,27 @@ public final class LogDump {
             System.err.println("usage: LogDump DATA_DIR TOPIC [OUTBOX_ID...]");
             System.exit(2);
         }
-        Path data = Path.of(args[0]);
-        String topic = args[1];
         Set<Long> wanted = new HashSet<>();
         for (int i = 2; i < args.length; i++) {
             wanted.add(Long.parseLong(args[i]));
         }
+        dump(Path.of(args[0]), args[1], wanted, System.out);
+    }
+
+    /** Every partition of {@code topic} under the broker's {@code data} directory. */
+    static void dump(Path data, String topic, Set<Long> wanted, PrintStream out) throws IOException {
         List<Path> partitions;
         try (Stream<Path> dirs = Files.list(data)) {
             partitions = dirs.filter(d -> d.getFileName().toString().startsWith(topic + "-")).sorted().toList();
         }
         for (Path partition : partitions) {
-            dump(partition, wanted);
+            dumpPartition(partition, wanted, out);
         }
     }
 
     private static final int CONTEXT = 8;
 
-    private static void dump(Path partition, Set<Long> wanted) throws IOException {
+    private static void dumpPartition(Path partition, Set<Long> wanted, PrintStream out) throws IOException {
         List<Path> segments;
         List<Path> indexes;
         try (Stream<Path> files = Files.list(partition)) {
@@ -66,7 +71,7 @@ public final class LogDump {
             indexes = all.stream().filter(f -> f.toString().endsWith(".txnindex")).toList();
         }
         List<String> lines = new ArrayList<>();
-        List<Integer> hits = new ArrayList<>();
+        Set<Integer> hits = new LinkedHashSet<>();
         List<long[]> hitOffsets = new ArrayList<>();
         for (Path segment : segments) {
             try (FileRecords records = FileRecords.open(segment.toFile(), false)) {
@@ -105,7 +110,7 @@ public final class LogDump {
         }
         for (int i = 0; i < lines.size(); i++) {
             if (wanted.isEmpty() || shown[i]) {
-                System.out.println((hits.contains(i) ? "* " : "  ") + lines.get(i));
+                out.println((hits.contains(i) ? "* " : "  ") + lines.get(i));
             }
         }
         for (Path index : indexes) {
@@ -119,7 +124,7 @@ public final class LogDump {
                 long lastStable = b.getLong();
                 boolean covers = hitOffsets.stream().anyMatch(o -> first <= o[1] && o[0] <= last);
                 if (wanted.isEmpty() || covers) {
-                    System.out.printf("%s%s aborted pid=%d %d..%d lastStable=%d (v%d)%n", covers ? "* " : "  ", partition.getFileName(),
+                    out.printf("%s%s aborted pid=%d %d..%d lastStable=%d (v%d)%n", covers ? "* " : "  ", partition.getFileName(),
                             producerId, first, last, lastStable, version);
                 }
             }

@@ -14,7 +14,7 @@ interface Publisher extends AutoCloseable {
      */
     void publish(long token, List<ProducerRecord<String, byte[]>> records);
 
-    /** Drops the producer; the next publish starts a new one (and fences any older one). */
+    /** Drops the producer; the next publish starts a new one. */
     void reset();
 
     @Override
