@@ -1,9 +1,9 @@
 package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.runtime.Envelope;
-import java.nio.ByteBuffer;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,10 +29,13 @@ import org.apache.kafka.common.record.internal.RecordBatch;
  * java -cp chaos/target/fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump DATA_DIR TOPIC [OUTBOX_ID...]
  * </pre>
  *
- * With outbox ids, only the batches holding them are printed, with every marker and aborted
- * transaction of the same producer on that partition.
+ * With outbox ids, only the batches holding them are printed (marked {@code *}), each with the
+ * {@value #CONTEXT} batches and markers before and after it, and the aborted transactions whose
+ * offset range covers them.
  */
 public final class LogDump {
+
+    private static final int CONTEXT = 8;
 
     private LogDump() {
     }
@@ -59,8 +62,6 @@ public final class LogDump {
             dumpPartition(partition, wanted, out);
         }
     }
-
-    private static final int CONTEXT = 8;
 
     private static void dumpPartition(Path partition, Set<Long> wanted, PrintStream out) throws IOException {
         List<Path> segments;
