@@ -31,6 +31,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -87,16 +88,19 @@ final class EndToEndBenchmark {
     private final Map<String, Map<String, String>> environments = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
     private Path logs;
-    private String phases = "all";
-    private String serviceLogLevel = "INFO";
+    private final String phases;
+    private final String serviceLogLevel;
 
-    private EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads) {
+    private EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
+            String serviceLogLevel) {
         this.repo = repo;
         this.out = out;
         this.windowSeconds = windowSeconds;
         this.trials = trials;
         this.idleSeconds = idleSeconds;
         this.loads = loads;
+        this.phases = phases;
+        this.serviceLogLevel = serviceLogLevel;
     }
 
     static void main(String[] args) throws Exception {
@@ -125,10 +129,7 @@ final class EndToEndBenchmark {
                 }
             }
         }
-        EndToEndBenchmark b = new EndToEndBenchmark(repo, out, window, trials, idle, loads);
-        b.phases = phases;
-        b.serviceLogLevel = logLevel;
-        b.run();
+        new EndToEndBenchmark(repo, out, window, trials, idle, loads, phases, logLevel).run();
     }
 
     private void run() throws Exception {
@@ -296,7 +297,7 @@ final class EndToEndBenchmark {
         top.forEach(t -> System.out.println("     " + t));
         System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
         row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
-                cpuShare.toString().replaceAll("[{}]", "").replace("=", " "), "from /proc/<pid>/stat");
+                listing(cpuShare), "from /proc/<pid>/stat");
         for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
             peakRss.put(e.getKey(), peakRssMb(e.getValue().pid()));
         }
@@ -335,7 +336,7 @@ final class EndToEndBenchmark {
      * (the loader). Empty where there is no /proc.
      */
     private static Map<String, Long> cpuTicksByComponent() {
-        Map<String, Long> ticks = new java.util.TreeMap<>();
+        Map<String, Long> ticks = new TreeMap<>();
         long self = ProcessHandle.current().pid();
         try (var dirs = Files.list(Path.of("/proc"))) {
             for (Path dir : (Iterable<Path>) dirs::iterator) {
@@ -369,7 +370,7 @@ final class EndToEndBenchmark {
 
     private void memory() {
         report.put("peakRssMb", peakRss);
-        row("6. peak RSS during run 1 (" + HEAP + ")", peakRss.toString().replaceAll("[{}]", "").replace("=", " ") + " MB", "heap " + HEAP + " each");
+        row("6. peak RSS during run 1 (" + HEAP + ")", listing(peakRss) + " MB", "heap " + HEAP + " each");
     }
 
     // ------------------------------------------------------------------ 2. the bound
@@ -605,6 +606,11 @@ final class EndToEndBenchmark {
             checkpoints = scalar(s, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter");
         }
         return new long[] {vacuums, checkpoints};
+    }
+
+    /** {@code {a=1, b=2}} as {@code a 1, b 2}, for a table cell. */
+    private static String listing(Map<String, ?> values) {
+        return values.toString().replaceAll("[{}]", "").replace("=", " ");
     }
 
     private static double round(double v) {
