@@ -1,6 +1,7 @@
 package dev.fencedjobs.consumer;
 
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
@@ -21,7 +22,7 @@ import java.util.TreeSet;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;
 import org.jooq.InsertValuesStep5;
-import org.jooq.Record2;
+import org.jooq.Record4;
 import dev.fencedjobs.consumer.jooq.tables.records.ConsumerProcessedRecord;
 
 /**
@@ -32,9 +33,18 @@ import dev.fencedjobs.consumer.jooq.tables.records.ConsumerProcessedRecord;
  *   <li><b>dedup</b>: a job id already processed (in an earlier batch, earlier in this one, or by
  *       another consumer instance right now) is skipped;
  *   <li><b>fence</b>: a token below the highest accepted for the resource is recorded as rejected
- *       and not applied; an equal token is the same leader and is applied;
- *   <li><b>effect</b>: applied, and the resource's highest token raised.
+ *       and not applied, unless the record is only late (below); an equal token is the same leader
+ *       and is applied;
+ *   <li><b>effect</b>: applied, and the resource's highest token and highest outbox id raised.
  * </ol>
+ *
+ * <p><b>Late records.</b> Outbox ids are commit order, and a row committed later never carries a
+ * lower token. A record whose outbox id is below the highest applied for its resource arrived out
+ * of commit order: it is <i>late</i>, counted, logged and recorded in {@code consumer_late}, and
+ * applied. If it also carries a token below the highest, it is still a genuine row of an earlier
+ * tenure when its outbox id is below the first one applied with the highest token, and it is
+ * applied; a lower token above that point contradicts commit order and is stale, as is a lower
+ * token for a resource whose first highest-token outbox id is not known (0).
  *
  * <p>A record that cannot be read is dead-lettered with the reason and its raw bytes. The claim on
  * a job id is an {@code INSERT … ON CONFLICT DO NOTHING} on its primary key, so two instances that
@@ -47,9 +57,12 @@ final class BatchProcessor {
     enum Outcome { APPLIED, REJECTED, DEAD_LETTER }
 
     /** What one batch did. */
-    record Counts(int applied, int duplicates, int rejected, int deadLettered) {
+    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late) {
+        static final Counts NONE = new Counts(0, 0, 0, 0, 0);
+
         Counts plus(Counts o) {
-            return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered);
+            return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered,
+                    late + o.late);
         }
     }
 
@@ -64,7 +77,41 @@ final class BatchProcessor {
 
     private record Candidate(ConsumerRecord<String, byte[]> record, Job job) {}
 
-    private record Decision(Candidate candidate, Outcome outcome, long highest) {}
+    /**
+     * What the fence knew when it decided: the resource's highest token, the first outbox id applied
+     * with it (0: not known) and the highest outbox id applied.
+     */
+    private record Fence(long highestToken, long tokenFirstOutboxId, long highestOutboxId) {
+
+        /** The fence after applying a record with this outbox id and token. */
+        Fence after(long outboxId, long token) {
+            long highestOutbox = Math.max(highestOutboxId, outboxId);
+            if (token > highestToken) {
+                return new Fence(token, outboxId, highestOutbox);
+            }
+            if (token == highestToken && tokenFirstOutboxId > 0) {
+                return new Fence(token, Math.min(tokenFirstOutboxId, outboxId), highestOutbox);
+            }
+            return new Fence(highestToken, tokenFirstOutboxId, highestOutbox);
+        }
+
+        boolean late(long outboxId) {
+            return outboxId < highestOutboxId;
+        }
+
+        /** A lower token is acceptable only as a late row of an earlier tenure: below where the higher token begins. */
+        boolean admits(long outboxId, long token) {
+            return token >= highestToken || (tokenFirstOutboxId > 0 && outboxId < tokenFirstOutboxId);
+        }
+    }
+
+    private record Decision(Candidate candidate, Outcome outcome, Fence before) {
+        boolean late() {
+            return outcome == Outcome.APPLIED && before.late(candidate.job().outboxId());
+        }
+    }
+
+    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(BatchProcessor.class);
 
     private final Effect effect;
 
@@ -89,17 +136,23 @@ final class BatchProcessor {
             }
         }
 
-        List<Decision> decisions = decide(tx, firstByJob.values());
-        Set<Long> claimed = claim(tx, decisions);
+        Decisions decided = decide(tx, firstByJob.values());
+        Set<Long> claimed = claim(tx, decided.list());
         List<Job> toApply = new ArrayList<>();
         List<Decision> rejected = new ArrayList<>();
-        Map<String, Long> raised = new HashMap<>();
-        for (Decision d : decisions) {
-            if (!claimed.contains(d.candidate().job().jobId())) {
+        List<Decision> late = new ArrayList<>();
+        Map<String, Fence> fences = new HashMap<>();
+        for (Decision d : decided.list()) {
+            Job job = d.candidate().job();
+            if (!claimed.contains(job.jobId())) {
                 duplicates++;
             } else if (d.outcome() == Outcome.APPLIED) {
-                toApply.add(d.candidate().job());
-                raised.merge(d.candidate().job().resource(), d.candidate().job().fencingToken(), Math::max);
+                toApply.add(job);
+                fences.put(job.resource(), fences.getOrDefault(job.resource(), decided.locked().get(job.resource()))
+                        .after(job.outboxId(), job.fencingToken()));
+                if (d.late()) {
+                    late.add(d);
+                }
             } else {
                 rejected.add(d);
             }
@@ -110,17 +163,21 @@ final class BatchProcessor {
             throw new EffectFailure(e);
         }
         recordRejected(tx, rejected);
+        recordLate(tx, late);
         for (Map.Entry<ConsumerRecord<String, byte[]>, String> u : unreadable.entrySet()) {
             deadLetter(tx, u.getKey(), null, u.getValue());
         }
-        raiseFences(tx, raised);
-        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size());
+        writeFences(tx, fences, decided.locked());
+        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size());
     }
 
+    /** The decisions in record order, and each resource's fence as locked at the start. */
+    private record Decisions(List<Decision> list, Map<String, Fence> locked) {}
+
     /** Locks (creating where new) the fence rows of the batch's resources and decides each record in order. */
-    private static List<Decision> decide(DSLContext tx, java.util.Collection<Candidate> candidates) {
+    private static Decisions decide(DSLContext tx, java.util.Collection<Candidate> candidates) {
         if (candidates.isEmpty()) {
-            return List.of();
+            return new Decisions(List.of(), Map.of());
         }
         TreeSet<String> resources = new TreeSet<>();
         candidates.forEach(c -> resources.add(c.job().resource()));
@@ -131,24 +188,27 @@ final class BatchProcessor {
             values = (values == null ? insert : values).values(val(resource), val(0L), CLOCK_TIMESTAMP);
         }
         // DO UPDATE (to the same value) rather than DO NOTHING: it locks existing rows and returns them.
-        Map<String, Long> highest = new HashMap<>();
-        for (Record2<String, Long> r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
+        Map<String, Fence> locked = new HashMap<>();
+        for (Record4<String, Long, Long, Long> r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
                 .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
-                .returningResult(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
+                .returningResult(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
+                        CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID)
                 .fetch()) {
-            highest.put(r.value1(), r.value2());
+            locked.put(r.value1(), new Fence(r.value2(), r.value3(), r.value4()));
         }
+        Map<String, Fence> fence = new HashMap<>(locked);
         List<Decision> decisions = new ArrayList<>(candidates.size());
         for (Candidate c : candidates) {
-            long h = highest.get(c.job().resource());
-            if (c.job().fencingToken() < h) {
-                decisions.add(new Decision(c, Outcome.REJECTED, h));
+            Job job = c.job();
+            Fence before = fence.get(job.resource());
+            if (before.admits(job.outboxId(), job.fencingToken())) {
+                decisions.add(new Decision(c, Outcome.APPLIED, before));
+                fence.put(job.resource(), before.after(job.outboxId(), job.fencingToken()));
             } else {
-                decisions.add(new Decision(c, Outcome.APPLIED, h));
-                highest.put(c.job().resource(), c.job().fencingToken());
+                decisions.add(new Decision(c, Outcome.REJECTED, before));
             }
         }
-        return decisions;
+        return new Decisions(decisions, locked);
     }
 
     /** Inserts the job ids with their outcomes; returns the ids this transaction claimed. */
@@ -178,7 +238,7 @@ final class BatchProcessor {
                     .set(CONSUMER_REJECTED.JOB_ID, job.jobId())
                     .set(CONSUMER_REJECTED.RESOURCE, job.resource())
                     .set(CONSUMER_REJECTED.FENCING_TOKEN, job.fencingToken())
-                    .set(CONSUMER_REJECTED.HIGHEST_TOKEN, d.highest())
+                    .set(CONSUMER_REJECTED.HIGHEST_TOKEN, d.before().highestToken())
                     .set(CONSUMER_REJECTED.TOPIC, r.topic())
                     .set(CONSUMER_REJECTED.KAFKA_PARTITION, r.partition())
                     .set(CONSUMER_REJECTED.KAFKA_OFFSET, r.offset())
@@ -187,13 +247,45 @@ final class BatchProcessor {
         }
     }
 
-    private static void raiseFences(DSLContext tx, Map<String, Long> raised) {
-        for (Map.Entry<String, Long> e : raised.entrySet()) {
+    /**
+     * Late records: applied, and each one recorded with what had been applied before it. They are
+     * not expected (the relay keeps commit order per resource), so each is a WARN.
+     */
+    private static void recordLate(DSLContext tx, List<Decision> late) {
+        for (Decision d : late) {
+            ConsumerRecord<String, byte[]> r = d.candidate().record();
+            Job job = d.candidate().job();
+            log.warn("Late record applied: job {} of resource {} (outbox id {}, token {}) arrived after outbox id {} (highest token {}), "
+                    + "against commit order; {}-{}@{}", job.jobId(), job.resource(), job.outboxId(), job.fencingToken(),
+                    d.before().highestOutboxId(), d.before().highestToken(), r.topic(), r.partition(), r.offset());
+            tx.insertInto(CONSUMER_LATE)
+                    .set(CONSUMER_LATE.JOB_ID, job.jobId())
+                    .set(CONSUMER_LATE.RESOURCE, job.resource())
+                    .set(CONSUMER_LATE.OUTBOX_ID, job.outboxId())
+                    .set(CONSUMER_LATE.FENCING_TOKEN, job.fencingToken())
+                    .set(CONSUMER_LATE.HIGHEST_OUTBOX_ID, d.before().highestOutboxId())
+                    .set(CONSUMER_LATE.HIGHEST_TOKEN, d.before().highestToken())
+                    .set(CONSUMER_LATE.TOPIC, r.topic())
+                    .set(CONSUMER_LATE.KAFKA_PARTITION, r.partition())
+                    .set(CONSUMER_LATE.KAFKA_OFFSET, r.offset())
+                    .set(CONSUMER_LATE.SEEN_AT, CLOCK_TIMESTAMP)
+                    .execute();
+        }
+    }
+
+    /** Writes the fences that applied records moved; the rows are locked since {@link #decide}. */
+    private static void writeFences(DSLContext tx, Map<String, Fence> fences, Map<String, Fence> locked) {
+        for (Map.Entry<String, Fence> e : fences.entrySet()) {
+            Fence f = e.getValue();
+            if (f.equals(locked.get(e.getKey()))) {
+                continue;
+            }
             tx.update(CONSUMER_RESOURCE_FENCE)
-                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, e.getValue())
+                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, f.highestToken())
+                    .set(CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, f.tokenFirstOutboxId())
+                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID, f.highestOutboxId())
                     .set(CONSUMER_RESOURCE_FENCE.UPDATED_AT, CLOCK_TIMESTAMP)
                     .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq(e.getKey()))
-                    .and(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN.lt(e.getValue()))
                     .execute();
         }
     }

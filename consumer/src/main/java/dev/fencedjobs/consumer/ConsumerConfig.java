@@ -17,9 +17,11 @@ import java.time.Duration;
  * @param effectRetryBackoff pause between those tries ({@code EFFECT_RETRY_BACKOFF})
  * @param processedRetention how long processed job ids are kept for deduplication
  *     ({@code PROCESSED_RETENTION}); keep it at least as long as the topic's retention
+ * @param membership group protocol and the timings that decide how fast a dead member's
+ *     partitions move to the others
  */
 public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-        Duration effectRetryBackoff, Duration processedRetention) {
+        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership) {
 
     public static final String GROUP = "CONSUMER_GROUP";
     public static final String BATCH_SIZE = "BATCH_SIZE";
@@ -41,6 +43,13 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
             throw new ConfigException(EFFECT_RETRY_BACKOFF, "must not be negative, got " + effectRetryBackoff);
         }
         Settings.requirePositive(PROCESSED_RETENTION, processedRetention);
+        java.util.Objects.requireNonNull(membership, "membership");
+    }
+
+    /** With the default {@link GroupMembership}. */
+    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
+            Duration effectRetryBackoff, Duration processedRetention) {
+        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, GroupMembership.DEFAULT);
     }
 
     public static ConsumerConfig from(Settings settings) {
@@ -51,6 +60,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
                 settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
                 settings.integer(EFFECT_MAX_ATTEMPTS, 3),
                 settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
-                settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION));
+                settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION),
+                GroupMembership.from(settings));
     }
 }

@@ -85,6 +85,8 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final CountDownLatch terminated = new CountDownLatch(1);
     private final AtomicLong lag = new AtomicLong();
     private volatile boolean databaseOk;
+    /** The last Kafka poll failure while it lasts; null once a poll succeeds. */
+    private volatile String kafkaError;
     private volatile List<String> assignment = List.of();
     private volatile Map<String, Object> lastBatch;
     private long lastPurge = System.nanoTime();
@@ -93,14 +95,16 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final Counter duplicates;
     private final Counter stale;
     private final Counter deadLettered;
+    private final Counter late;
     private final Counter failures;
     private final Timer batchLatency;
 
     private FencedConsumer(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
         this.config = config;
         this.committer = committer;
-        log.info("Consumer starting: group {}, topic {}, database {} as {}", config.groupId(), config.kafka().topic(),
-                config.service().database().safeUrl(), config.service().database().user());
+        log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {} as {}", config.groupId(),
+                config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
+                config.kafka().redactedClient(), config.service().database().safeUrl(), config.service().database().user());
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         registry.config().commonTags("service", "consumer");
         new JvmMemoryMetrics().bindTo(registry);
@@ -108,7 +112,9 @@ public final class FencedConsumer implements ServiceMain.Running {
         duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
         stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
         deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
-        failures = Counter.builder("fencedjobs_consumer_batch_failures").description("batches rolled back by a database or Kafka fault").register(registry);
+        late = Counter.builder("fencedjobs_consumer_late")
+                .description("records applied that arrived after a later outbox row of their resource").register(registry);
+        failures = Counter.builder("fencedjobs_consumer_batch_failures").description("polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back").register(registry);
         batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
         Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
         this.pool = Database.pool(config.service().database(), "consumer");
@@ -144,13 +150,15 @@ public final class FencedConsumer implements ServiceMain.Running {
 
     private Properties consumerProperties() {
         Properties p = new Properties();
-        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.kafka().bootstrapServers());
+        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.CLIENT_ID_CONFIG, "fenced-jobs-consumer");
+        config.membership().applyTo(p);
+        // KAFKA_CLIENT_PROPERTIES and KAFKA_SSL_*/KAFKA_SASL_* may change the above, never what follows.
+        p.putAll(config.kafka().clientProperties());
         p.put(org.apache.kafka.clients.consumer.ConsumerConfig.GROUP_ID_CONFIG, config.groupId());
         p.put(org.apache.kafka.clients.consumer.ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         p.put(org.apache.kafka.clients.consumer.ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         p.put(org.apache.kafka.clients.consumer.ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(org.apache.kafka.clients.consumer.ConsumerConfig.MAX_POLL_RECORDS_CONFIG, config.batchSize());
-        p.put(org.apache.kafka.clients.consumer.ConsumerConfig.CLIENT_ID_CONFIG, "fenced-jobs-consumer");
         return p;
     }
 
@@ -175,9 +183,13 @@ public final class FencedConsumer implements ServiceMain.Running {
                 } catch (WakeupException e) {
                     break;
                 } catch (KafkaException e) {
-                    log.warn("Kafka poll failed: {}", Faults.describe(e));
+                    pollFailed(e, backoff);
                     sleep(backoff.nextNanos());
                     continue;
+                }
+                if (kafkaError != null) {
+                    log.info("Kafka poll recovered");
+                    kafkaError = null;
                 }
                 updateLagAndAssignment();
                 if (records.isEmpty()) {
@@ -201,6 +213,21 @@ public final class FencedConsumer implements ServiceMain.Running {
         }
     }
 
+    /** The first failure of a streak is logged, an access problem at ERROR with what to check; the rest at DEBUG. */
+    private void pollFailed(KafkaException e, Backoff backoff) {
+        boolean first = kafkaError == null;
+        failures.increment();
+        kafkaError = Faults.describe(e);
+        if (first && Faults.kafkaRefusedAccess(e)) {
+            log.error("Kafka refused the consumer: {}; {}. Nothing is consumed until it is fixed; retrying every few seconds",
+                    kafkaError, Faults.KAFKA_ACCESS_HINT);
+        } else if (first) {
+            log.warn("Kafka poll failed: {}", kafkaError);
+        } else {
+            log.debug("Kafka poll still failing (attempt {}): {}", backoff.failures(), kafkaError);
+        }
+    }
+
     /** True when the batch was committed to the database and to Kafka. */
     private boolean handle(ConsumerRecords<String, byte[]> polled) {
         long started = System.nanoTime();
@@ -221,6 +248,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         duplicates.increment(counts.duplicates());
         stale.increment(counts.rejected());
         deadLettered.increment(counts.deadLettered());
+        late.increment(counts.late());
         try {
             committer.commit(consumer, nextOffsets(polled));
         } catch (KafkaException e) {
@@ -236,6 +264,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         batch.put("duplicates", counts.duplicates());
         batch.put("staleRejected", counts.rejected());
         batch.put("deadLettered", counts.deadLettered());
+        batch.put("late", counts.late());
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
@@ -248,7 +277,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         } catch (BatchProcessor.EffectFailure e) {
             log.warn("Effect failed in a batch of {} records; retrying them one at a time: {}", records.size(), Faults.describe(e));
         }
-        BatchProcessor.Counts total = new BatchProcessor.Counts(0, 0, 0, 0);
+        BatchProcessor.Counts total = BatchProcessor.Counts.NONE;
         for (ConsumerRecord<String, byte[]> record : records) {
             total = total.plus(processOne(record));
         }
@@ -272,7 +301,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         Job job = BatchProcessor.jobOf(record);
         log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
         dsl.transaction(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
-        return new BatchProcessor.Counts(0, 0, 0, 1);
+        return new BatchProcessor.Counts(0, 0, 0, 1, 0);
     }
 
     private static Map<TopicPartition, OffsetAndMetadata> nextOffsets(ConsumerRecords<String, byte[]> records) {
@@ -331,7 +360,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     }
 
     boolean ready() {
-        return databaseOk && running.get();
+        return databaseOk && kafkaError == null && running.get();
     }
 
     public int httpPort() {
@@ -344,12 +373,14 @@ public final class FencedConsumer implements ServiceMain.Running {
         status.put("group", config.groupId());
         status.put("topic", config.kafka().topic());
         status.put("ready", ready());
+        status.put("kafka", kafkaError == null ? "ok" : kafkaError);
         status.put("assignment", assignment);
         status.put("lag", lag.get());
         status.put("applied", (long) applied.count());
         status.put("duplicates", (long) duplicates.count());
         status.put("staleRejected", (long) stale.count());
         status.put("deadLettered", (long) deadLettered.count());
+        status.put("late", (long) late.count());
         Map<String, Object> b = lastBatch;
         if (b != null) {
             status.put("lastBatch", b);

@@ -1,6 +1,7 @@
 package dev.fencedjobs.consumer;
 
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
@@ -83,6 +84,39 @@ class FencedConsumerTest {
                 .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq("account-1")).fetchSingle().value1()).isEqualTo(6L);
         assertThat(dsl.select(CONSUMER_PROCESSED.OUTCOME).from(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(2L))
                 .fetchSingle().value1()).isEqualTo("rejected");
+        assertThat(consumer.status().get("staleRejected")).isEqualTo(1L);
+    }
+
+    @Test
+    void aLateRecordIsAppliedAndReportedAndOnlyALowerTokenAgainstCommitOrderIsStale() {
+        FencedConsumer consumer = fixture.start();
+        // Commit order of resource a: outbox rows 1 and 2 with token 1, then 3 and 4 with token 2 (a
+        // takeover between them). They arrive 3, 4, 1, 2: rows 1 and 2 are late, not stale. Row 5 with
+        // token 1 would have been committed after token 2 began: that contradicts commit order, stale.
+        fixture.send(3, "a", 2);
+        fixture.send(4, "a", 2);
+        fixture.send(1, "a", 1);
+        fixture.send(2, "a", 1);
+        fixture.send(5, "a", 1);
+        // Resource b: the same token, out of order.
+        fixture.send(10, "b", 1);
+        fixture.send(8, "b", 1);
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> processed() == 7);
+
+        DSLContext dsl = fixture.dsl();
+        assertThat(dsl.select(LEDGER.JOB_ID).from(LEDGER).orderBy(LEDGER.JOB_ID).fetch(r -> r.value1()))
+                .containsExactly(1L, 2L, 3L, 4L, 8L, 10L);
+        assertThat(dsl.select(CONSUMER_REJECTED.JOB_ID).from(CONSUMER_REJECTED).fetch(r -> r.value1())).containsExactly(5L);
+        assertThat(dsl.select(CONSUMER_LATE.JOB_ID, CONSUMER_LATE.HIGHEST_OUTBOX_ID, CONSUMER_LATE.HIGHEST_TOKEN)
+                .from(CONSUMER_LATE).orderBy(CONSUMER_LATE.JOB_ID).fetch(r -> r.value1() + "<" + r.value2() + "@" + r.value3()))
+                .as("late records, with the highest outbox id and token applied before each")
+                .containsExactly("1<4@2", "2<4@2", "8<10@1");
+        var fence = dsl.selectFrom(CONSUMER_RESOURCE_FENCE).where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq("a")).fetchSingle();
+        assertThat(fence.getHighestToken()).isEqualTo(2L);
+        assertThat(fence.getTokenFirstOutboxId()).isEqualTo(3L);
+        assertThat(fence.getHighestOutboxId()).isEqualTo(4L);
+        assertThat(consumer.status().get("late")).isEqualTo(3L);
         assertThat(consumer.status().get("staleRejected")).isEqualTo(1L);
     }
 

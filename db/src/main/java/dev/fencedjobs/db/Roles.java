@@ -37,7 +37,7 @@ public final class Roles {
             PRODUCER, "GRANT INSERT ON jobs TO fj_producer; GRANT SELECT (unique_key) ON jobs TO fj_producer;",
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
                     + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_resource_fence, consumer_processed, consumer_rejected, "
-                    + "consumer_dead_letter, ledger TO fj_consumer; END IF; END $$;");
+                    + "consumer_dead_letter, consumer_late, ledger TO fj_consumer; END IF; END $$;");
 
     private Roles() {}
 

@@ -4,14 +4,15 @@ import dev.fencedjobs.runtime.Faults;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -24,9 +25,25 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * An idempotent producer ({@code acks=all}, at most 5 requests in flight, so per-partition order
- * holds across retries). A batch is sent, flushed once, and succeeds only if the broker
- * acknowledged every record. Each leadership token gets a fresh producer.
+ * An idempotent producer ({@code acks=all}) that keeps each partition's records in the order they
+ * were handed to it, whatever the broker does. A batch is sent, flushed once, and succeeds only if
+ * the broker acknowledged every record. Each leadership token gets a fresh producer.
+ *
+ * <p>Order rests on two rules, not on the broker's sequence checks:
+ *
+ * <ol>
+ *   <li><b>One request in flight per broker</b> ({@code max.in.flight.requests.per.connection=1}),
+ *       so a partition never has a second request on the wire while an earlier one can still
+ *       fail. Brokers before Kafka 4.5 accept any first sequence number from a producer they hold
+ *       no state for (KAFKA-15591): with five in flight, a fresh producer's second request can be
+ *       appended while its first is refused ({@code NOT_LEADER_OR_FOLLOWER} on a new topic or a
+ *       moved leader), and the first then fails for good with {@code OUT_OF_ORDER_SEQUENCE_NUMBER}.
+ *   <li><b>Nothing is sent after a failed record.</b> The first record that fails closes the
+ *       producer at once from the callback ({@code close(0)} on the I/O thread), which aborts every
+ *       record not yet sent, so a later record of the same partition cannot land without it. The
+ *       caller sends the whole batch again with a fresh producer; what landed before the failure
+ *       is a prefix of each partition's records, and the repeat brings second copies after it.
+ * </ol>
  *
  * <p>Not transactional, on purpose: what an acknowledged non-transactional record needs to be
  * readable is only that it is in the log. A transactional record also needs its commit marker on
@@ -47,23 +64,45 @@ final class KafkaPublisher implements Publisher {
 
     KafkaPublisher(RelayConfig config) {
         this.config = config;
+        log.info("Publishing to topic {} at {} {}", config.kafka().topic(), config.kafka().bootstrapServers(), config.kafka().redactedClient());
+    }
+
+    @Override
+    public void prepare(long token) {
+        try {
+            ready(token);
+        } catch (KafkaException | ExecutionException | TimeoutException e) {
+            throw new PublishException("getting ready to publish failed: " + Faults.describe(e), e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new PublishException("interrupted while getting ready to publish", e);
+        }
+    }
+
+    private void ready(long token) throws InterruptedException, ExecutionException, TimeoutException {
+        if (!topicReady) {
+            ensureTopic();
+        }
+        if (producer == null || producerToken != token) {
+            reset();
+            producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
+            producerToken = token;
+            log.info("Kafka producer ready for token {}", token);
+        }
     }
 
     @Override
     public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
         try {
-            if (!topicReady) {
-                ensureTopic();
-            }
-            if (producer == null || producerToken != token) {
-                reset();
-                producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
-                producerToken = token;
-                log.info("Kafka producer ready for token {}", token);
-            }
+            ready(token);
+            KafkaProducer<String, byte[]> current = producer;
+            StopAtFirstFailure stop = new StopAtFirstFailure(current);
             List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
             for (ProducerRecord<String, byte[]> record : records) {
-                Future<RecordMetadata> f = producer.send(record);
+                if (stop.failed()) {
+                    break;
+                }
+                Future<RecordMetadata> f = current.send(record, stop);
                 // send() waits up to max.block.ms for metadata and then returns an already failed
                 // future instead of throwing: stop at the first one, or a batch against a dead
                 // broker would wait max.block.ms for every record.
@@ -72,13 +111,17 @@ final class KafkaPublisher implements Publisher {
                 }
                 sent.add(f);
             }
+            if (stop.failed()) {
+                throw new ExecutionException(stop.cause());
+            }
             // One flush per batch; every future is complete afterwards. Any failed record fails the
             // batch: nothing is marked and the whole batch is sent again.
-            producer.flush();
+            current.flush();
             for (Future<RecordMetadata> f : sent) {
                 f.get(0, TimeUnit.MILLISECONDS);
             }
-        } catch (KafkaException | ExecutionException | TimeoutException e) {
+        } catch (KafkaException | ExecutionException | TimeoutException | IllegalStateException e) {
+            // IllegalStateException: send() or flush() after the first failure closed the producer.
             reset();
             throw new PublishException("publishing " + records.size() + " records failed: " + Faults.describe(e), e);
         } catch (InterruptedException e) {
@@ -89,8 +132,11 @@ final class KafkaPublisher implements Publisher {
     }
 
     private void ensureTopic() throws InterruptedException, ExecutionException, TimeoutException {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.kafka().bootstrapServers(),
-                "request.timeout.ms", (int) TIMEOUT.toMillis(), "default.api.timeout.ms", (int) TIMEOUT.toMillis()))) {
+        Properties adminProperties = new Properties();
+        adminProperties.put("request.timeout.ms", (int) TIMEOUT.toMillis());
+        adminProperties.put("default.api.timeout.ms", (int) TIMEOUT.toMillis());
+        adminProperties.putAll(config.kafka().clientProperties());
+        try (Admin admin = Admin.create(adminProperties)) {
             try {
                 admin.createTopics(List.of(new NewTopic(config.kafka().topic(), config.partitions(), config.replication())))
                         .all().get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
@@ -107,10 +153,6 @@ final class KafkaPublisher implements Publisher {
 
     private Properties producerProperties() {
         Properties p = new Properties();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.kafka().bootstrapServers());
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 5);
         p.put(ProducerConfig.LINGER_MS_CONFIG, 2);
         p.put(ProducerConfig.BATCH_SIZE_CONFIG, 256 * 1024);
         p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, RelayConfig.PRODUCER_MAX_REQUEST_BYTES);
@@ -119,6 +161,12 @@ final class KafkaPublisher implements Publisher {
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) TIMEOUT.toMillis());
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, (int) TIMEOUT.toMillis() * 2);
         p.put(ProducerConfig.CLIENT_ID_CONFIG, "fenced-jobs-relay");
+        // KAFKA_CLIENT_PROPERTIES and KAFKA_SSL_*/KAFKA_SASL_* may change the above, never what follows.
+        p.putAll(config.kafka().clientProperties());
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        // One request in flight per broker: the ordering rule above.
+        p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 1);
         return p;
     }
 
@@ -138,6 +186,38 @@ final class KafkaPublisher implements Publisher {
     @Override
     public void close() {
         reset();
+    }
+
+    /**
+     * The send callback of one batch: the first failure closes the producer at once. Callbacks run
+     * on the producer's I/O thread, where {@code close(0)} stops the sender before it drains
+     * another request and aborts every record still queued (KafkaProducer's documented way to
+     * keep order after a failure).
+     */
+    private static final class StopAtFirstFailure implements Callback {
+        private final KafkaProducer<String, byte[]> producer;
+        private final AtomicReference<Exception> first = new AtomicReference<>();
+
+        StopAtFirstFailure(KafkaProducer<String, byte[]> producer) {
+            this.producer = producer;
+        }
+
+        @Override
+        public void onCompletion(RecordMetadata metadata, Exception exception) {
+            if (exception != null && first.compareAndSet(null, exception)) {
+                log.debug("First failed record of the batch ({}); closing the producer so nothing after it is sent",
+                        exception.toString());
+                producer.close(Duration.ZERO);
+            }
+        }
+
+        boolean failed() {
+            return first.get() != null;
+        }
+
+        Exception cause() {
+            return first.get();
+        }
     }
 
     static final class PublishException extends RuntimeException {

@@ -14,6 +14,13 @@ interface Publisher extends AutoCloseable {
      */
     void publish(long token, List<ProducerRecord<String, byte[]>> records);
 
+    /**
+     * Gets ready to publish for {@code token} (the topic exists, a producer for the token) before
+     * there is anything to send, so that a broker that refuses us shows when leadership begins, not
+     * at the first row. Throws as {@link #publish} does.
+     */
+    default void prepare(long token) {}
+
     /** Drops the producer; the next publish starts a new one. */
     void reset();
 

@@ -57,6 +57,8 @@ final class RelayLoop implements LeaderService.Worker {
     private final Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
     private volatile boolean running = true;
     private long lastPurge;
+    /** The token the publisher was last made ready for; -1 while not leading. */
+    private long preparedToken = -1;
     private volatile String lastKafkaError;
     private volatile Map<String, Object> lastBatch;
 
@@ -78,7 +80,7 @@ final class RelayLoop implements LeaderService.Worker {
         published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
         rejected = Counter.builder("fencedjobs_relay_rejected_rows")
                 .description("outbox rows not sent (too large); marked with publish_error").register(registry);
-        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("batches Kafka did not fully acknowledge").register(registry);
+        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("Kafka calls that failed: a topic check, or a batch not fully acknowledged").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
                 .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
         storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
@@ -114,11 +116,22 @@ final class RelayLoop implements LeaderService.Worker {
                 Optional<Grant> grant = leadership.current();
                 if (grant.isEmpty()) {
                     publisher.reset();
+                    preparedToken = -1;
                     wakeup.await(Long.MAX_VALUE);
                     continue;
                 }
                 MDC.put("role", grant.get().role());
                 MDC.put("token", String.valueOf(grant.get().token()));
+                if (preparedToken != grant.get().token()) {
+                    try {
+                        publisher.prepare(grant.get().token());
+                        preparedToken = grant.get().token();
+                        kafkaRecovered();
+                    } catch (RuntimeException e) {
+                        kafkaFailed(e);
+                        continue;
+                    }
+                }
                 int sent = relayBatch(grant.get());
                 if (sent < config.batchSize()) {
                     purgeNowAndThen();
@@ -174,14 +187,7 @@ final class RelayLoop implements LeaderService.Worker {
             }
             lastKafkaError = null;
         } catch (RuntimeException e) {
-            publishFailures.increment();
-            lastKafkaError = Faults.describe(e);
-            if (backoff.failures() == 0) {
-                log.warn("Kafka: {}; nothing marked, the rows stay in the outbox and are retried", lastKafkaError);
-            } else {
-                log.debug("Kafka still failing: {}", lastKafkaError);
-            }
-            wakeup.await(backoff.nextNanos());
+            kafkaFailed(e);
             return config.batchSize();
         }
         boolean held;
@@ -197,10 +203,7 @@ final class RelayLoop implements LeaderService.Worker {
                     + " sent rows stay unmarked and will be sent again by the next leader");
             return config.batchSize();
         }
-        if (backoff.failures() > 0) {
-            log.info("Kafka publishing recovered");
-        }
-        backoff.reset();
+        kafkaRecovered();
         published.increment(ids.size());
         rejected.increment(failed.size());
         long elapsed = ticker.nanoTime() - started;
@@ -214,6 +217,32 @@ final class RelayLoop implements LeaderService.Worker {
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
         return rows.size();
+    }
+
+    /**
+     * Kafka failed: nothing is marked, and the loop waits out a back-off. The first failure of a
+     * streak is logged, an access problem (credentials, ACLs) at ERROR with what to check.
+     */
+    private void kafkaFailed(RuntimeException e) throws InterruptedException {
+        publishFailures.increment();
+        lastKafkaError = Faults.describe(e);
+        if (backoff.failures() == 0 && Faults.kafkaRefusedAccess(e)) {
+            log.error("Kafka refused the relay: {}; {}. Nothing is published until it is fixed; retrying every few seconds",
+                    lastKafkaError, Faults.KAFKA_ACCESS_HINT);
+        } else if (backoff.failures() == 0) {
+            log.warn("Kafka: {}; nothing marked, the rows stay in the outbox and are retried", lastKafkaError);
+        } else {
+            log.debug("Kafka still failing: {}", lastKafkaError);
+        }
+        wakeup.await(backoff.nextNanos());
+    }
+
+    private void kafkaRecovered() {
+        if (backoff.failures() > 0) {
+            log.info("Kafka publishing recovered");
+        }
+        backoff.reset();
+        lastKafkaError = null;
     }
 
     private int databaseFault(Grant grant, String what, RuntimeException e) throws InterruptedException {
@@ -248,6 +277,12 @@ final class RelayLoop implements LeaderService.Worker {
         } catch (RuntimeException e) {
             log.warn("Purging published outbox rows failed: {}", Faults.describe(e));
         }
+    }
+
+    /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */
+    @Override
+    public boolean ready() {
+        return lastKafkaError == null;
     }
 
     @Override

@@ -74,6 +74,14 @@ final class RelayFixture implements AutoCloseable {
                 + "jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() FROM generate_series(1, " + rows + ") g");
     }
 
+    /** Outbox rows of one resource whose payload is a string of {@code chars} characters. */
+    void insertLargeOutbox(int rows, String resource, int chars) {
+        dsl.execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                + "SELECT coalesce((SELECT max(job_id) FROM outbox), 0) + g, ?, 1, "
+                + "jsonb_build_object('blob', repeat('x', " + chars + ")), clock_timestamp(), clock_timestamp() "
+                + "FROM generate_series(1, " + rows + ") g", resource);
+    }
+
     int unpublished() {
         return dsl.fetchCount(OUTBOX, OUTBOX.PUBLISHED_AT.isNull());
     }

@@ -54,6 +54,11 @@ public final class LeaderService implements AutoCloseable {
 
         /** Entries for the status JSON. */
         Map<String, Object> status();
+
+        /** False while the worker cannot do its work for a reason of its own (Kafka refusing it, say). */
+        default boolean ready() {
+            return true;
+        }
     }
 
     /** What a worker is built from. */
@@ -139,7 +144,7 @@ public final class LeaderService implements AutoCloseable {
     }
 
     public boolean ready() {
-        return leadership.databaseReachable() && !closed.get();
+        return leadership.databaseReachable() && worker.ready() && !closed.get();
     }
 
     public Leadership leadership() {

@@ -21,19 +21,41 @@ public final class KafkaProcess implements AutoCloseable {
     private Process process;
 
     public KafkaProcess() {
+        this(0);
+    }
+
+    /**
+     * A broker that tells clients to connect to {@code advertisedPort} on localhost instead of the
+     * port it listens on (0: its own), so that a proxy there sees every client connection.
+     */
+    public KafkaProcess(int advertisedPort) {
+        this(advertisedPort, null, List.of(), List.of());
+    }
+
+    /**
+     * A broker with one more listener beside PLAINTEXT ({@code name://localhost:port}, its name also
+     * its security protocol, e.g. {@code SASL_SSL://localhost:4242}), more broker settings, and more
+     * arguments for {@code kafka-storage format} (SCRAM credentials, say).
+     */
+    public KafkaProcess(int advertisedPort, String extraListener, List<String> extraConfig, List<String> formatArgs) {
         try {
             directory = Files.createTempDirectory("fj-kafka");
             port = freePort();
+            int advertised = advertisedPort == 0 ? port : advertisedPort;
             int controllerPort = freePort();
+            String extra = extraListener == null ? "" : "," + extraListener;
+            String extraName = extraListener == null ? "" : "," + extraListener.substring(0, extraListener.indexOf(':')) + ":"
+                    + extraListener.substring(0, extraListener.indexOf(':'));
             config = directory.resolve("server.properties");
-            Files.writeString(config, String.join("\n",
+            List<String> lines = new java.util.ArrayList<>(List.of(
                     "process.roles=broker,controller",
                     "node.id=1",
                     "controller.quorum.bootstrap.servers=localhost:" + controllerPort,
-                    "listeners=PLAINTEXT://localhost:" + port + ",CONTROLLER://localhost:" + controllerPort,
-                    "advertised.listeners=PLAINTEXT://localhost:" + port + ",CONTROLLER://localhost:" + controllerPort,
+                    "listeners=PLAINTEXT://localhost:" + port + extra + ",CONTROLLER://localhost:" + controllerPort,
+                    "advertised.listeners=PLAINTEXT://localhost:" + advertised + extra + ",CONTROLLER://localhost:" + controllerPort,
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" + extraName,
                     "log.dirs=" + directory.resolve("data"),
                     "num.partitions=1",
                     "offsets.topic.replication.factor=1",
@@ -42,9 +64,13 @@ public final class KafkaProcess implements AutoCloseable {
                     "transaction.state.log.min.isr=1",
                     "transaction.state.log.num.partitions=4",
                     "group.initial.rebalance.delay.ms=0",
-                    "auto.create.topics.enable=false",
-                    "") );
-            run(List.of("kafka.tools.StorageTool", "format", "--standalone", "-t", org.apache.kafka.common.Uuid.randomUuid().toString(), "-c", config.toString()), directory.resolve("format.log"), true);
+                    "auto.create.topics.enable=false"));
+            lines.addAll(extraConfig);
+            Files.writeString(config, String.join("\n", lines) + "\n");
+            List<String> format = new java.util.ArrayList<>(List.of("kafka.tools.StorageTool", "format", "--standalone", "-t",
+                    org.apache.kafka.common.Uuid.randomUuid().toString(), "-c", config.toString()));
+            format.addAll(formatArgs);
+            run(format, directory.resolve("format.log"), true);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -58,6 +84,11 @@ public final class KafkaProcess implements AutoCloseable {
 
     public String bootstrapServers() {
         return "localhost:" + port;
+    }
+
+    /** The port the broker listens on. */
+    public int port() {
+        return port;
     }
 
     public synchronized void start() {
@@ -131,7 +162,8 @@ public final class KafkaProcess implements AutoCloseable {
         }
     }
 
-    private static int freePort() throws IOException {
+    /** A port nothing listens on now. */
+    public static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
             return s.getLocalPort();
         }

@@ -101,8 +101,10 @@ public final class TestKafka {
             admin.createTopics(java.util.List.of(new org.apache.kafka.clients.admin.NewTopic(topic, partitions, (short) 1))).all().get();
             long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
             while (true) {
-                var description = admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic);
-                if (description.partitions().size() == partitions
+                // createTopics returns once the controller has the topic; the broker answering
+                // describeTopics may not have applied it yet and then says it does not know it.
+                var description = describeIfKnown(admin, topic);
+                if (description != null && description.partitions().size() == partitions
                         && description.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty())) {
                     return;
                 }
@@ -116,6 +118,18 @@ public final class TestKafka {
             throw new IllegalStateException(e);
         } catch (java.util.concurrent.ExecutionException e) {
             throw new IllegalStateException("could not create topic " + topic, e);
+        }
+    }
+
+    private static org.apache.kafka.clients.admin.TopicDescription describeIfKnown(org.apache.kafka.clients.admin.Admin admin,
+            String topic) throws InterruptedException, java.util.concurrent.ExecutionException {
+        try {
+            return admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic);
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException) {
+                return null;
+            }
+            throw e;
         }
     }
 
