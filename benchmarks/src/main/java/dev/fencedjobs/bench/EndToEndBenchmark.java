@@ -87,6 +87,8 @@ final class EndToEndBenchmark {
     private final Map<String, ServiceProcess> services = new LinkedHashMap<>();
     private final Map<String, Map<String, String>> environments = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
+    /** Fixed ops ports of the consumers, whose {@code /status} the consumer failover reads. */
+    private final Map<String, Integer> consumerPorts = new LinkedHashMap<>();
     private Path logs;
     private final String phases;
     private final String serviceLogLevel;
@@ -188,6 +190,8 @@ final class EndToEndBenchmark {
     }
 
     private void setUp() throws Exception {
+        consumerPorts.put("consumer", KafkaProcess.freePort());
+        consumerPorts.put("consumer-2", KafkaProcess.freePort());
         url = pg.freshDatabase("e2e");
         DatabaseConfig owner = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
                 Duration.ofSeconds(10), Duration.ofSeconds(60));
@@ -208,7 +212,7 @@ final class EndToEndBenchmark {
         start("dispatcher-1", "dispatcher", "bench_dispatcher_1", Map.of());
         start("dispatcher-2", "dispatcher", "bench_dispatcher_2", Map.of());
         start("relay", "relay", "bench_relay", Map.of("KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS)));
-        start("consumer", "consumer", "bench_consumer", Map.of());
+        start("consumer", "consumer", "bench_consumer", Map.of("HTTP_PORT", Integer.toString(consumerPorts.get("consumer"))));
         waitFor("a scheduler and a relay leader", () -> scalar("SELECT count(*) FROM leader_lease WHERE expires_at > clock_timestamp()") == 2,
                 Duration.ofSeconds(60));
         // A first job through the whole pipeline: the consumer has joined its group.
@@ -650,9 +654,61 @@ final class EndToEndBenchmark {
             report.put("failoverSigtermMs", term);
             row("4. SIGKILL of the leader to the new leader's first job", summary(kill), "lease " + leaseMs + " ms (the floor); target < " + (leaseMs + 1000));
             row("4. SIGTERM of the leader to the new leader's first job", summary(term), "target p99 < 200 ms");
+            consumerFailover();
         } finally {
             stop.set(true);
             background.join();
+        }
+    }
+
+    /**
+     * A second consumer joins the group for this part; each trial stops one of the two and times the
+     * first effect from the partitions it held. The second consumer leaves again afterwards, so the
+     * idle phase measures the same services as before.
+     */
+    private void consumerFailover() throws Exception {
+        long sessionMs = dev.fencedjobs.consumer.GroupMembership.DEFAULT_SESSION_TIMEOUT.toMillis();
+        start("consumer-2", "consumer", "bench_consumer", Map.of("HTTP_PORT", Integer.toString(consumerPorts.get("consumer-2"))));
+        List<String> resources = new ArrayList<>();
+        for (int i = 0; i < RESOURCES; i++) {
+            resources.add("account-" + i);
+        }
+        ConsumerFailover consumers = new ConsumerFailover(new ConsumerFailover.Services() {
+            @Override
+            public ServiceProcess get(String name) {
+                return services.get(name);
+            }
+
+            @Override
+            public void restart(String name) {
+                EndToEndBenchmark.this.restart(name);
+            }
+
+            @Override
+            public Connection owner() throws SQLException {
+                return EndToEndBenchmark.this.owner();
+            }
+        }, consumerPorts, TOPIC, PARTITIONS, resources);
+        try {
+            List<Double> kill = consumers.trials(trials, true);
+            for (int i = 0; i < kill.size(); i++) {
+                System.out.printf(Locale.ROOT, "   consumer SIGKILL trial %d: %.0f ms%n", i + 1, kill.get(i));
+            }
+            List<Double> term = consumers.trials(trials, false);
+            for (int i = 0; i < term.size(); i++) {
+                System.out.printf(Locale.ROOT, "   consumer SIGTERM trial %d: %.0f ms%n", i + 1, term.get(i));
+            }
+            report.put("consumerSessionTimeoutMs", sessionMs);
+            report.put("consumerFailoverSigkillMs", kill);
+            report.put("consumerFailoverSigtermMs", term);
+            row("4. SIGKILL of one of two consumers to the first effect from its partitions", summary(kill),
+                    "CONSUMER_SESSION_TIMEOUT " + sessionMs + " ms (the floor), then a rebalance");
+            row("4. SIGTERM of one of two consumers to the first effect from its partitions", summary(term),
+                    "it leaves the group at once");
+        } finally {
+            ServiceProcess second = services.remove("consumer-2");
+            second.terminate();
+            second.waitFor();
         }
     }
 

@@ -5,7 +5,7 @@ import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.runtime.Envelope;
-import dev.fencedjobs.testing.KafkaProcess;
+import dev.fencedjobs.testing.KafkaCluster;
 import dev.fencedjobs.testing.RestartablePostgres;
 import dev.fencedjobs.testing.TestKafka;
 import java.io.IOException;
@@ -62,29 +62,51 @@ public final class ChaosRun {
         PARTITION_FROM_DATABASE("partition-from-db"),
         RESTART_POSTGRES("restart-postgres"),
         RESTART_KAFKA("restart-kafka"),
-        GRACEFUL_RESTART("sigterm-restart");
+        GRACEFUL_RESTART("sigterm-restart"),
+        KILL_BROKER("kill-broker", 3),
+        MOVE_LEADERS("move-leaders", 3);
 
         public final String label;
+        /** The fewest brokers the kind makes sense with. */
+        final int brokers;
 
         Kind(String label) {
+            this(label, 1);
+        }
+
+        Kind(String label, int brokers) {
             this.label = label;
+            this.brokers = brokers;
+        }
+
+        /** Every kind a cluster of this many brokers can have. */
+        static List<Kind> all(int brokers) {
+            return Arrays.stream(values()).filter(k -> k.brokers <= brokers).toList();
         }
     }
 
     /** How a run is shaped. */
     public record Options(long seconds, long seed, int rate, long leaseMillis, Path out, Path record, Path repo, Duration drainTimeout,
-            List<Kind> faults) {
+            List<Kind> faults, int brokers) {
 
         public Options {
             faults = List.copyOf(faults);
             if (faults.isEmpty()) {
                 throw new IllegalArgumentException("at least one kind of fault");
             }
+            if (brokers != 1 && brokers != 3) {
+                throw new IllegalArgumentException("--brokers must be 1 or 3, got " + brokers);
+            }
+            for (Kind k : faults) {
+                if (k.brokers > brokers) {
+                    throw new IllegalArgumentException(k.label + " needs --brokers " + k.brokers);
+                }
+            }
         }
 
         static Options defaults() {
             return new Options(120, System.nanoTime() & 0xffffff, 200, 5000, Path.of("target", "chaos"), null, Path.of("."),
-                    Duration.ofMinutes(4), List.of(Kind.values()));
+                    Duration.ofMinutes(4), Kind.all(3), 3);
         }
     }
 
@@ -114,7 +136,7 @@ public final class ChaosRun {
     private final List<Service> services = new ArrayList<>();
     private final List<String> crashes = new CopyOnWriteArrayList<>();
     private RestartablePostgres postgres;
-    private KafkaProcess kafka;
+    private KafkaCluster kafka;
     private String ownerUrl;
     private int forgeRounds;
     private volatile String configurationError;
@@ -135,7 +157,8 @@ public final class ChaosRun {
         Path record = d.record();
         Path repo = d.repo();
         Duration drain = d.drainTimeout();
-        List<Kind> faults = d.faults();
+        List<Kind> faults = null;
+        int brokers = d.brokers();
         Path check = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -158,6 +181,7 @@ public final class ChaosRun {
                     case "--repo" -> repo = Path.of(v);
                     case "--drain-seconds" -> drain = Duration.ofSeconds(Long.parseLong(v));
                     case "--faults" -> faults = kinds(v);
+                    case "--brokers" -> brokers = Integer.parseInt(v);
                     case "--check" -> check = Path.of(v);
                     default -> usage("unknown option " + a);
                 }
@@ -167,7 +191,13 @@ public final class ChaosRun {
                 usage(a + ": " + e.getMessage());
             }
         }
-        Options o = new Options(seconds, seed, rate, lease, out, record, repo, drain, faults);
+        Options o;
+        try {
+            o = new Options(seconds, seed, rate, lease, out, record, repo, drain, faults == null ? Kind.all(brokers) : faults, brokers);
+        } catch (IllegalArgumentException e) {
+            usage(e.getMessage());
+            return;
+        }
         Checker.Result result;
         if (check != null) {
             result = Checker.check(History.load(check));
@@ -186,7 +216,9 @@ public final class ChaosRun {
               --rate N           jobs inserted per second (default 200)
               --lease MS         the services' lease duration in milliseconds (default 5000)
               --drain-seconds N  how long the system may take to drain after the faults (default 240)
-              --faults K,K       only these kinds of fault (default: all of them), by the labels in the summary line
+              --brokers N        Kafka brokers, separate processes: 3 (default; replication 3, min.insync.replicas 2) or 1
+              --faults K,K       only these kinds of fault (default: all of them), by the labels in the summary line;
+                                 kill-broker and move-leaders need 3 brokers
               --out DIR          service and server logs (default target/chaos)
               --record FILE      save the history (gzip JSON) for --check
               --repo DIR         the checkout whose */target jars to run (default .)
@@ -201,7 +233,7 @@ public final class ChaosRun {
     /** Runs the whole suite once and returns the checker's verdict (already printed). */
     public Checker.Result run() throws Exception {
         log("seed " + options.seed() + ", " + options.seconds() + " s of faults, " + options.rate() + " jobs/s, lease "
-                + options.leaseMillis() + " ms; logs in " + options.out().toAbsolutePath());
+                + options.leaseMillis() + " ms, " + options.brokers() + " Kafka broker(s); logs in " + options.out().toAbsolutePath());
         Files.createDirectories(options.out());
         LoadGenerator load = null;
         Thread monitor = null;
@@ -243,10 +275,12 @@ public final class ChaosRun {
                 s.proxy.close();
             }
             if (kafka != null && result != null && !result.ok()) {
-                kafka.kill();
-                log("broker log and data kept in " + kafka.directory() + "; print the topic's batches and markers with"
-                        + " java -cp fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump " + kafka.directory().resolve("data") + " " + TOPIC
-                        + " [OUTBOX_ID...]");
+                kafka.killAll();
+                for (int i = 0; i < kafka.size(); i++) {
+                    log("broker " + (i + 1) + " log and data kept in " + kafka.directory(i) + "; print the topic's batches and markers with"
+                            + " java -cp fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump " + kafka.directory(i).resolve("data") + " "
+                            + TOPIC + " [OUTBOX_ID...]");
+                }
             } else if (kafka != null) {
                 kafka.close();
             }
@@ -278,7 +312,7 @@ public final class ChaosRun {
     // ---------------------------------------------------------------- servers and services
 
     private void startServers() throws Exception {
-        log("starting PostgreSQL and a Kafka broker");
+        log("starting PostgreSQL and " + (options.brokers() == 1 ? "a Kafka broker" : options.brokers() + " Kafka brokers"));
         postgres = new RestartablePostgres();
         try (Connection c = DriverManager.getConnection(postgres.url(), postgres.user(), postgres.password()); Statement s = c.createStatement()) {
             s.execute("CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
@@ -292,8 +326,8 @@ public final class ChaosRun {
         try (Connection c = owner()) {
             Roles.apply(c, Map.of(Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay", Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer"));
         }
-        kafka = new KafkaProcess();
-        TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS);
+        kafka = new KafkaCluster(options.brokers());
+        TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS, (short) kafka.size());
     }
 
     private void startServices() throws IOException {
@@ -306,7 +340,8 @@ public final class ChaosRun {
         }
         for (int i = 1; i <= 2; i++) {
             addService("relay-" + i, "relay", relayJar, Roles.RELAY, "relay",
-                    Map.of("OUTBOX_RETENTION", "1000h", "KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS)));
+                    Map.of("OUTBOX_RETENTION", "1000h", "KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS),
+                            "KAFKA_TOPIC_REPLICATION", Integer.toString(kafka.size())));
         }
         for (int i = 1; i <= 2; i++) {
             addService("consumer-" + i, "consumer", consumerJar, Roles.CONSUMER, "consumer", Map.of("PROCESSED_RETENTION", "1000h"));
@@ -435,15 +470,31 @@ public final class ChaosRun {
             case RESTART_KAFKA -> {
                 boolean hard = random.nextBoolean();
                 long down = 1000 + random.nextInt(5000);
-                target = hard ? "kafka (SIGKILL)" : "kafka (SIGTERM)";
-                log("fault " + kind.label + ": stop the broker with " + (hard ? "SIGKILL" : "SIGTERM") + ", start again in " + down + " ms");
+                String all = kafka.size() == 1 ? "the broker" : "all " + kafka.size() + " brokers";
+                target = "kafka, " + all + " (" + (hard ? "SIGKILL" : "SIGTERM") + ")";
+                log("fault " + kind.label + ": stop " + all + " with " + (hard ? "SIGKILL" : "SIGTERM") + ", start again in " + down + " ms");
                 if (hard) {
-                    kafka.kill();
+                    kafka.killAll();
                 } else {
-                    kafka.stop();
+                    kafka.stopAll();
                 }
                 sleep(down);
-                kafka.start();
+                kafka.startAll();
+            }
+            case KILL_BROKER -> {
+                int broker = random.nextInt(kafka.size());
+                long down = 1000 + random.nextInt(5000);
+                target = "kafka broker " + (broker + 1);
+                log("fault " + kind.label + ": SIGKILL broker " + (broker + 1) + " of " + kafka.size() + ", start again in " + down + " ms");
+                kafka.kill(broker);
+                sleep(down);
+                kafka.start(broker);
+            }
+            case MOVE_LEADERS -> {
+                target = "kafka leaders of " + TOPIC;
+                int moved = kafka.moveLeaders(TOPIC);
+                log("fault " + kind.label + ": rotated every partition's replicas and elected the preferred leaders; " + moved + " of "
+                        + PARTITIONS + " partitions changed leader");
             }
             case GRACEFUL_RESTART -> {
                 Service s = pick(null);
@@ -511,7 +562,7 @@ public final class ChaosRun {
             s.proxy.heal();
         }
         postgres.start();
-        kafka.start();
+        kafka.startAll();
     }
 
     // ---------------------------------------------------------------- forged input

@@ -250,6 +250,11 @@ public final class Checker {
             }
             highest.merge(r.resource(), r.outboxId(), Math::max);
         }
+        // What the consumer saw of it: a record it had to apply late.
+        for (History.Late l : h.late) {
+            violation("5 order", "the consumer applied job " + l.jobId() + " (outbox " + l.outboxId() + ") of resource " + l.resource()
+                    + " late, after outbox row " + l.highestOutboxId(), evidence(l.jobId()));
+        }
     }
 
     // Invariants 6 and 7: one effect per completed job, never with a token below the resource's high-water mark.

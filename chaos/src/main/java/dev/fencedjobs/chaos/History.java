@@ -52,6 +52,9 @@ public final class History {
     /** A row of {@code consumer_dead_letter}. */
     public record DeadLetter(long id, int partition, long offset, Long jobId, String reason) {}
 
+    /** A record the consumer applied although a later outbox row of its resource had been applied before it. */
+    public record Late(long jobId, String resource, long outboxId, long highestOutboxId, int partition, long offset) {}
+
     /**
      * A record the runner wrote to the topic itself, to see the consumer handle it.
      *
@@ -75,6 +78,7 @@ public final class History {
     public List<Processed> processed = new ArrayList<>();
     public List<Rejection> rejections = new ArrayList<>();
     public List<DeadLetter> deadLetters = new ArrayList<>();
+    public List<Late> late = new ArrayList<>();
     public List<Forged> forged = new ArrayList<>();
     public List<Fault> faults = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */

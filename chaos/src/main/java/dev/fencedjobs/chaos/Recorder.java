@@ -76,6 +76,12 @@ final class Recorder {
                     h.deadLetters.add(new History.DeadLetter(r.getLong(1), r.getInt(2), r.getLong(3), nullableLong(r, 4), r.getString(5)));
                 }
             }
+            try (ResultSet r = s.executeQuery("SELECT job_id, resource, outbox_id, highest_outbox_id, kafka_partition, kafka_offset"
+                    + " FROM consumer_late ORDER BY id")) {
+                while (r.next()) {
+                    h.late.add(new History.Late(r.getLong(1), r.getString(2), r.getLong(3), r.getLong(4), r.getInt(5), r.getLong(6)));
+                }
+            }
             c.commit();
         } finally {
             c.setAutoCommit(autoCommit);

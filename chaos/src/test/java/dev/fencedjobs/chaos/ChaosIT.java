@@ -4,27 +4,28 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
- * The short fault-injection run that every build makes: the packaged services as OS processes,
- * a real PostgreSQL restarted once and a real Kafka broker stopped once, every kind of fault at least
- * once, then the checker over everything the run left. The seed is printed; rerun a failure with
- * {@code java -jar chaos/target/fenced-jobs-chaos.jar --seed <seed>}. Set {@code chaos.seed} to pin it.
+ * The short fault-injection run that every build makes: the packaged services as OS processes, a
+ * real PostgreSQL restarted once and a replicated cluster of three Kafka brokers (separate
+ * processes), every kind of fault at least once, one broker killed and the partition leaders
+ * moved among them, then the checker over everything the run left. The seed is printed; rerun a
+ * failure with {@code java -jar chaos/target/fenced-jobs-chaos.jar --seed <seed>}. Set
+ * {@code chaos.seed} to pin it, {@code chaos.brokers=1} for a single broker.
  */
 class ChaosIT {
-
-    private static final String ALL = String.join(",", Arrays.stream(ChaosRun.Kind.values()).map(k -> k.label).toList());
 
     @Test
     void everyInvariantHoldsUnderEveryKindOfFault() throws Exception {
         long seed = Long.getLong("chaos.seed", System.nanoTime() & 0xffffff);
+        int brokers = Integer.getInteger("chaos.brokers", 3);
+        String all = String.join(",", ChaosRun.Kind.all(brokers).stream().map(k -> k.label).toList());
         ChaosRun.Options options = new ChaosRun.Options(
                 Long.getLong("chaos.seconds", 60), seed, Integer.getInteger("chaos.rate", 200), 5000,
                 Path.of(System.getProperty("chaos.out", "target/chaos")), null,
                 Path.of(System.getProperty("chaos.repo", "..")), Duration.ofMinutes(4),
-                ChaosRun.kinds(System.getProperty("chaos.faults", ALL)));
+                ChaosRun.kinds(System.getProperty("chaos.faults", all)), brokers);
 
         Checker.Result result = new ChaosRun(options).run();
 

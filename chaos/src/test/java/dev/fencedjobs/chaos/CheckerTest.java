@@ -168,6 +168,15 @@ class CheckerTest {
     }
 
     @Test
+    void aRecordTheConsumerAppliedLateIsFlagged() {
+        OutboxRow row = history.outbox.get(history.outbox.size() / 2);
+        history.late.add(new History.Late(row.jobId(), row.resource(), row.id(), row.id() + 7, 0, 0));
+
+        assertFlagged("5 order", "the consumer applied job " + row.jobId() + " (outbox " + row.id() + ") of resource " + row.resource()
+                + " late, after outbox row " + (row.id() + 7));
+    }
+
+    @Test
     void aServiceThatCrashedFailsTheRun() {
         history.crashes = new ArrayList<>(List.of("relay-2 exited by itself with code 1"));
 

@@ -4,6 +4,7 @@ import dev.fencedjobs.runtime.Faults;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
@@ -138,10 +139,18 @@ final class KafkaPublisher implements Publisher {
         adminProperties.putAll(config.kafka().clientProperties());
         try (Admin admin = Admin.create(adminProperties)) {
             try {
-                admin.createTopics(List.of(new NewTopic(config.kafka().topic(), config.partitions(), config.replication())))
-                        .all().get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-                log.info("Created topic {} ({} partitions, replication {})", config.kafka().topic(), config.partitions(),
-                        config.replication());
+                // An acks=all write is acknowledged once min.insync.replicas have it: 2 of 3 survives
+                // the loss of any one broker and keeps taking writes while one is down.
+                int minInsync = config.replication() >= 3 ? 2 : 1;
+                NewTopic topic = new NewTopic(config.kafka().topic(), config.partitions(), config.replication())
+                        .configs(Map.of("min.insync.replicas", Integer.toString(minInsync)));
+                admin.createTopics(List.of(topic)).all().get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                log.info("Created topic {} ({} partitions, replication {}, min.insync.replicas {})", config.kafka().topic(),
+                        config.partitions(), config.replication(), minInsync);
+                if (config.replication() < 3) {
+                    log.warn("Topic {} has {} replica(s): a broker down stops publishing, and a lost machine or disk loses "
+                            + "records it acknowledged; production clusters want KAFKA_TOPIC_REPLICATION=3", config.kafka().topic(), config.replication());
+                }
             } catch (ExecutionException e) {
                 if (!(e.getCause() instanceof TopicExistsException)) {
                     throw e;

@@ -32,25 +32,40 @@ public final class KafkaProcess implements AutoCloseable {
         this(advertisedPort, null, List.of(), List.of());
     }
 
+
     /**
      * A broker with one more listener beside PLAINTEXT ({@code name://localhost:port}, its name also
      * its security protocol, e.g. {@code SASL_SSL://localhost:4242}), more broker settings, and more
      * arguments for {@code kafka-storage format} (SCRAM credentials, say).
      */
     public KafkaProcess(int advertisedPort, String extraListener, List<String> extraConfig, List<String> formatArgs) {
+        this(1, 0, advertisedPort, 0, null, null, extraListener, extraConfig, formatArgs);
+        start();
+    }
+
+    /**
+     * Node {@code nodeId} of a cluster whose controllers are {@code voters}
+     * ({@code 1@localhost:port,2@…}), on the given ports; formatted, not started.
+     */
+    static KafkaProcess member(String clusterId, int nodeId, int port, int controllerPort, String voters, List<String> extraConfig) {
+        return new KafkaProcess(nodeId, port, 0, controllerPort, voters, clusterId, null, extraConfig, List.of());
+    }
+
+    private KafkaProcess(int nodeId, int listenPort, int advertisedPort, int controllerListenPort, String voters, String clusterId,
+            String extraListener, List<String> extraConfig, List<String> formatArgs) {
         try {
             directory = Files.createTempDirectory("fj-kafka");
-            port = freePort();
+            port = listenPort == 0 ? freePort() : listenPort;
             int advertised = advertisedPort == 0 ? port : advertisedPort;
-            int controllerPort = freePort();
+            int controllerPort = controllerListenPort == 0 ? freePort() : controllerListenPort;
             String extra = extraListener == null ? "" : "," + extraListener;
             String extraName = extraListener == null ? "" : "," + extraListener.substring(0, extraListener.indexOf(':')) + ":"
                     + extraListener.substring(0, extraListener.indexOf(':'));
             config = directory.resolve("server.properties");
             List<String> lines = new java.util.ArrayList<>(List.of(
                     "process.roles=broker,controller",
-                    "node.id=1",
-                    "controller.quorum.bootstrap.servers=localhost:" + controllerPort,
+                    "node.id=" + nodeId,
+                    voters == null ? "controller.quorum.bootstrap.servers=localhost:" + controllerPort : "controller.quorum.voters=" + voters,
                     "listeners=PLAINTEXT://localhost:" + port + extra + ",CONTROLLER://localhost:" + controllerPort,
                     "advertised.listeners=PLAINTEXT://localhost:" + advertised + extra + ",CONTROLLER://localhost:" + controllerPort,
                     "controller.listener.names=CONTROLLER",
@@ -65,16 +80,19 @@ public final class KafkaProcess implements AutoCloseable {
                     "transaction.state.log.num.partitions=4",
                     "group.initial.rebalance.delay.ms=0",
                     "auto.create.topics.enable=false"));
+            // Later lines win: a cluster's replication settings override the single node's above.
             lines.addAll(extraConfig);
             Files.writeString(config, String.join("\n", lines) + "\n");
-            List<String> format = new java.util.ArrayList<>(List.of("kafka.tools.StorageTool", "format", "--standalone", "-t",
-                    org.apache.kafka.common.Uuid.randomUuid().toString(), "-c", config.toString()));
+            List<String> format = new java.util.ArrayList<>(List.of("kafka.tools.StorageTool", "format", "-t",
+                    clusterId == null ? org.apache.kafka.common.Uuid.randomUuid().toString() : clusterId, "-c", config.toString()));
+            if (voters == null) {
+                format.add("--standalone");
+            }
             format.addAll(formatArgs);
             run(format, directory.resolve("format.log"), true);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        start();
     }
 
     /** The broker's configuration, log ({@code broker.log}) and data ({@code data/}). */
@@ -92,10 +110,24 @@ public final class KafkaProcess implements AutoCloseable {
     }
 
     public synchronized void start() {
+        launch();
+        awaitListening();
+    }
+
+    /** Starts the process without waiting: a cluster's nodes must start together to elect a controller. */
+    synchronized void launch() {
         if (process != null && process.isAlive()) {
             return;
         }
         process = run(List.of("kafka.Kafka", config.toString()), directory.resolve("broker.log"), false);
+    }
+
+    synchronized boolean alive() {
+        return process != null && process.isAlive();
+    }
+
+    /** Waits until the broker accepts connections. */
+    synchronized void awaitListening() {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (!listening()) {
             if (System.nanoTime() > deadline || !process.isAlive()) {

@@ -96,9 +96,18 @@ public final class TestKafka {
      * seen retrying OUT_OF_ORDER_SEQUENCE_NUMBER forever against the in-JVM broker.
      */
     public static void createTopic(String bootstrapServers, String topic, int partitions) {
+        createTopic(bootstrapServers, topic, partitions, (short) 1);
+    }
+
+    /** With {@code replication} replicas; three or more also get {@code min.insync.replicas=2}. */
+    public static void createTopic(String bootstrapServers, String topic, int partitions, short replication) {
         try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
                 java.util.Map.of("bootstrap.servers", bootstrapServers))) {
-            admin.createTopics(java.util.List.of(new org.apache.kafka.clients.admin.NewTopic(topic, partitions, (short) 1))).all().get();
+            var newTopic = new org.apache.kafka.clients.admin.NewTopic(topic, partitions, replication);
+            if (replication >= 3) {
+                newTopic.configs(java.util.Map.of("min.insync.replicas", "2"));
+            }
+            admin.createTopics(java.util.List.of(newTopic)).all().get();
             long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
             while (true) {
                 // createTopics returns once the controller has the topic; the broker answering
