@@ -35,9 +35,10 @@ public final class Cli {
     static {
         HELP.put("migrate", String.join("\n",
                 "  migrate [--roles]",
-                "      Apply the schema: jobs, lease and outbox, and the consumer's tables. With --roles, also create",
-                "      (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD,",
-                "      FJ_RELAY_PASSWORD, FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD. Run it as the schema owner."));
+                "      Apply the schema: jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's",
+                "      database when it is set). With --roles, also create (or update) the least-privilege roles whose",
+                "      passwords are set: FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, FJ_PRODUCER_PASSWORD, and",
+                "      FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as the schema owner."));
         HELP.put("submit", String.join("\n",
                 "  submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
                 "      Insert a job. <when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601",
@@ -176,9 +177,16 @@ public final class Cli {
 
     private int migrate(Map<String, String> options) throws SQLException {
         DatabaseConfig db = database();
+        java.util.Optional<DatabaseConfig> consumerDb = consumerDatabase();
         Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 3);
-        Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
-        out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox; consumer tables)");
+        if (consumerDb.isEmpty()) {
+            Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
+            out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox; consumer tables)");
+        } else {
+            Database.migrate(consumerDb.get(), FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
+            out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox)");
+            out.println("Schema up to date on " + consumerDb.get().safeUrl() + " (consumer tables)");
+        }
         if (options.containsKey("roles")) {
             Map<String, String> passwords = new HashMap<>();
             for (String role : List.of(Roles.DISPATCHER, Roles.RELAY, Roles.CONSUMER, Roles.PRODUCER)) {
@@ -188,10 +196,24 @@ public final class Cli {
                 throw new UsageException("migrate --roles: set at least one of FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
                         + "FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD");
             }
-            try (Connection c = connect(db)) {
-                Roles.apply(c, passwords);
+            // fj_consumer is made where the consumer's tables are: roles belong to a server, and the
+            // consumer's database may be on another one.
+            Map<String, String> here = new HashMap<>(passwords);
+            String consumerPassword = consumerDb.isPresent() ? here.remove(Roles.CONSUMER) : null;
+            if (!here.isEmpty()) {
+                try (Connection c = connect(db)) {
+                    Roles.apply(c, here);
+                }
             }
-            out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
+            if (consumerPassword != null) {
+                try (Connection c = connect(consumerDb.get())) {
+                    Roles.apply(c, Map.of(Roles.CONSUMER, consumerPassword));
+                }
+                out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(here.keySet())) + (here.isEmpty() ? "" : " on "
+                        + db.safeUrl() + "; ") + Roles.CONSUMER + " on " + consumerDb.get().safeUrl());
+            } else {
+                out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
+            }
         }
         return 0;
     }
@@ -271,14 +293,19 @@ public final class Cli {
     }
 
     private Connection consumerConnection() throws SQLException {
+        java.util.Optional<DatabaseConfig> consumer = consumerDatabase();
+        return consumer.isEmpty() ? null : connect(consumer.get());
+    }
+
+    /** The consumer's own database, when {@code CONSUMER_DATABASE_URL} says its tables live elsewhere. */
+    private java.util.Optional<DatabaseConfig> consumerDatabase() {
         if (settings.get("CONSUMER_DATABASE_URL").isEmpty()) {
-            return null;
+            return java.util.Optional.empty();
         }
-        DatabaseConfig consumer = new DatabaseConfig(settings.required("CONSUMER_DATABASE_URL"),
+        return java.util.Optional.of(new DatabaseConfig(settings.required("CONSUMER_DATABASE_URL"),
                 settings.string("CONSUMER_DATABASE_USER", database().user()),
                 settings.string("CONSUMER_DATABASE_PASSWORD", database().password()),
-                1, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
-        return connect(consumer);
+                1, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2)));
     }
 
     private int release(Map<String, String> options) throws SQLException {

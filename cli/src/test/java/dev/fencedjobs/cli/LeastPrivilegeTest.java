@@ -95,6 +95,59 @@ class LeastPrivilegeTest {
     }
 
     @Test
+    void theProducerCanNameOnlyWhatAJobIsAndNotItsIdStateTokenOrTimes() throws Exception {
+        try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
+            // Every form the README gives still works.
+            assertThat(s.executeUpdate("INSERT INTO jobs (due_at) VALUES (clock_timestamp())")).isEqualTo(1);
+            assertThat(s.executeUpdate("INSERT INTO jobs (resource, payload, due_at) VALUES ('account-17', "
+                    + "'{\"action\": \"charge\", \"cents\": 1200}', clock_timestamp() + interval '30 seconds')")).isEqualTo(1);
+        }
+        // A completed job with a token never issued and no outbox row.
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, state, completed_by_token, completed_at) "
+                + "VALUES (clock_timestamp(), 'completed', 999, clock_timestamp())");
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, completed_by_token) VALUES (clock_timestamp(), 999)");
+        // An id of the producer's choosing, which would collide later or reuse a purged one.
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO jobs (id, due_at) OVERRIDING SYSTEM VALUE VALUES (424242, clock_timestamp())");
+        // A made-up creation time.
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, created_at) VALUES (clock_timestamp(), '2000-01-01')");
+        denied(Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, completed_at) VALUES (clock_timestamp(), clock_timestamp())");
+    }
+
+    @Test
+    void theDispatcherAndTheRelayWriteOnlyTheColumnsTheirWorkNeeds() {
+        denied(Roles.DISPATCHER, "d-secret", "UPDATE jobs SET resource = 'elsewhere'");
+        denied(Roles.DISPATCHER, "d-secret", "UPDATE jobs SET payload = '{}'");
+        denied(Roles.DISPATCHER, "d-secret", "UPDATE jobs SET due_at = clock_timestamp()");
+        denied(Roles.DISPATCHER, "d-secret", "INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
+        denied(Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, published_at) "
+                + "VALUES (1, 'r', 1, '{}', now(), now(), now())");
+        denied(Roles.DISPATCHER, "d-secret", "UPDATE outbox SET fencing_token = 99");
+        denied(Roles.RELAY, "r-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
+                + "VALUES (1, 'r', 1, '{}', now(), now())");
+        denied(Roles.RELAY, "r-secret", "UPDATE outbox SET job_id = 1");
+        denied(Roles.RELAY, "r-secret", "SELECT * FROM jobs");
+    }
+
+    @Test
+    void migrateWithRolesPreparesTheConsumersOwnDatabase() throws Exception {
+        try (TestDatabase consumerDb = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("lp_consumer")) {
+            Map<String, String> env = new java.util.HashMap<>(PASSWORDS);
+            env.put("CONSUMER_DATABASE_URL", consumerDb.url());
+            env.put("CONSUMER_DATABASE_USER", consumerDb.user());
+            env.put("CONSUMER_DATABASE_PASSWORD", consumerDb.password());
+            CliTest.Run run = runCli(env, "migrate", "--roles");
+            assertThat(run.code()).as(run.err()).isZero();
+            assertThat(run.out()).contains("(consumer tables)").contains("fj_consumer on " + DatabaseConfig.redact(consumerDb.url()));
+            try (Connection c = DriverManager.getConnection(consumerDb.url(), Roles.CONSUMER, "c-secret"); Statement s = c.createStatement()) {
+                assertThat(s.executeUpdate("INSERT INTO consumer_processed (job_id, resource, fencing_token, outcome, processed_at) "
+                        + "VALUES (1, 'r', 1, 'applied', now())")).isEqualTo(1);
+                assertThat(s.executeUpdate("INSERT INTO ledger (job_id, resource, fencing_token, payload, applied_at) "
+                        + "VALUES (1, 'r', 1, '{}', now())")).isEqualTo(1);
+            }
+        }
+    }
+
+    @Test
     void theConsumerCannotTouchJobsTheLeaseOrTheOutbox() {
         denied(Roles.CONSUMER, "c-secret", "INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
         denied(Roles.CONSUMER, "c-secret", "SELECT * FROM jobs");

@@ -24,17 +24,30 @@ public final class Roles {
     public static final String CONSUMER = "fj_consumer";
     public static final String PRODUCER = "fj_producer";
 
-    /** Grants per role; consumer grants apply only where the consumer's tables exist. */
+    /**
+     * Grants per role, column by column where a role writes only some columns; consumer grants apply
+     * only where the consumer's tables exist. Each starts by revoking what the role had on its
+     * tables, so that running it again on a database set up by an earlier version narrows the
+     * grants instead of adding to them.
+     */
     private static final Map<String, String> GRANTS = Map.of(
-            DISPATCHER, "GRANT SELECT, UPDATE ON jobs TO fj_dispatcher;"
-                    + "GRANT SELECT, INSERT ON outbox TO fj_dispatcher;"
+            DISPATCHER, "REVOKE ALL ON jobs, outbox, leader_lease FROM fj_dispatcher;"
+                    + "GRANT SELECT ON jobs TO fj_dispatcher;"
+                    + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
+                    + "GRANT SELECT ON outbox TO fj_dispatcher;"
+                    + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at) ON outbox TO fj_dispatcher;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;",
-            RELAY, "GRANT SELECT, DELETE ON outbox TO fj_relay;"
+            RELAY, "REVOKE ALL ON outbox, leader_lease FROM fj_relay;"
+                    + "GRANT SELECT, DELETE ON outbox TO fj_relay;"
                     + "GRANT UPDATE (published_at, publish_error) ON outbox TO fj_relay;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_relay;",
+            // A producer names only what a job is: when, for what, with what, under which key. The id,
+            // the state, the completing token and the times are the database's and the dispatcher's.
             // SELECT on unique_key alone: INSERT ... ON CONFLICT (unique_key) DO NOTHING needs it to
             // find the conflicting row; the producer still cannot read any job.
-            PRODUCER, "GRANT INSERT ON jobs TO fj_producer; GRANT SELECT (unique_key) ON jobs TO fj_producer;",
+            PRODUCER, "REVOKE ALL ON jobs FROM fj_producer;"
+                    + "GRANT INSERT (due_at, resource, payload, unique_key) ON jobs TO fj_producer;"
+                    + "GRANT SELECT (unique_key) ON jobs TO fj_producer;",
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
                     + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_resource_fence, consumer_processed, consumer_rejected, "
                     + "consumer_dead_letter, consumer_late, ledger TO fj_consumer; END IF; END $$;");
