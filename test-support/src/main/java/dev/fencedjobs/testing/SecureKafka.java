@@ -12,7 +12,7 @@ import java.util.concurrent.TimeUnit;
  * A broker process with a {@code SASL_SSL} listener, as hosted and production clusters have one:
  * TLS with a certificate made for the test by {@code keytool} (its own issuer, subject
  * {@code localhost}), and SASL users for PLAIN ({@value #PLAIN_USER}) and SCRAM-SHA-512
- * ({@value #SCRAM_USER}). A PLAINTEXT listener stays for the broker itself.
+ * ({@value #SCRAM_USER}). A PLAINTEXT listener stays for the broker's own traffic.
  */
 public final class SecureKafka implements AutoCloseable {
 
@@ -60,11 +60,6 @@ public final class SecureKafka implements AutoCloseable {
     /** The SASL_SSL listener. */
     public String secureBootstrapServers() {
         return "localhost:" + securePort;
-    }
-
-    /** The PLAINTEXT listener, for the test's own reads and topic set-up. */
-    public String plaintextBootstrapServers() {
-        return broker.bootstrapServers();
     }
 
     /** A PKCS12 truststore holding the broker's certificate, password {@link #TRUSTSTORE_PASSWORD}. */

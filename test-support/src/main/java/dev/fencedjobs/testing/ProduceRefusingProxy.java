@@ -16,24 +16,33 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.common.message.ProduceRequestData;
+import org.apache.kafka.common.message.ProduceResponseData;
+import org.apache.kafka.common.message.ResponseHeaderData;
+import org.apache.kafka.common.protocol.ApiKeys;
+import org.apache.kafka.common.protocol.ByteBufferAccessor;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.requests.RequestHeader;
+import org.apache.kafka.common.requests.RequestUtils;
 
 /**
  * A TCP proxy in front of one Kafka broker that reads the protocol's framing and, on request,
- * makes a broker handle a client's produce requests out of order, which is what a broker does to a
- * fresh producer's first requests when the first one meets a partition that is not ready yet
- * (KAFKA-15591): the first is refused, the second appended.
+ * makes the broker do to a fresh producer what brokers before Kafka 4.5 do when its first produce
+ * request meets a partition that is not ready yet (a new topic, a moved leader): the first request
+ * is refused with {@code NOT_LEADER_OR_FOLLOWER} and the one behind it is appended (KAFKA-15591).
  *
- * <p>Once {@linkplain #reorderNextProduce() armed}, the proxy holds the next produce request of a
- * connection and forwards the one after it first; a request held {@code holdMillis} without a
- * second one behind it is forwarded as it is. Responses always go back in the client's request
- * order, so the client sees no protocol error, only what the broker decided. The broker must
- * advertise the proxy's port ({@link KafkaProcess#KafkaProcess(int)}), so that every client
- * connection passes through it.
+ * <p>Once {@linkplain #refuseNextProduce() armed}, the proxy holds the next produce request of a
+ * connection. If another produce request follows within {@code holdMillis}, that one goes to the
+ * broker and the held one is answered with {@code NOT_LEADER_OR_FOLLOWER} for every partition it
+ * carries; if none follows, the held one is refused alone. Either way the producer must retry it.
+ * Responses always go back in the client's request order, so the client sees no protocol error,
+ * only a broker's answers. The broker must advertise the proxy's port
+ * ({@link KafkaProcess#KafkaProcess(int)}), so that every client connection passes through it.
  *
  * <p>It also counts the most produce requests one connection ever had in flight, which is what
  * the relay's ordering rests on.
  */
-public final class ProduceReorderingProxy implements AutoCloseable {
+public final class ProduceRefusingProxy implements AutoCloseable {
 
     private static final short PRODUCE = 0;
 
@@ -42,19 +51,19 @@ public final class ProduceReorderingProxy implements AutoCloseable {
     private volatile int targetPort;
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
     private final AtomicInteger armed = new AtomicInteger();
-    private final AtomicInteger held = new AtomicInteger();
-    private final AtomicInteger reordered = new AtomicInteger();
+    private final AtomicInteger refused = new AtomicInteger();
+    private final AtomicInteger overtaken = new AtomicInteger();
     private final AtomicInteger maxProducesInFlight = new AtomicInteger();
     private volatile boolean closed;
 
-    public ProduceReorderingProxy(long holdMillis) {
+    public ProduceRefusingProxy(long holdMillis) {
         this.holdMillis = holdMillis;
         try {
             server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
-        Thread acceptor = new Thread(this::accept, "reordering-proxy");
+        Thread acceptor = new Thread(this::accept, "refusing-proxy");
         acceptor.setDaemon(true);
         acceptor.start();
     }
@@ -68,19 +77,19 @@ public final class ProduceReorderingProxy implements AutoCloseable {
         this.targetPort = port;
     }
 
-    /** The next produce request on any connection is held and overtaken by the one after it. */
-    public void reorderNextProduce() {
+    /** The next produce request on any connection is held, then refused (see the class comment). */
+    public void refuseNextProduce() {
         armed.incrementAndGet();
     }
 
-    /** Produce requests held so far. */
-    public int held() {
-        return held.get();
+    /** Produce requests refused so far. */
+    public int refused() {
+        return refused.get();
     }
 
-    /** Held requests that a later produce request of the same connection overtook. */
-    public int reordered() {
-        return reordered.get();
+    /** Refused requests that a later produce request of the same connection overtook to the broker. */
+    public int overtaken() {
+        return overtaken.get();
     }
 
     /** The most produce requests that were ever in flight at once on one connection. */
@@ -90,8 +99,9 @@ public final class ProduceReorderingProxy implements AutoCloseable {
 
     private void accept() {
         while (!closed) {
+            Socket client = null;
             try {
-                Socket client = server.accept();
+                client = server.accept();
                 Socket broker = new Socket(InetAddress.getLoopbackAddress(), targetPort);
                 client.setTcpNoDelay(true);
                 broker.setTcpNoDelay(true);
@@ -101,8 +111,14 @@ public final class ProduceReorderingProxy implements AutoCloseable {
                 start("proxy-requests", c::requests);
                 start("proxy-responses", c::responses);
             } catch (IOException e) {
-                if (!closed) {
-                    sleep(50);
+                // The server socket closed (then the loop ends), or the broker refused one
+                // connection: its client sees it closed and connects again.
+                if (client != null) {
+                    try {
+                        client.close();
+                    } catch (IOException ignored) {
+                        // already gone
+                    }
                 }
             }
         }
@@ -140,7 +156,7 @@ public final class ProduceReorderingProxy implements AutoCloseable {
                         frame = readFrame(in);
                     } catch (SocketTimeoutException e) {
                         if (holding != null && System.currentTimeMillis() - holdingSince >= holdMillis) {
-                            out.write(holding);
+                            refuse(holding);
                             holding = null;
                         }
                         continue;
@@ -158,15 +174,14 @@ public final class ProduceReorderingProxy implements AutoCloseable {
                         }
                     }
                     if (produce && holding == null && take(armed)) {
-                        held.incrementAndGet();
                         holding = frame;
                         holdingSince = System.currentTimeMillis();
                         continue;
                     }
                     out.write(frame);
                     if (produce && holding != null) {
-                        reordered.incrementAndGet();
-                        out.write(holding);
+                        overtaken.incrementAndGet();
+                        refuse(holding);
                         holding = null;
                     }
                 }
@@ -178,20 +193,27 @@ public final class ProduceReorderingProxy implements AutoCloseable {
         void responses() {
             try {
                 DataInputStream in = new DataInputStream(broker.getInputStream());
-                OutputStream out = client.getOutputStream();
                 while (!closed) {
                     byte[] frame = readFrame(in);
-                    int correlationId = ByteBuffer.wrap(frame, 4, 4).getInt();
-                    synchronized (this) {
-                        arrived.put(correlationId, frame);
-                        produces.remove(correlationId);
-                        while (!expected.isEmpty() && arrived.containsKey(expected.peek())) {
-                            out.write(arrived.remove(expected.poll()));
-                        }
-                    }
+                    deliver(ByteBuffer.wrap(frame, 4, 4).getInt(), frame);
                 }
             } catch (IOException e) {
                 closeQuietly();
+            }
+        }
+
+        private void refuse(byte[] request) throws IOException {
+            refused.incrementAndGet();
+            deliver(ByteBuffer.wrap(request, 8, 4).getInt(), refusal(request));
+        }
+
+        /** A response, sent once every response the client is owed before it has been sent. */
+        private synchronized void deliver(int correlationId, byte[] response) throws IOException {
+            arrived.put(correlationId, response);
+            produces.remove(correlationId);
+            OutputStream out = client.getOutputStream();
+            while (!expected.isEmpty() && arrived.containsKey(expected.peek())) {
+                out.write(arrived.remove(expected.poll()));
             }
         }
 
@@ -205,6 +227,32 @@ public final class ProduceReorderingProxy implements AutoCloseable {
                 sockets.remove(s);
             }
         }
+    }
+
+    /**
+     * The broker's answer to a produce request for partitions it does not lead: every partition
+     * {@code NOT_LEADER_OR_FOLLOWER}, in the request's own version.
+     */
+    static byte[] refusal(byte[] requestFrame) {
+        ByteBuffer buffer = ByteBuffer.wrap(requestFrame, 4, requestFrame.length - 4).slice();
+        RequestHeader header = RequestHeader.parse(buffer);
+        short version = header.apiVersion();
+        ProduceRequestData request = new ProduceRequestData(new ByteBufferAccessor(buffer), version);
+        ProduceResponseData response = new ProduceResponseData();
+        for (ProduceRequestData.TopicProduceData topic : request.topicData()) {
+            java.util.List<ProduceResponseData.PartitionProduceResponse> partitions = new java.util.ArrayList<>();
+            for (ProduceRequestData.PartitionProduceData p : topic.partitionData()) {
+                partitions.add(new ProduceResponseData.PartitionProduceResponse().setIndex(p.index())
+                        .setErrorCode(Errors.NOT_LEADER_OR_FOLLOWER.code()).setBaseOffset(-1));
+            }
+            response.responses().add(new ProduceResponseData.TopicProduceResponse().setName(topic.name()).setTopicId(topic.topicId())
+                    .setPartitionResponses(partitions));
+        }
+        ByteBuffer body = RequestUtils.serialize(new ResponseHeaderData().setCorrelationId(header.correlationId()),
+                ApiKeys.PRODUCE.responseHeaderVersion(version), response, version);
+        byte[] frame = new byte[4 + body.remaining()];
+        ByteBuffer.wrap(frame).putInt(body.remaining()).put(body);
+        return frame;
     }
 
     private static boolean take(AtomicInteger counter) {
@@ -239,14 +287,6 @@ public final class ProduceReorderingProxy implements AutoCloseable {
             } catch (SocketTimeoutException e) {
                 // keep reading: a timeout only serves the hold check between frames
             }
-        }
-    }
-
-    private static void sleep(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 
