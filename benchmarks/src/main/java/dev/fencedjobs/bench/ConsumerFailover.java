@@ -24,8 +24,9 @@ import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 /**
  * The consumers' part of the end-to-end benchmark's failover phase: two consumers in one group
  * share the topic; one is stopped (SIGKILL or SIGTERM) and the time is taken from the signal to
- * the first effect applied from a partition it held, which only the other can apply. A trial
- * starts only once both consumers report an assignment that covers every partition.
+ * the first effect applied, after the stopped one has exited, from a partition it held: an effect
+ * only the other can have applied. A trial starts only once both consumers report an assignment
+ * that covers every partition.
  */
 final class ConsumerFailover {
 
@@ -76,11 +77,15 @@ final class ConsumerFailover {
         } else {
             process.terminate();
         }
+        // A consumer stopped with SIGTERM finishes its batch first, and those effects are its own:
+        // count only effects applied once it has exited, which only the other consumer can apply.
+        process.waitFor();
+        long exitedAt = System.currentTimeMillis();
         long first = 0;
         while (first == 0) {
             try (Connection c = services.owner(); PreparedStatement s = c.prepareStatement("SELECT coalesce((extract(epoch FROM min(applied_at)) * 1000)::bigint, 0) "
                     + "FROM ledger WHERE applied_at > to_timestamp(? / 1000.0) AND resource = ANY(?)")) {
-                s.setLong(1, signalledAt);
+                s.setLong(1, exitedAt);
                 s.setArray(2, c.createArrayOf("varchar", affected.toArray()));
                 try (ResultSet r = s.executeQuery()) {
                     r.next();
@@ -92,7 +97,6 @@ final class ConsumerFailover {
             }
             Thread.sleep(20);
         }
-        process.waitFor();
         services.restart(victim);
         return first - signalledAt;
     }

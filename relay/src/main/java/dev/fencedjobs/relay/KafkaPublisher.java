@@ -199,9 +199,10 @@ final class KafkaPublisher implements Publisher {
 
     /**
      * The send callback of one batch: the first failure closes the producer at once. Callbacks run
-     * on the producer's I/O thread, where {@code close(0)} stops the sender before it drains
-     * another request and aborts every record still queued (KafkaProducer's documented way to
-     * keep order after a failure).
+     * on the producer's I/O thread (the sender), where {@code close(0)} makes the sender leave its
+     * loop before it drains another request and abort every record still queued; a partition's
+     * later records are queued behind the failed one, never in flight beside it (one request in
+     * flight), so none of them is sent.
      */
     private static final class StopAtFirstFailure implements Callback {
         private final KafkaProducer<String, byte[]> producer;

@@ -126,7 +126,7 @@ final class RelayLoop implements LeaderService.Worker {
                     try {
                         publisher.prepare(grant.get().token());
                         preparedToken = grant.get().token();
-                        kafkaRecovered();
+                        kafkaOk();
                     } catch (RuntimeException e) {
                         kafkaFailed(e);
                         continue;
@@ -185,7 +185,7 @@ final class RelayLoop implements LeaderService.Worker {
             if (!records.isEmpty()) {
                 publisher.publish(grant.token(), records);
             }
-            lastKafkaError = null;
+            kafkaOk();
         } catch (RuntimeException e) {
             kafkaFailed(e);
             return config.batchSize();
@@ -203,7 +203,7 @@ final class RelayLoop implements LeaderService.Worker {
                     + " sent rows stay unmarked and will be sent again by the next leader");
             return config.batchSize();
         }
-        kafkaRecovered();
+        backoff.reset();
         published.increment(ids.size());
         rejected.increment(failed.size());
         long elapsed = ticker.nanoTime() - started;
@@ -237,12 +237,11 @@ final class RelayLoop implements LeaderService.Worker {
         wakeup.await(backoff.nextNanos());
     }
 
-    private void kafkaRecovered() {
-        if (backoff.failures() > 0) {
+    private void kafkaOk() {
+        if (lastKafkaError != null) {
             log.info("Kafka publishing recovered");
+            lastKafkaError = null;
         }
-        backoff.reset();
-        lastKafkaError = null;
     }
 
     private int databaseFault(Grant grant, String what, RuntimeException e) throws InterruptedException {

@@ -99,8 +99,13 @@ public final class KafkaCluster implements AutoCloseable {
         nodes.forEach(KafkaProcess::kill);
     }
 
+    /**
+     * SIGTERM to every node at once, as an operator stopping the cluster does, then waits for each
+     * (one by one, the last would wait out its controlled shutdown with no controller quorum left).
+     */
     public void stopAll() {
-        nodes.forEach(KafkaProcess::stop);
+        nodes.forEach(KafkaProcess::signalStop);
+        nodes.forEach(KafkaProcess::awaitStop);
     }
 
     /** Starts every node that is down, together (a quorum needs a majority to elect a controller), and waits for them. */

@@ -139,8 +139,20 @@ public final class KafkaProcess implements AutoCloseable {
 
     /** SIGTERM: a controlled shutdown (the broker closes its logs cleanly). */
     public synchronized void stop() {
+        signalStop();
+        awaitStop();
+    }
+
+    /** Sends SIGTERM without waiting, so that a cluster's nodes stop together. */
+    synchronized void signalStop() {
         if (process != null) {
             process.toHandle().destroy();
+        }
+    }
+
+    /** Waits for a stop that {@link #signalStop()} began; SIGKILL after 60 s. */
+    synchronized void awaitStop() {
+        if (process != null) {
             try {
                 if (!process.waitFor(60, TimeUnit.SECONDS)) {
                     process.destroyForcibly();
