@@ -225,11 +225,12 @@ final class RelayLoop implements LeaderService.Worker {
      */
     private void kafkaFailed(RuntimeException e) throws InterruptedException {
         publishFailures.increment();
+        boolean first = lastKafkaError == null;
         lastKafkaError = Faults.describe(e);
-        if (backoff.failures() == 0 && Faults.kafkaRefusedAccess(e)) {
+        if (first && Faults.kafkaRefusedAccess(e)) {
             log.error("Kafka refused the relay: {}; {}. Nothing is published until it is fixed; retrying every few seconds",
                     lastKafkaError, Faults.KAFKA_ACCESS_HINT);
-        } else if (backoff.failures() == 0) {
+        } else if (first) {
             log.warn("Kafka: {}; nothing marked, the rows stay in the outbox and are retried", lastKafkaError);
         } else {
             log.debug("Kafka still failing: {}", lastKafkaError);
