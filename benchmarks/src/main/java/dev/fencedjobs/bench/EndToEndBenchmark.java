@@ -57,7 +57,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       service, no lease and no waiting;
  *   <li>due-to-effect latency at several offered loads up to saturation (and a chart of it);
  *   <li>failover from SIGKILL and from SIGTERM of the dispatcher leader to its successor's first
- *       completed job, beside the lease duration;
+ *       completed job, beside the lease duration; then of one of two consumers to the first effect
+ *       from its partitions, beside the session timeout ({@link ConsumerFailover});
  *   <li>statements per second of each idle service (pg_stat_statements, one login role each);
  *   <li>peak RSS of each service during the throughput run, with the heap setting used.
  * </ol>

@@ -38,14 +38,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * The fault-injection run. Starts a real PostgreSQL and a real Kafka broker, three dispatchers, two
- * relays and two consumers from their packaged jars (each service reaching the database through its
+ * The fault-injection run. Starts a real PostgreSQL and a real Kafka cluster (three brokers, or
+ * one), three dispatchers, two relays and two consumers from their packaged jars (each service reaching the database through its
  * own {@link TcpProxy}), inserts jobs with SQL the whole time, and injects a fault schedule drawn
  * from a seed. Then it stops the load, heals everything, waits for the system to drain, records the
  * database and the topic, and hands them to the {@link Checker}.
  *
  * <pre>
- * java -jar chaos/target/fenced-jobs-chaos.jar [--seconds N] [--seed S] [--rate JOBS_PER_S] [--lease DURATION_MS] [--faults K,K]
+ * java -jar chaos/target/fenced-jobs-chaos.jar [--seconds N] [--seed S] [--rate JOBS_PER_S] [--lease DURATION_MS] [--faults K,K] [--brokers N]
  *                                               [--out DIR] [--record FILE] [--repo DIR]
  * java -jar chaos/target/fenced-jobs-chaos.jar --check FILE
  * </pre>
