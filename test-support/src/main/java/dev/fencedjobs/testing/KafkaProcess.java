@@ -122,10 +122,6 @@ public final class KafkaProcess implements AutoCloseable {
         process = run(List.of("kafka.Kafka", config.toString()), directory.resolve("broker.log"), false);
     }
 
-    synchronized boolean alive() {
-        return process != null && process.isAlive();
-    }
-
     /** Waits until the broker accepts connections. */
     synchronized void awaitListening() {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
