@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.OpsServer;
 import dev.fencedjobs.runtime.ServiceMain;
 import io.micrometer.core.instrument.Counter;
@@ -85,8 +86,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final CountDownLatch terminated = new CountDownLatch(1);
     private final AtomicLong lag = new AtomicLong();
     private volatile boolean databaseOk;
-    /** The last Kafka poll failure while it lasts; null once a poll succeeds. */
-    private volatile String kafkaError;
+    private final KafkaHealth kafka = new KafkaHealth(log, "consumer", "nothing is consumed meanwhile; retrying");
     private volatile List<String> assignment = List.of();
     private volatile Map<String, Object> lastBatch;
     private long lastPurge = System.nanoTime();
@@ -183,14 +183,12 @@ public final class FencedConsumer implements ServiceMain.Running {
                 } catch (WakeupException e) {
                     break;
                 } catch (KafkaException e) {
-                    pollFailed(e, backoff);
+                    failures.increment();
+                    kafka.failed(e);
                     sleep(backoff.nextNanos());
                     continue;
                 }
-                if (kafkaError != null) {
-                    log.info("Kafka poll recovered");
-                    kafkaError = null;
-                }
+                kafka.succeeded();
                 updateLagAndAssignment();
                 if (records.isEmpty()) {
                     purgeNowAndThen();
@@ -210,21 +208,6 @@ public final class FencedConsumer implements ServiceMain.Running {
             } catch (RuntimeException e) {
                 log.debug("closing the Kafka consumer: {}", e.toString());
             }
-        }
-    }
-
-    /** The first failure of a streak is logged, an access problem at ERROR with what to check; the rest at DEBUG. */
-    private void pollFailed(KafkaException e, Backoff backoff) {
-        boolean first = kafkaError == null;
-        failures.increment();
-        kafkaError = Faults.describe(e);
-        if (first && Faults.kafkaRefusedAccess(e)) {
-            log.error("Kafka refused the consumer: {}; {}. Nothing is consumed until it is fixed; retrying every few seconds",
-                    kafkaError, Faults.KAFKA_ACCESS_HINT);
-        } else if (first) {
-            log.warn("Kafka poll failed: {}", kafkaError);
-        } else {
-            log.debug("Kafka poll still failing (attempt {}): {}", backoff.failures(), kafkaError);
         }
     }
 
@@ -360,7 +343,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     }
 
     boolean ready() {
-        return databaseOk && kafkaError == null && running.get();
+        return databaseOk && kafka.healthy() && running.get();
     }
 
     public int httpPort() {
@@ -373,7 +356,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         status.put("group", config.groupId());
         status.put("topic", config.kafka().topic());
         status.put("ready", ready());
-        status.put("kafka", kafkaError == null ? "ok" : kafkaError);
+        status.put("kafka", kafka.state());
         status.put("assignment", assignment);
         status.put("lag", lag.get());
         status.put("applied", (long) applied.count());

@@ -5,6 +5,7 @@ import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.Wakeup;
@@ -59,7 +60,7 @@ final class RelayLoop implements LeaderService.Worker {
     private long lastPurge;
     /** The token the publisher was last made ready for; -1 while not leading. */
     private long preparedToken = -1;
-    private volatile String lastKafkaError;
+    private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
     private volatile Map<String, Object> lastBatch;
 
     private final Counter published;
@@ -126,7 +127,7 @@ final class RelayLoop implements LeaderService.Worker {
                     try {
                         publisher.prepare(grant.get().token());
                         preparedToken = grant.get().token();
-                        kafkaOk();
+                        kafka.succeeded();
                     } catch (RuntimeException e) {
                         kafkaFailed(e);
                         continue;
@@ -185,7 +186,7 @@ final class RelayLoop implements LeaderService.Worker {
             if (!records.isEmpty()) {
                 publisher.publish(grant.token(), records);
             }
-            kafkaOk();
+            kafka.succeeded();
         } catch (RuntimeException e) {
             kafkaFailed(e);
             return config.batchSize();
@@ -219,30 +220,11 @@ final class RelayLoop implements LeaderService.Worker {
         return rows.size();
     }
 
-    /**
-     * Kafka failed: nothing is marked, and the loop waits out a back-off. The first failure of a
-     * streak is logged, an access problem (credentials, ACLs) at ERROR with what to check.
-     */
+    /** Kafka failed: nothing is marked, and the loop waits out a back-off. */
     private void kafkaFailed(RuntimeException e) throws InterruptedException {
         publishFailures.increment();
-        boolean first = lastKafkaError == null;
-        lastKafkaError = Faults.describe(e);
-        if (first && Faults.kafkaRefusedAccess(e)) {
-            log.error("Kafka refused the relay: {}; {}. Nothing is published until it is fixed; retrying every few seconds",
-                    lastKafkaError, Faults.KAFKA_ACCESS_HINT);
-        } else if (first) {
-            log.warn("Kafka: {}; nothing marked, the rows stay in the outbox and are retried", lastKafkaError);
-        } else {
-            log.debug("Kafka still failing: {}", lastKafkaError);
-        }
+        kafka.failed(e);
         wakeup.await(backoff.nextNanos());
-    }
-
-    private void kafkaOk() {
-        if (lastKafkaError != null) {
-            log.info("Kafka publishing recovered");
-            lastKafkaError = null;
-        }
     }
 
     private int databaseFault(Grant grant, String what, RuntimeException e) throws InterruptedException {
@@ -282,7 +264,7 @@ final class RelayLoop implements LeaderService.Worker {
     /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */
     @Override
     public boolean ready() {
-        return lastKafkaError == null;
+        return kafka.healthy();
     }
 
     @Override
@@ -290,7 +272,7 @@ final class RelayLoop implements LeaderService.Worker {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("topic", config.kafka().topic());
         status.put("batchSize", config.batchSize());
-        status.put("kafka", lastKafkaError == null ? "ok" : lastKafkaError);
+        status.put("kafka", kafka.state());
         try {
             OutboxStore.Lag l = lag.get();
             status.put("unpublishedRows", l.rows());

@@ -1,0 +1,57 @@
+package dev.fencedjobs.runtime;
+
+import org.slf4j.Logger;
+
+/**
+ * How a service's Kafka calls went last, for its readiness and {@code /status}, with one log line
+ * per change: the first failure of a streak at WARN, or at ERROR with what to check when Kafka
+ * refused access (credentials, ACLs), the rest of the streak at DEBUG, and the recovery at INFO.
+ * The caller's logger is used, so the lines carry the service's own logger name.
+ */
+public final class KafkaHealth {
+
+    private final Logger log;
+    private final String service;
+    private final String meanwhile;
+    private volatile String lastError;
+
+    /**
+     * @param service who is talking to Kafka, for the messages ("relay")
+     * @param meanwhile what happens while Kafka fails ("the rows stay in the outbox and are retried")
+     */
+    public KafkaHealth(Logger log, String service, String meanwhile) {
+        this.log = log;
+        this.service = service;
+        this.meanwhile = meanwhile;
+    }
+
+    public void failed(Throwable fault) {
+        boolean first = lastError == null;
+        lastError = Faults.describe(fault);
+        if (first && Faults.kafkaRefusedAccess(fault)) {
+            log.error("Kafka refused the {}: {}; {}. Nothing moves until it is fixed; retrying every few seconds", service, lastError,
+                    Faults.KAFKA_ACCESS_HINT);
+        } else if (first) {
+            log.warn("Kafka: {}; {}", lastError, meanwhile);
+        } else {
+            log.debug("Kafka still failing: {}", lastError);
+        }
+    }
+
+    public void succeeded() {
+        if (lastError != null) {
+            log.info("Kafka works again for the {}", service);
+            lastError = null;
+        }
+    }
+
+    public boolean healthy() {
+        return lastError == null;
+    }
+
+    /** {@code ok}, or the last failure while it lasts. */
+    public String state() {
+        String e = lastError;
+        return e == null ? "ok" : e;
+    }
+}
