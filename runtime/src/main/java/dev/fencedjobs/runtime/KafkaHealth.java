@@ -10,6 +10,10 @@ import org.slf4j.Logger;
  */
 public final class KafkaHealth {
 
+    /** What to check when Kafka refused access. */
+    private static final String ACCESS_HINT = "check KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_*, KAFKA_SSL_* and "
+            + "KAFKA_CLIENT_PROPERTIES, and the principal's ACLs";
+
     private final Logger log;
     private final String service;
     private final String meanwhile;
@@ -28,9 +32,9 @@ public final class KafkaHealth {
     public void failed(Throwable fault) {
         boolean first = lastError == null;
         lastError = Faults.describe(fault);
-        if (first && Faults.kafkaRefusedAccess(fault)) {
+        if (first && refusedAccess(fault)) {
             log.error("Kafka refused the {}: {}; {}. Nothing moves until it is fixed; retrying every few seconds", service, lastError,
-                    Faults.KAFKA_ACCESS_HINT);
+                    ACCESS_HINT);
         } else if (first) {
             log.warn("Kafka: {}; {}", lastError, meanwhile);
         } else {
@@ -43,6 +47,20 @@ public final class KafkaHealth {
             log.info("Kafka works again for the {}", service);
             lastError = null;
         }
+    }
+
+    /**
+     * Kafka refused who we are or what we may do (SASL or TLS authentication, ACLs): a setting to
+     * fix, not a fault to wait out.
+     */
+    private static boolean refusedAccess(Throwable fault) {
+        for (Throwable t = fault; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof org.apache.kafka.common.errors.AuthenticationException
+                    || t instanceof org.apache.kafka.common.errors.AuthorizationException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     public boolean healthy() {
