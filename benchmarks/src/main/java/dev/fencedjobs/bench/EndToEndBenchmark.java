@@ -7,6 +7,7 @@ import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;
@@ -445,12 +446,15 @@ final class EndToEndBenchmark {
                 PreparedStatement complete = c.prepareStatement(
                         "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT 1000),"
                                 + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
-                                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at)"
-                                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
-                                + " SELECT id, resource, 1, payload, due_at, completed_at FROM done"
-                                + " RETURNING id, job_id, resource, payload::text, due_at, completed_at");
+                                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at,"
+                                + " jobs.created_at)"
+                                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
+                                + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done"
+                                + " RETURNING id, job_id, resource, payload::text, due_at, completed_at, job_created_at");
                 PreparedStatement mark = c.prepareStatement("UPDATE outbox SET published_at = clock_timestamp() WHERE id = ANY(?)");
                 KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of its own.
+            s.execute(CompletedJobs.LEASE);
             while (!stop.get()) {
                 s.executeUpdate(String.format(INSERT_DUE, 1000));
                 c.setAutoCommit(false);
@@ -459,7 +463,8 @@ final class EndToEndBenchmark {
                     while (r.next()) {
                         ids.add(r.getLong(1));
                         Envelope e = new Envelope(Envelope.VERSION, r.getLong(1), r.getLong(2), r.getString(3), 1, r.getString(4),
-                                r.getObject(5, OffsetDateTime.class), r.getObject(6, OffsetDateTime.class));
+                                r.getObject(5, OffsetDateTime.class), r.getObject(6, OffsetDateTime.class), r.getObject(7, OffsetDateTime.class),
+                                CompletedJobs.HOLDER, null);
                         producer.send(new ProducerRecord<>("bound", e.resource(), e.toJson()));
                     }
                 }

@@ -7,6 +7,7 @@ import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.TestKafka;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -40,9 +41,8 @@ public final class RelayBenchmark {
             for (int batch : new int[] {500, 2000}) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("relay"), pg.user(), pg.password());
                 BenchSql.migrate(db);
-                BenchSql.execute(db, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                        + "SELECT g, 'r-' || (g % 100), 1, jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() "
-                        + "FROM generate_series(1, " + backlog + ") g");
+                BenchSql.execute(db, CompletedJobs.LEASE);
+                BenchSql.execute(db, CompletedJobs.statement(backlog, "'r-' || (g % 100)", "jsonb_build_object('n', g)"));
                 BenchSql.execute(db, "VACUUM ANALYZE outbox");
                 try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch))) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox WHERE published_at IS NULL LIMIT 1"),
@@ -60,11 +60,8 @@ public final class RelayBenchmark {
                     Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
                 BenchSql.waitFor(() -> relay.leadership().state() == Leadership.State.LEADER, Duration.ofSeconds(30));
                 int perTick = Math.max(1, rate / 100);
-                s.execute("CREATE SEQUENCE bench_job_id");
-                double offered = BenchSql.offer(s, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                        + "SELECT nextval('bench_job_id'), 'r-' || (g % 100), 1, '{}', clock_timestamp(), clock_timestamp() "
-                        + "FROM generate_series(1, " + perTick + ") g",
-                        rate, perTick, seconds);
+                s.execute(CompletedJobs.LEASE);
+                double offered = BenchSql.offer(s, CompletedJobs.statement(perTick, "'r-' || (g % 100)", "'{}'::jsonb"), rate, perTick, seconds);
                 BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox WHERE published_at IS NULL LIMIT 1"), Duration.ofMinutes(2));
                 double[] p = BenchSql.percentiles(s, "extract(epoch FROM published_at - completed_at) * 1000",
                         "FROM outbox WHERE completed_at > (SELECT min(completed_at) FROM outbox) + interval '2 seconds'");

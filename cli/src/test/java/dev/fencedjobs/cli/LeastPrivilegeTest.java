@@ -49,7 +49,10 @@ class LeastPrivilegeTest {
     }
 
     private static CliTest.Run runCli(Map<String, String> env, String... args) {
-        TestDatabase db = postgres.database();
+        return runCli(postgres.database(), env, args);
+    }
+
+    private static CliTest.Run runCli(TestDatabase db, Map<String, String> env, String... args) {
         java.util.Map<String, String> all = new java.util.HashMap<>(env);
         all.put("DATABASE_URL", db.url());
         all.put("DATABASE_USER", db.user());
@@ -62,6 +65,14 @@ class LeastPrivilegeTest {
 
     private static Connection as(String role, String password) throws SQLException {
         return DriverManager.getConnection(postgres.database().url(), role, password);
+    }
+
+    private static void refused(TestDatabase db, String role, String password, String sql, String reason) {
+        assertThatThrownBy(() -> {
+            try (Connection c = DriverManager.getConnection(db.url(), role, password); Statement s = c.createStatement()) {
+                s.execute(sql);
+            }
+        }).as("%s: %s", role, sql).hasMessageContaining(reason);
     }
 
     private static void denied(String role, String password, String sql) {
@@ -126,6 +137,80 @@ class LeastPrivilegeTest {
                 + "VALUES (1, 'r', 1, '{}', now(), now())");
         denied(Roles.RELAY, "r-secret", "UPDATE outbox SET job_id = 1");
         denied(Roles.RELAY, "r-secret", "SELECT * FROM jobs");
+    }
+
+    /**
+     * What column grants cannot say, the schema's triggers refuse, on a database of its own holding a
+     * live scheduler lease, completed jobs (published and not), a pending job and the relay's lease.
+     */
+    @Test
+    void theTriggersRefuseWhatTheGrantsCannotExpress() throws Exception {
+        try (TestDatabase db = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("lp_forge")) {
+            CliTest.Run run = runCli(db, PASSWORDS, "migrate", "--roles");
+            assertThat(run.code()).as(run.err()).isZero();
+            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+                dev.fencedjobs.testing.CompletedJobs.insert(c, 3, "'r'", "'{}'::jsonb");
+                s.execute("UPDATE outbox SET published_at = clock_timestamp() WHERE job_id = (SELECT min(job_id) FROM outbox)");
+                s.execute("UPDATE leader_lease SET holder_id = 'dispatcher-1', fencing_token = 2, expires_at = 'infinity' WHERE role = 'scheduler'");
+                s.execute("INSERT INTO leader_lease VALUES ('relay', 'relay-1', 1, 'infinity')");
+                s.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'pending-one')");
+            }
+            String pending = "(SELECT id FROM jobs WHERE resource = 'pending-one')";
+            // The dispatcher completes only with the lease's current token (2), and never touches a completed job again.
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'completed', completed_by_token = 999, completed_at = clock_timestamp()"
+                    + " WHERE id = " + pending, "only the lease holder completes jobs");
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
+                    + " WHERE id = " + pending, "the scheduler lease has token 2");
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'pending', completed_by_token = NULL, completed_at = NULL"
+                    + " WHERE state = 'completed'", "a completed job is never changed");
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET completed_by_token = 2 WHERE state = 'completed'",
+                    "a completed job is never changed");
+            // Outbox rows only for a job completed with their token, which is the lease's.
+            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+                    + " SELECT id, resource, 2, payload, due_at, clock_timestamp() FROM jobs WHERE id = " + pending, "outbox rows are written only");
+            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+                    + " VALUES (424242, 'r', 2, '{}', now(), now())", "outbox rows are written only");
+            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+                    + " SELECT id, resource, 2, payload, due_at, completed_at FROM jobs WHERE state = 'completed' LIMIT 1",
+                    "outbox_job_id"); // a second message for a job
+            // Each service writes its own role's lease only, and a new holder always comes with a new token.
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET expires_at = clock_timestamp() WHERE role = 'relay'",
+                    "fj_dispatcher may not write the lease of role relay");
+            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO leader_lease VALUES ('reports', 'me', 1, 'infinity')",
+                    "fj_dispatcher may not write the lease of role reports");
+            refused(db, Roles.RELAY, "r-secret", "UPDATE leader_lease SET holder_id = 'relay-2', fencing_token = 3 WHERE role = 'scheduler'",
+                    "fj_relay may not write the lease of role scheduler");
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET holder_id = 'dispatcher-2' WHERE role = 'scheduler'",
+                    "needs a new fencing token");
+            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET fencing_token = 1 WHERE role = 'scheduler'", "may not decrease");
+            // The relay purges published rows only.
+            refused(db, Roles.RELAY, "r-secret", "DELETE FROM outbox WHERE published_at IS NULL", "is not published yet and may not be deleted");
+            try (Connection c = DriverManager.getConnection(db.url(), Roles.RELAY, "r-secret"); Statement s = c.createStatement()) {
+                assertThat(s.executeUpdate("DELETE FROM outbox WHERE published_at IS NOT NULL")).isEqualTo(1);
+            }
+            // And what the dispatcher does is still allowed: completing the pending job with the lease's token, with its outbox row.
+            try (Connection c = DriverManager.getConnection(db.url(), Roles.DISPATCHER, "d-secret"); Statement s = c.createStatement()) {
+                assertThat(s.executeUpdate("WITH done AS (UPDATE jobs SET state = 'completed', completed_by_token = 2,"
+                        + " completed_at = clock_timestamp() WHERE id = " + pending + " RETURNING *)"
+                        + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
+                        + " SELECT id, resource, completed_by_token, payload, due_at, completed_at, created_at FROM done")).isEqualTo(1);
+            }
+        }
+    }
+
+    @Test
+    void theConsumerCannotUndoItsOwnDecisions() throws Exception {
+        try (Connection c = as(Roles.CONSUMER, "c-secret"); Statement s = c.createStatement()) {
+            s.execute("INSERT INTO consumer_resource_fence (resource, highest_token, updated_at) VALUES ('lp-fence', 5, now())");
+        }
+        denied(Roles.CONSUMER, "c-secret", "DELETE FROM consumer_resource_fence");
+        denied(Roles.CONSUMER, "c-secret", "DELETE FROM ledger");
+        denied(Roles.CONSUMER, "c-secret", "UPDATE ledger SET job_id = 1");
+        denied(Roles.CONSUMER, "c-secret", "UPDATE consumer_processed SET job_id = 1");
+        denied(Roles.CONSUMER, "c-secret", "DELETE FROM consumer_rejected");
+        denied(Roles.CONSUMER, "c-secret", "DELETE FROM consumer_reused");
+        refused(postgres.database(), Roles.CONSUMER, "c-secret", "UPDATE consumer_resource_fence SET highest_token = 4 WHERE resource = 'lp-fence'",
+                "may not decrease");
     }
 
     @Test

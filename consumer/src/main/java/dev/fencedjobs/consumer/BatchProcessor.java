@@ -3,8 +3,10 @@ package dev.fencedjobs.consumer;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static org.jooq.impl.DSL.val;
 
@@ -21,9 +23,9 @@ import java.util.Set;
 import java.util.TreeSet;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;
-import org.jooq.InsertValuesStep5;
-import org.jooq.Record4;
-import dev.fencedjobs.consumer.jooq.tables.records.ConsumerProcessedRecord;
+import org.jooq.InsertValuesStep6;
+import org.jooq.Record;
+import org.jooq.impl.DSL;
 
 /**
  * Handles one polled batch in one transaction of the consumer's database, records in partition
@@ -46,23 +48,32 @@ import dev.fencedjobs.consumer.jooq.tables.records.ConsumerProcessedRecord;
  * applied; a lower token above that point contradicts commit order and is stale, as is a lower
  * token for a resource whose first highest-token outbox id is not known (0).
  *
+ * <p><b>Reuse after a rollback.</b> A database promoted after it missed some commits can hand out
+ * again the job ids and the tokens those commits used. A job is its id and its creation time, so a
+ * record whose id was processed with another creation time is a new job: it is <i>reused</i>,
+ * logged at ERROR, recorded in {@code consumer_reused}, claimed in {@code
+ * consumer_processed_reissued} and applied once. A tenure is its token, holder and acquisition
+ * time, so a record with the resource's highest token from another tenure is a token reused: also
+ * reported (the fence then keeps the newer tenure), and the record is applied. Either identity may
+ * be unknown (older records); then the id or the token alone decides, as before.
+ *
  * <p>A record that cannot be read is dead-lettered with the reason and its raw bytes. The claim on
- * a job id is an {@code INSERT … ON CONFLICT DO NOTHING} on its primary key, so two instances that
- * see the same record (during a rebalance) cannot both apply it: the second waits for the first
- * to commit and then finds the id taken. The fence rows are locked in resource order, so two
- * instances never deadlock on them.
+ * a job id is an {@code INSERT … ON CONFLICT} on its primary key, so two instances that see the
+ * same record (during a rebalance) cannot both apply it: the second waits for the first to commit
+ * and then finds the id taken. The fence rows are locked in resource order, so two instances never
+ * deadlock on them.
  */
 final class BatchProcessor {
 
     enum Outcome { APPLIED, REJECTED, DEAD_LETTER }
 
     /** What one batch did. */
-    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late) {
-        static final Counts NONE = new Counts(0, 0, 0, 0, 0);
+    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused) {
+        static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0);
 
         Counts plus(Counts o) {
             return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered,
-                    late + o.late);
+                    late + o.late, reused + o.reused);
         }
     }
 
@@ -75,28 +86,64 @@ final class BatchProcessor {
         }
     }
 
-    private record Candidate(ConsumerRecord<String, byte[]> record, Job job) {}
+    /** A parsed record, with the tenure of its token (either part null when not known). */
+    private record Candidate(ConsumerRecord<String, byte[]> record, Job job, Tenure tenure) {
 
-    /**
-     * What the fence knew when it decided: the resource's highest token, the first outbox id applied
-     * with it (0: not known) and the highest outbox id applied.
-     */
-    private record Fence(long highestToken, long tokenFirstOutboxId, long highestOutboxId) {
+        static Candidate of(ConsumerRecord<String, byte[]> record, Envelope e) {
+            return new Candidate(record, jobOf(e), new Tenure(e.tokenHolder(), e.tokenAcquiredAt()));
+        }
+    }
 
-        /** The fence after applying a record with this outbox id and token. */
-        Fence after(long outboxId, long token) {
-            long highestOutbox = Math.max(highestOutboxId, outboxId);
-            if (token > highestToken) {
-                return new Fence(token, outboxId, highestOutbox);
-            }
-            if (token == highestToken && tokenFirstOutboxId > 0) {
-                return new Fence(token, Math.min(tokenFirstOutboxId, outboxId), highestOutbox);
-            }
-            return new Fence(highestToken, tokenFirstOutboxId, highestOutbox);
+    /** Who held a token, since when; either part null when not known. */
+    record Tenure(String holder, OffsetDateTime acquiredAt) {
+        static final Tenure UNKNOWN = new Tenure(null, null);
+
+        boolean known() {
+            return holder != null && acquiredAt != null;
         }
 
-        boolean late(long outboxId) {
-            return outboxId < highestOutboxId;
+        /** Both known and different: the same token was issued twice. */
+        boolean contradicts(Tenure other) {
+            return known() && other.known() && !(holder.equals(other.holder) && acquiredAt.isEqual(other.acquiredAt));
+        }
+
+        @Override
+        public String toString() {
+            return known() ? holder + " since " + acquiredAt : "(tenure not known)";
+        }
+    }
+
+    /**
+     * What the fence knew when it decided: the resource's highest token and its tenure, the first
+     * outbox id applied with it (0: not known) and the highest outbox id applied.
+     */
+    private record Fence(long highestToken, long tokenFirstOutboxId, long highestOutboxId, Tenure tenure) {
+
+        /**
+         * The fence after applying a record with this outbox id, token and tenure. A higher token
+         * starts over from its first row: in commit order every row before it has a lower outbox id,
+         * and after a failover the promoted database may hand out outbox ids already seen.
+         */
+        Fence after(long outboxId, long token, Tenure recordTenure) {
+            if (token > highestToken) {
+                return new Fence(token, outboxId, outboxId, recordTenure);
+            }
+            long highestOutbox = Math.max(highestOutboxId, outboxId);
+            if (token == highestToken) {
+                long first = tokenFirstOutboxId > 0 ? Math.min(tokenFirstOutboxId, outboxId) : 0;
+                return new Fence(token, first, highestOutbox, recordTenure.known() ? recordTenure : tenure);
+            }
+            return new Fence(highestToken, tokenFirstOutboxId, highestOutbox, tenure);
+        }
+
+        /** The record carries the highest token, from another tenure. */
+        boolean tokenReusedBy(long token, Tenure recordTenure) {
+            return token == highestToken && tenure.contradicts(recordTenure);
+        }
+
+        /** Below an outbox id applied, without a higher token (which starts over: see {@link #after}). */
+        boolean late(long outboxId, long token) {
+            return token <= highestToken && outboxId < highestOutboxId;
         }
 
         /** A lower token is acceptable only as a late row of an earlier tenure: below where the higher token begins. */
@@ -107,9 +154,15 @@ final class BatchProcessor {
 
     private record Decision(Candidate candidate, Outcome outcome, Fence before) {
         boolean late() {
-            return outcome == Outcome.APPLIED && before.late(candidate.job().outboxId());
+            return outcome == Outcome.APPLIED && before.late(candidate.job().outboxId(), candidate.job().fencingToken());
         }
     }
+
+    /** A reuse to report: of a job id (with what was processed under it) or of a token. */
+    private record Reuse(Decision decision, String kind, String previous) {}
+
+    /** The claims of one batch: the decisions whose job this transaction claimed, and the reuses found. */
+    private record Claims(Set<Decision> claimed, List<Reuse> reused) {}
 
     private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(BatchProcessor.class);
 
@@ -122,34 +175,43 @@ final class BatchProcessor {
     /** Processes the batch in the caller's transaction. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records) {
         Map<ConsumerRecord<String, byte[]>, String> unreadable = new LinkedHashMap<>();
-        Map<Long, Candidate> firstByJob = new LinkedHashMap<>();
+        List<Candidate> distinct = new ArrayList<>();
+        Map<Long, List<Job>> seen = new HashMap<>();
         int duplicates = 0;
         for (ConsumerRecord<String, byte[]> record : records) {
             try {
-                Envelope e = Envelope.parse(record.value());
-                Job job = new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId());
-                if (firstByJob.putIfAbsent(job.jobId(), new Candidate(record, job)) != null) {
+                Candidate c = Candidate.of(record, Envelope.parse(record.value()));
+                Job job = c.job();
+                List<Job> sameId = seen.computeIfAbsent(job.jobId(), id -> new ArrayList<>(1));
+                if (sameId.stream().anyMatch(j -> j.sameJobAs(job.jobId(), job.createdAt()))) {
                     duplicates++;
+                } else {
+                    sameId.add(job);
+                    distinct.add(c);
                 }
             } catch (Envelope.InvalidEnvelope e) {
                 unreadable.put(record, e.getMessage());
             }
         }
 
-        Decisions decided = decide(tx, firstByJob.values());
-        Set<Long> claimed = claim(tx, decided.list());
+        Decisions decided = decide(tx, distinct);
+        Claims claims = claim(tx, decided.list());
         List<Job> toApply = new ArrayList<>();
         List<Decision> rejected = new ArrayList<>();
         List<Decision> late = new ArrayList<>();
+        List<Reuse> reused = new ArrayList<>(claims.reused());
         Map<String, Fence> fences = new HashMap<>();
         for (Decision d : decided.list()) {
             Job job = d.candidate().job();
-            if (!claimed.contains(job.jobId())) {
+            if (!claims.claimed().contains(d)) {
                 duplicates++;
             } else if (d.outcome() == Outcome.APPLIED) {
                 toApply.add(job);
-                fences.put(job.resource(), fences.getOrDefault(job.resource(), decided.locked().get(job.resource()))
-                        .after(job.outboxId(), job.fencingToken()));
+                Fence before = fences.getOrDefault(job.resource(), decided.locked().get(job.resource()));
+                if (before.tokenReusedBy(job.fencingToken(), d.candidate().tenure())) {
+                    reused.add(new Reuse(d, "token", before.tenure().toString()));
+                }
+                fences.put(job.resource(), before.after(job.outboxId(), job.fencingToken(), d.candidate().tenure()));
                 if (d.late()) {
                     late.add(d);
                 }
@@ -164,11 +226,12 @@ final class BatchProcessor {
         }
         recordRejected(tx, rejected);
         recordLate(tx, late);
+        recordReused(tx, reused);
         for (Map.Entry<ConsumerRecord<String, byte[]>, String> u : unreadable.entrySet()) {
             deadLetter(tx, u.getKey(), null, u.getValue());
         }
         writeFences(tx, fences, decided.locked());
-        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size());
+        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size());
     }
 
     /** The decisions in record order, and each resource's fence as locked at the start. */
@@ -189,12 +252,13 @@ final class BatchProcessor {
         }
         // DO UPDATE (to the same value) rather than DO NOTHING: it locks existing rows and returns them.
         Map<String, Fence> locked = new HashMap<>();
-        for (Record4<String, Long, Long, Long> r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
+        for (var r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
                 .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
                 .returningResult(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
-                        CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID)
+                        CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT)
                 .fetch()) {
-            locked.put(r.value1(), new Fence(r.value2(), r.value3(), r.value4()));
+            locked.put(r.value1(), new Fence(r.value2(), r.value3(), r.value4(), new Tenure(r.value5(), r.value6())));
         }
         Map<String, Fence> fence = new HashMap<>(locked);
         List<Decision> decisions = new ArrayList<>(candidates.size());
@@ -203,7 +267,7 @@ final class BatchProcessor {
             Fence before = fence.get(job.resource());
             if (before.admits(job.outboxId(), job.fencingToken())) {
                 decisions.add(new Decision(c, Outcome.APPLIED, before));
-                fence.put(job.resource(), before.after(job.outboxId(), job.fencingToken()));
+                fence.put(job.resource(), before.after(job.outboxId(), job.fencingToken(), c.tenure()));
             } else {
                 decisions.add(new Decision(c, Outcome.REJECTED, before));
             }
@@ -211,19 +275,102 @@ final class BatchProcessor {
         return new Decisions(decisions, locked);
     }
 
-    /** Inserts the job ids with their outcomes; returns the ids this transaction claimed. */
-    private static Set<Long> claim(DSLContext tx, List<Decision> decisions) {
+    /**
+     * Claims each decided job, with its outcome, and returns the decisions this transaction claimed
+     * and the job-id reuses found. Each id's first record in the batch is claimed in {@code
+     * consumer_processed}: a new id is inserted; an id held by the same job (or one whose creation
+     * time is not known on either side) is a duplicate, left as it is and not returned; an id held by
+     * a job created at another time comes back with that job's row, untouched, and is a reuse. A
+     * reuse, and any further record in the batch with the same id (a job created at yet another
+     * time), is then claimed by its identity in {@code consumer_processed_reissued}.
+     */
+    private static Claims claim(DSLContext tx, List<Decision> decisions) {
         if (decisions.isEmpty()) {
-            return Set.of();
+            return new Claims(java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>()), List.of());
         }
-        InsertValuesStep5<ConsumerProcessedRecord, Long, String, Long, String, OffsetDateTime> insert = tx.insertInto(
-                CONSUMER_PROCESSED, CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
-                CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.PROCESSED_AT);
+        Map<Long, Decision> firstById = new LinkedHashMap<>();
+        List<Decision> later = new ArrayList<>();
         for (Decision d : decisions) {
-            Job job = d.candidate().job();
-            insert = insert.values(val(job.jobId()), val(job.resource()), val(job.fencingToken()), val(outcome(d.outcome())), CLOCK_TIMESTAMP);
+            if (firstById.putIfAbsent(d.candidate().job().jobId(), d) != null) {
+                later.add(d);
+            }
         }
-        return new HashSet<>(insert.onConflictDoNothing().returningResult(CONSUMER_PROCESSED.JOB_ID).fetch(r -> r.value1()));
+        InsertValuesStep6<?, Long, OffsetDateTime, String, Long, String, OffsetDateTime> insert = tx.insertInto(CONSUMER_PROCESSED,
+                CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
+                CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.PROCESSED_AT);
+        for (Decision d : firstById.values()) {
+            Job job = d.candidate().job();
+            insert = insert.values(val(job.jobId()), val(job.createdAt()), val(job.resource()), val(job.fencingToken()),
+                    val(outcome(d.outcome())), CLOCK_TIMESTAMP);
+        }
+        // DO UPDATE of nothing, only where the creation times differ: it returns the row of the job
+        // that holds the id, whose creation time then tells an insert from a reuse.
+        Map<Long, Record> returned = new HashMap<>();
+        for (Record r : insert.onConflict(CONSUMER_PROCESSED.JOB_ID).doUpdate()
+                .set(CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.OUTCOME)
+                .where(CONSUMER_PROCESSED.JOB_CREATED_AT.isNotNull()
+                        .and(DSL.excluded(CONSUMER_PROCESSED.JOB_CREATED_AT).isNotNull())
+                        .and(CONSUMER_PROCESSED.JOB_CREATED_AT.ne(DSL.excluded(CONSUMER_PROCESSED.JOB_CREATED_AT))))
+                .returningResult(CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE,
+                        CONSUMER_PROCESSED.FENCING_TOKEN, CONSUMER_PROCESSED.PROCESSED_AT)
+                .fetch()) {
+            returned.put(r.get(CONSUMER_PROCESSED.JOB_ID), r);
+        }
+        Set<Decision> claimed = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        Map<Decision, String> reissued = new java.util.IdentityHashMap<>();
+        Map<Long, OffsetDateTime> holder = new HashMap<>();
+        for (Decision d : firstById.values()) {
+            Job job = d.candidate().job();
+            Record r = returned.get(job.jobId());
+            if (r == null) {
+                holder.put(job.jobId(), job.createdAt());
+                continue;
+            }
+            OffsetDateTime held = r.get(CONSUMER_PROCESSED.JOB_CREATED_AT);
+            holder.put(job.jobId(), held);
+            if (held == null || job.createdAt() == null || held.isEqual(job.createdAt())) {
+                claimed.add(d);
+            } else {
+                reissued.put(d, "job " + job.jobId() + " created at " + held + " (resource " + r.get(CONSUMER_PROCESSED.RESOURCE)
+                        + ", token " + r.get(CONSUMER_PROCESSED.FENCING_TOKEN) + ", processed at " + r.get(CONSUMER_PROCESSED.PROCESSED_AT) + ")");
+            }
+        }
+        for (Decision d : later) {
+            Job job = d.candidate().job();
+            OffsetDateTime held = holder.get(job.jobId());
+            if (!job.sameJobAs(job.jobId(), held)) {
+                reissued.put(d, "job " + job.jobId() + " created at " + held);
+            }
+        }
+        List<Reuse> reuses = new ArrayList<>();
+        if (!reissued.isEmpty()) {
+            var again = tx.insertInto(CONSUMER_PROCESSED_REISSUED, CONSUMER_PROCESSED_REISSUED.JOB_ID, CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT,
+                    CONSUMER_PROCESSED_REISSUED.RESOURCE, CONSUMER_PROCESSED_REISSUED.FENCING_TOKEN, CONSUMER_PROCESSED_REISSUED.OUTCOME,
+                    CONSUMER_PROCESSED_REISSUED.PROCESSED_AT);
+            InsertValuesStep6<?, Long, OffsetDateTime, String, Long, String, OffsetDateTime> values = null;
+            for (Decision d : reissued.keySet()) {
+                Job job = d.candidate().job();
+                values = (values == null ? again : values).values(val(job.jobId()), val(job.createdAt()), val(job.resource()),
+                        val(job.fencingToken()), val(outcome(d.outcome())), CLOCK_TIMESTAMP);
+            }
+            Set<String> taken = new HashSet<>();
+            values.onConflictDoNothing()
+                    .returningResult(CONSUMER_PROCESSED_REISSUED.JOB_ID, CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT)
+                    .fetch()
+                    .forEach(r -> taken.add(identity(r.value1(), r.value2())));
+            for (Map.Entry<Decision, String> e : reissued.entrySet()) {
+                Job job = e.getKey().candidate().job();
+                if (taken.contains(identity(job.jobId(), job.createdAt()))) {
+                    claimed.add(e.getKey());
+                    reuses.add(new Reuse(e.getKey(), "job_id", e.getValue()));
+                }
+            }
+        }
+        return new Claims(claimed, reuses);
+    }
+
+    private static String identity(long jobId, OffsetDateTime createdAt) {
+        return jobId + "@" + createdAt.toInstant();
     }
 
     static String outcome(Outcome outcome) {
@@ -273,6 +420,42 @@ final class BatchProcessor {
         }
     }
 
+    /**
+     * Reuses: each one logged at ERROR and recorded. They are what a database rolled back by a
+     * failover leaves visible; the record itself is applied.
+     */
+    private static void recordReused(DSLContext tx, List<Reuse> reused) {
+        for (Reuse u : reused) {
+            ConsumerRecord<String, byte[]> r = u.decision().candidate().record();
+            Job job = u.decision().candidate().job();
+            Tenure tenure = u.decision().candidate().tenure();
+            if (u.kind().equals("job_id")) {
+                log.error("Job id {} reused: job created at {} (resource {}, token {}) arrived after {} had been processed. The database "
+                        + "that completed it handed the id out again, as a standby promoted after missing commits does; applied as a "
+                        + "new job; {}-{}@{}", job.jobId(), job.createdAt(), job.resource(), job.fencingToken(), u.previous(), r.topic(),
+                        r.partition(), r.offset());
+            } else {
+                log.error("Fencing token {} reused on resource {}: job {} comes from {}, but the token had been accepted from {}. The lease "
+                        + "was issued twice, as on a database rolled back by a failover; applied; {}-{}@{}", job.fencingToken(), job.resource(),
+                        job.jobId(), tenure, u.previous(), r.topic(), r.partition(), r.offset());
+            }
+            tx.insertInto(CONSUMER_REUSED)
+                    .set(CONSUMER_REUSED.KIND, u.kind())
+                    .set(CONSUMER_REUSED.JOB_ID, job.jobId())
+                    .set(CONSUMER_REUSED.RESOURCE, job.resource())
+                    .set(CONSUMER_REUSED.FENCING_TOKEN, job.fencingToken())
+                    .set(CONSUMER_REUSED.JOB_CREATED_AT, job.createdAt())
+                    .set(CONSUMER_REUSED.TOKEN_HOLDER, tenure.holder())
+                    .set(CONSUMER_REUSED.TOKEN_ACQUIRED_AT, tenure.acquiredAt())
+                    .set(CONSUMER_REUSED.PREVIOUS, truncate(u.previous(), 1000))
+                    .set(CONSUMER_REUSED.TOPIC, r.topic())
+                    .set(CONSUMER_REUSED.KAFKA_PARTITION, r.partition())
+                    .set(CONSUMER_REUSED.KAFKA_OFFSET, r.offset())
+                    .set(CONSUMER_REUSED.SEEN_AT, CLOCK_TIMESTAMP)
+                    .execute();
+        }
+    }
+
     /** Writes the fences that applied records moved; the rows are locked since {@link #decide}. */
     private static void writeFences(DSLContext tx, Map<String, Fence> fences, Map<String, Fence> locked) {
         for (Map.Entry<String, Fence> e : fences.entrySet()) {
@@ -284,6 +467,8 @@ final class BatchProcessor {
                     .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, f.highestToken())
                     .set(CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, f.tokenFirstOutboxId())
                     .set(CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID, f.highestOutboxId())
+                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER, f.tenure().holder())
+                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT, f.tenure().acquiredAt())
                     .set(CONSUMER_RESOURCE_FENCE.UPDATED_AT, CLOCK_TIMESTAMP)
                     .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq(e.getKey()))
                     .execute();
@@ -296,14 +481,30 @@ final class BatchProcessor {
      */
     static void deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason) {
         if (job != null) {
-            tx.insertInto(CONSUMER_PROCESSED)
-                    .set(CONSUMER_PROCESSED.JOB_ID, job.jobId())
-                    .set(CONSUMER_PROCESSED.RESOURCE, job.resource())
-                    .set(CONSUMER_PROCESSED.FENCING_TOKEN, job.fencingToken())
-                    .set(CONSUMER_PROCESSED.OUTCOME, outcome(Outcome.DEAD_LETTER))
-                    .set(CONSUMER_PROCESSED.PROCESSED_AT, CLOCK_TIMESTAMP)
-                    .onConflictDoNothing()
-                    .execute();
+            OffsetDateTime held = tx.select(CONSUMER_PROCESSED.JOB_CREATED_AT).from(CONSUMER_PROCESSED)
+                    .where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId())).fetchOptional(org.jooq.Record1::value1).orElse(null);
+            boolean idHeldByAnother = held != null && job.createdAt() != null && !held.isEqual(job.createdAt());
+            if (idHeldByAnother) {
+                tx.insertInto(CONSUMER_PROCESSED_REISSUED)
+                        .set(CONSUMER_PROCESSED_REISSUED.JOB_ID, job.jobId())
+                        .set(CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT, job.createdAt())
+                        .set(CONSUMER_PROCESSED_REISSUED.RESOURCE, job.resource())
+                        .set(CONSUMER_PROCESSED_REISSUED.FENCING_TOKEN, job.fencingToken())
+                        .set(CONSUMER_PROCESSED_REISSUED.OUTCOME, outcome(Outcome.DEAD_LETTER))
+                        .set(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT, CLOCK_TIMESTAMP)
+                        .onConflictDoNothing()
+                        .execute();
+            } else {
+                tx.insertInto(CONSUMER_PROCESSED)
+                        .set(CONSUMER_PROCESSED.JOB_ID, job.jobId())
+                        .set(CONSUMER_PROCESSED.JOB_CREATED_AT, job.createdAt())
+                        .set(CONSUMER_PROCESSED.RESOURCE, job.resource())
+                        .set(CONSUMER_PROCESSED.FENCING_TOKEN, job.fencingToken())
+                        .set(CONSUMER_PROCESSED.OUTCOME, outcome(Outcome.DEAD_LETTER))
+                        .set(CONSUMER_PROCESSED.PROCESSED_AT, CLOCK_TIMESTAMP)
+                        .onConflictDoNothing()
+                        .execute();
+            }
         }
         String key = record.key();
         tx.insertInto(CONSUMER_DEAD_LETTER)
@@ -322,11 +523,14 @@ final class BatchProcessor {
     /** Reads the job out of a record whose batch failed in the effect, for the one-by-one retry. */
     static Job jobOf(ConsumerRecord<String, byte[]> record) {
         try {
-            Envelope e = Envelope.parse(record.value());
-            return new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId());
+            return jobOf(Envelope.parse(record.value()));
         } catch (Envelope.InvalidEnvelope e) {
             return null;
         }
+    }
+
+    private static Job jobOf(Envelope e) {
+        return new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId(), e.jobCreatedAt());
     }
 
     private static String truncate(String s, int max) {

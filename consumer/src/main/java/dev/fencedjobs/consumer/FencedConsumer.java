@@ -1,6 +1,7 @@
 package dev.fencedjobs.consumer;
 
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
 import com.zaxxer.hikari.HikariDataSource;
@@ -96,6 +97,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final Counter stale;
     private final Counter deadLettered;
     private final Counter late;
+    private final Counter reused;
     private final Counter failures;
     private final Timer batchLatency;
 
@@ -114,6 +116,9 @@ public final class FencedConsumer implements ServiceMain.Running {
         deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
         late = Counter.builder("fencedjobs_consumer_late")
                 .description("records applied that arrived after a later outbox row of their resource").register(registry);
+        reused = Counter.builder("fencedjobs_consumer_reused")
+                .description("records whose job id or fencing token had been seen on another job or tenure: a database rolled back by a failover")
+                .register(registry);
         failures = Counter.builder("fencedjobs_consumer_batch_failures").description("polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back").register(registry);
         batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
         Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
@@ -232,6 +237,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         stale.increment(counts.rejected());
         deadLettered.increment(counts.deadLettered());
         late.increment(counts.late());
+        reused.increment(counts.reused());
         try {
             committer.commit(consumer, nextOffsets(polled));
         } catch (KafkaException e) {
@@ -248,6 +254,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         batch.put("staleRejected", counts.rejected());
         batch.put("deadLettered", counts.deadLettered());
         batch.put("late", counts.late());
+        batch.put("reused", counts.reused());
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
@@ -284,7 +291,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         Job job = BatchProcessor.jobOf(record);
         log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
         dsl.transaction(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
-        return new BatchProcessor.Counts(0, 0, 0, 1, 0);
+        return new BatchProcessor.Counts(0, 0, 0, 1, 0, 0);
     }
 
     private static Map<TopicPartition, OffsetAndMetadata> nextOffsets(ConsumerRecords<String, byte[]> records) {
@@ -325,6 +332,10 @@ public final class FencedConsumer implements ServiceMain.Running {
                                     org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())))))
                             .limit(10_000)))
                     .execute();
+            purged += dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED)
+                    .where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(CLOCK_TIMESTAMP.minus(
+                            org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())))))
+                    .execute();
             if (purged > 0) {
                 log.info("Purged {} processed job ids older than {}", purged, config.processedRetention());
             }
@@ -364,6 +375,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         status.put("staleRejected", (long) stale.count());
         status.put("deadLettered", (long) deadLettered.count());
         status.put("late", (long) late.count());
+        status.put("reused", (long) reused.count());
         Map<String, Object> b = lastBatch;
         if (b != null) {
             status.put("lastBatch", b);

@@ -5,7 +5,7 @@ import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
 import java.util.List;
 import org.jooq.DSLContext;
-import org.jooq.InsertValuesStep5;
+import org.jooq.InsertValuesStep6;
 import org.jooq.JSONB;
 import dev.fencedjobs.consumer.jooq.tables.records.LedgerRecord;
 
@@ -25,10 +25,10 @@ public final class LedgerEffect implements Effect {
         if (jobs.isEmpty()) {
             return;
         }
-        InsertValuesStep5<LedgerRecord, Long, String, Long, JSONB, java.time.OffsetDateTime> insert = tx
-                .insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT);
+        InsertValuesStep6<LedgerRecord, Long, java.time.OffsetDateTime, String, Long, JSONB, java.time.OffsetDateTime> insert = tx
+                .insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT);
         for (Job job : jobs) {
-            insert = insert.values(org.jooq.impl.DSL.val(job.jobId()), org.jooq.impl.DSL.val(job.resource()),
+            insert = insert.values(org.jooq.impl.DSL.val(job.jobId()), org.jooq.impl.DSL.val(job.createdAt()), org.jooq.impl.DSL.val(job.resource()),
                     org.jooq.impl.DSL.val(job.fencingToken()), org.jooq.impl.DSL.val(JSONB.valueOf(job.payloadJson())), CLOCK_TIMESTAMP);
         }
         insert.execute();

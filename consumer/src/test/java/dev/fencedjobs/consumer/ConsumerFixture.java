@@ -45,6 +45,9 @@ final class ConsumerFixture implements AutoCloseable {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("linger.ms", 5);
+        // As in the relay: with more than one request in flight, a fresh topic's first NOT_LEADER_OR_FOLLOWER
+        // can leave the idempotent producer retrying OUT_OF_ORDER_SEQUENCE_NUMBER for good (seen here once).
+        p.put("max.in.flight.requests.per.connection", 1);
         this.producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer());
     }
 

@@ -71,9 +71,7 @@ class SecuredKafkaTest {
                         topic))) {
             Database.migrate(pool);
             DSLContext dsl = Database.dsl(pool);
-            dsl.execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                    + "SELECT g, 'r-' || (g % 7), 1, jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() "
-                    + "FROM generate_series(1, 300) g");
+            dsl.connection(c -> dev.fencedjobs.testing.CompletedJobs.insert(c, 300, "'r-' || (g % 7)", "jsonb_build_object('n', g)"));
             await().atMost(Duration.ofSeconds(60)).until(() -> tableExists(dsl, "ledger") && dsl.fetchCount(LEDGER) == 300);
             assertThat(relay.status().get("kafka")).isEqualTo("ok");
             assertThat(consumer.status().get("kafka")).isEqualTo("ok");

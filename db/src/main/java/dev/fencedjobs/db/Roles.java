@@ -35,10 +35,12 @@ public final class Roles {
                     + "GRANT SELECT ON jobs TO fj_dispatcher;"
                     + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
                     + "GRANT SELECT ON outbox TO fj_dispatcher;"
-                    + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at) ON outbox TO fj_dispatcher;"
+                    + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO fj_dispatcher;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;",
-            RELAY, "REVOKE ALL ON outbox, leader_lease FROM fj_relay;"
+            RELAY, "REVOKE ALL ON outbox, leader_lease, lease_takeover FROM fj_relay;"
                     + "GRANT SELECT, DELETE ON outbox TO fj_relay;"
+                    // The tenure of each token it publishes (holder and time of acquisition) goes into the records.
+                    + "GRANT SELECT ON lease_takeover TO fj_relay;"
                     + "GRANT UPDATE (published_at, publish_error) ON outbox TO fj_relay;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_relay;",
             // A producer names only what a job is: when, for what, with what, under which key. The id,
@@ -48,9 +50,17 @@ public final class Roles {
             PRODUCER, "REVOKE ALL ON jobs FROM fj_producer;"
                     + "GRANT INSERT (due_at, resource, payload, unique_key) ON jobs TO fj_producer;"
                     + "GRANT SELECT (unique_key) ON jobs TO fj_producer;",
+            // The consumer's own tables, each with what its work needs: the fence rows are never
+            // deleted (a trigger refuses it too), decisions and records of what happened are
+            // appended, and only the processed ids are purged.
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
-                    + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_resource_fence, consumer_processed, consumer_rejected, "
-                    + "consumer_dead_letter, consumer_late, ledger TO fj_consumer; END IF; END $$;");
+                    + "REVOKE ALL ON consumer_resource_fence, consumer_processed, consumer_processed_reissued, consumer_rejected, "
+                    + "consumer_dead_letter, consumer_late, consumer_reused, ledger FROM fj_consumer; "
+                    + "GRANT SELECT, INSERT, UPDATE ON consumer_resource_fence TO fj_consumer; "
+                    + "GRANT SELECT, INSERT, DELETE ON consumer_processed, consumer_processed_reissued TO fj_consumer; "
+                    + "GRANT UPDATE (outcome) ON consumer_processed TO fj_consumer; "
+                    + "GRANT SELECT, INSERT ON consumer_rejected, consumer_dead_letter, consumer_late, consumer_reused, ledger TO fj_consumer; "
+                    + "END IF; END $$;");
 
     private Roles() {}
 

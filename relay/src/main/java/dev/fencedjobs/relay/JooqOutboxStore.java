@@ -1,6 +1,7 @@
 package dev.fencedjobs.relay;
 
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.jooq.impl.DSL.any;
 import static org.jooq.impl.DSL.count;
@@ -11,6 +12,8 @@ import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.Lease;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.jooq.DSLContext;
@@ -18,6 +21,13 @@ import org.jooq.Record3;
 import org.jooq.types.DayToSecond;
 
 final class JooqOutboxStore implements OutboxStore {
+
+    /** The lease whose tokens the outbox rows carry (the dispatcher's). */
+    static final String SCHEDULER_ROLE = "scheduler";
+
+    private record Tenure(String holder, OffsetDateTime acquiredAt) {
+        static final Tenure UNKNOWN = new Tenure(null, null);
+    }
 
     private final DSLContext dsl;
     private final Lease lease;
@@ -27,15 +37,37 @@ final class JooqOutboxStore implements OutboxStore {
         this.lease = lease;
     }
 
+    /**
+     * The rows, each with the tenure of its token (who held the scheduler lease with it, since when)
+     * from the takeover history: one more small query per batch, for the distinct tokens in it
+     * (usually one).
+     */
     @Override
     public List<OutboxRow> unpublished(int limit) {
-        return dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
-                        OUTBOX.COMPLETED_AT)
+        var rows = dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
+                        OUTBOX.COMPLETED_AT, OUTBOX.JOB_CREATED_AT)
                 .from(OUTBOX)
                 .where(OUTBOX.PUBLISHED_AT.isNull())
                 .orderBy(OUTBOX.ID)
                 .limit(limit)
-                .fetch(r -> new OutboxRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5().data(), r.value6(), r.value7()));
+                .fetch();
+        if (rows.isEmpty()) {
+            return List.of();
+        }
+        Long[] tokens = rows.stream().map(r -> r.value4()).distinct().toArray(Long[]::new);
+        Map<Long, Tenure> tenures = new HashMap<>();
+        dsl.select(LEASE_TAKEOVER.FENCING_TOKEN, LEASE_TAKEOVER.HOLDER_ID, LEASE_TAKEOVER.ACQUIRED_AT)
+                .from(LEASE_TAKEOVER)
+                .where(LEASE_TAKEOVER.ROLE.eq(SCHEDULER_ROLE))
+                .and(LEASE_TAKEOVER.FENCING_TOKEN.eq(any(tokens)))
+                .forEach(t -> tenures.put(t.value1(), new Tenure(t.value2(), t.value3())));
+        List<OutboxRow> result = new ArrayList<>(rows.size());
+        for (var r : rows) {
+            Tenure tenure = tenures.getOrDefault(r.value4(), Tenure.UNKNOWN);
+            result.add(new OutboxRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5().data(), r.value6(), r.value7(), r.value8(),
+                    tenure.holder(), tenure.acquiredAt()));
+        }
+        return result;
     }
 
     @Override

@@ -23,8 +23,12 @@ interface OutboxStore {
 
     Lag lag();
 
+    /**
+     * One row; {@code jobCreatedAt} is null for a row written before it was recorded, and the
+     * token's holder and acquisition time are null when the takeover history lacks the token.
+     */
     record OutboxRow(long id, long jobId, String resource, long token, String payloadJson, OffsetDateTime dueAt,
-            OffsetDateTime completedAt) {}
+            OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder, OffsetDateTime tokenAcquiredAt) {}
 
     /** Unpublished rows and the age of the oldest, in database time. */
     record Lag(long rows, double oldestSeconds) {}

@@ -237,7 +237,7 @@ final class RelayLoop implements LeaderService.Worker {
 
     private ProducerRecord<String, byte[]> toRecord(OutboxStore.OutboxRow row) {
         Envelope envelope = new Envelope(Envelope.VERSION, row.id(), row.jobId(), row.resource(), row.token(), row.payloadJson(),
-                row.dueAt(), row.completedAt());
+                row.dueAt(), row.completedAt(), row.jobCreatedAt(), row.tokenHolder(), row.tokenAcquiredAt());
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(config.kafka().topic(), row.resource(), envelope.toJson());
         record.headers().add(new RecordHeader(Envelope.JOB_ID_HEADER, Envelope.header(row.jobId())));
         record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token())));

@@ -25,14 +25,14 @@ class RelayBrokerRestartTest {
                 RelayFixture fixture = new RelayFixture(postgres.database(), broker.bootstrapServers())) {
             Relay relay = fixture.start();
             for (int i = 0; i < 5; i++) {
-                fixture.insertOutbox(400, 25, 1);
+                fixture.insertOutbox(400, 25);
                 Thread.sleep(100);
             }
             await().atMost(Duration.ofSeconds(60)).until(() -> fixture.unpublished() == 0);
 
             broker.kill();
             for (int i = 0; i < 5; i++) {
-                fixture.insertOutbox(400, 25, 1);
+                fixture.insertOutbox(400, 25);
                 Thread.sleep(100);
             }
             ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(45)).until(() -> !"ok".equals(relay.status().get("kafka"))));

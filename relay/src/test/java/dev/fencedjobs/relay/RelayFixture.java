@@ -12,6 +12,7 @@ import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TopicReader;
@@ -67,19 +68,19 @@ final class RelayFixture implements AutoCloseable {
         return dsl;
     }
 
-    /** Outbox rows as the dispatcher writes them, over {@code resources} resources, in one statement. */
-    void insertOutbox(int rows, int resources, long token) {
-        dsl.execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                + "SELECT coalesce((SELECT max(job_id) FROM outbox), 0) + g, 'r-' || (g % " + resources + "), " + token + ", "
-                + "jsonb_build_object('n', g), clock_timestamp(), clock_timestamp() FROM generate_series(1, " + rows + ") g");
+    /** Completed jobs and their outbox rows as the dispatcher writes them, over {@code resources} resources. */
+    void insertOutbox(int rows, int resources) {
+        insertOutbox(rows, "'r-' || (g % " + resources + ")", "jsonb_build_object('n', g)");
     }
 
     /** Outbox rows of one resource whose payload is a string of {@code chars} characters. */
     void insertLargeOutbox(int rows, String resource, int chars) {
-        dsl.execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                + "SELECT coalesce((SELECT max(job_id) FROM outbox), 0) + g, ?, 1, "
-                + "jsonb_build_object('blob', repeat('x', " + chars + ")), clock_timestamp(), clock_timestamp() "
-                + "FROM generate_series(1, " + rows + ") g", resource);
+        insertOutbox(rows, "'" + resource.replace("'", "''") + "'", "jsonb_build_object('blob', repeat('x', " + chars + "))");
+    }
+
+    /** Outbox rows with a resource and a payload given as SQL expressions over the row number g. */
+    void insertOutbox(int rows, String resource, String payload) {
+        dsl.connection(c -> CompletedJobs.insert(c, rows, resource, payload));
     }
 
     int unpublished() {

@@ -47,7 +47,7 @@ class RelayTest {
     void tenThousandRowsOverFiftyResourcesAllArriveInCommitOrderPerResource() throws Exception {
         fixture.start();
         for (int i = 0; i < 20; i++) {
-            fixture.insertOutbox(500, 50, 1);
+            fixture.insertOutbox(500, 50);
             Thread.sleep(20);
         }
         try (TopicReader reader = fixture.reader()) {
@@ -82,10 +82,10 @@ class RelayTest {
                 return super.markPublished(grant, published, failed);
             }
         };
-        fixture.insertOutbox(3000, 20, 1);
+        fixture.insertOutbox(3000, 20);
         Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(dead, lease), dyingAfterAck, UnaryOperator.identity());
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
-        fixture.insertOutbox(2000, 20, 1);
+        fixture.insertOutbox(2000, 20);
         await().atMost(Duration.ofSeconds(30)).until(() -> dead.waiting() >= 1);
 
         Relay b = fixture.start();
@@ -126,12 +126,12 @@ class RelayTest {
         Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), pauseAfterRead, UnaryOperator.identity());
         await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
         Relay b = fixture.start();
-        fixture.insertOutbox(1000, 10, 1);
+        fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
         assertThat(b.leadership().state()).as("the other replica stays a follower").isEqualTo(Leadership.State.FOLLOWER);
         assertThat(metric(b, "fencedjobs_relay_published_total")).as("a follower publishes nothing").isZero();
 
-        fixture.insertOutbox(1000, 10, 1);
+        fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
         await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
         double publishedByA = metric(a, "fencedjobs_relay_published_total");
@@ -180,10 +180,10 @@ class RelayTest {
         Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), UnaryOperator.identity(), pauseBeforeSend);
         await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
         Relay b = fixture.start();
-        fixture.insertOutbox(1000, 10, 1);
+        fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
 
-        fixture.insertOutbox(1000, 10, 1);
+        fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
         await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
         Map<Long, java.time.OffsetDateTime> markedByB = fixture.dsl().select(OUTBOX.ID, OUTBOX.PUBLISHED_AT).from(OUTBOX)
@@ -213,13 +213,12 @@ class RelayTest {
 
     @Test
     void aRowTooLargeToSendIsSetAsideWithItsReasonAndTheRestFlows() throws Exception {
-        fixture.insertOutbox(10, 2, 1);
-        fixture.dsl().execute("INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
-                + "VALUES (999999, 'big', 1, jsonb_build_object('blob', repeat('x', 200000)), clock_timestamp(), clock_timestamp())");
-        fixture.insertOutbox(10, 2, 1);
+        fixture.insertOutbox(10, 2);
+        fixture.insertOutbox(1, "'big'", "jsonb_build_object('blob', repeat('x', 200000))");
+        fixture.insertOutbox(10, 2);
         Relay relay = fixture.start();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
-        String error = fixture.dsl().select(OUTBOX.PUBLISH_ERROR).from(OUTBOX).where(OUTBOX.JOB_ID.eq(999999L)).fetchSingle().value1();
+        String error = fixture.dsl().select(OUTBOX.PUBLISH_ERROR).from(OUTBOX).where(OUTBOX.RESOURCE.eq("big")).fetchSingle().value1();
         assertThat(error).startsWith("record of about ").contains("exceeds MAX_RECORD_BYTES=100000");
         assertThat(metric(relay, "fencedjobs_relay_rejected_rows_total")).isEqualTo(1.0);
         try (TopicReader reader = fixture.reader()) {
@@ -245,7 +244,7 @@ class RelayTest {
                     @Override
                     public void close() {}
                 });
-        fixture.insertOutbox(42, 3, 1);
+        fixture.insertOutbox(42, 3);
         await().atMost(Duration.ofSeconds(10)).until(() -> relay.status().get("kafka").toString().contains("broker unavailable"));
         Map<String, Object> status = relay.status();
         assertThat(status.get("unpublishedRows")).isEqualTo(42L);

@@ -16,8 +16,14 @@ import java.time.format.DateTimeParseException;
  *
  * <pre>{@code
  * {"version":1,"outboxId":812,"jobId":4711,"resource":"account-17","fencingToken":3,
- *  "payload":{"action":"charge"},"dueAt":"2026-11-30T08:00:00Z","completedAt":"2026-11-30T08:00:00.004Z"}
+ *  "payload":{"action":"charge"},"dueAt":"2026-11-30T08:00:00Z","completedAt":"2026-11-30T08:00:00.004Z",
+ *  "jobCreatedAt":"2026-11-30T07:59:58.120Z","tokenHolder":"host-1/4242/9f1c","tokenAcquiredAt":"2026-11-30T07:00:00.001Z"}
  * }</pre>
+ *
+ * <p>The last three fields are optional (records written before they existed lack them), and they
+ * are what tells two things apart that a database rolled back by a failover can give the same
+ * number: {@code jobId} with {@code jobCreatedAt} is the job's identity, and {@code fencingToken}
+ * with {@code tokenHolder} and {@code tokenAcquiredAt} is the tenure's.
  *
  * <p>The record key is the resource (UTF-8), so a resource's records share a partition and keep
  * their order. Headers repeat what a consumer may want before parsing: {@value #JOB_ID_HEADER},
@@ -26,13 +32,20 @@ import java.time.format.DateTimeParseException;
  */
 public record Envelope(
         int version, long outboxId, long jobId, String resource, long fencingToken, String payloadJson,
-        OffsetDateTime dueAt, OffsetDateTime completedAt) {
+        OffsetDateTime dueAt, OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder,
+        OffsetDateTime tokenAcquiredAt) {
 
     public static final int VERSION = 1;
     public static final String JOB_ID_HEADER = "fj-job-id";
     public static final String TOKEN_HEADER = "fj-fencing-token";
     public static final String OUTBOX_ID_HEADER = "fj-outbox-id";
     public static final String VERSION_HEADER = "fj-envelope-version";
+
+    /** An envelope without the optional identity fields. */
+    public Envelope(int version, long outboxId, long jobId, String resource, long fencingToken, String payloadJson,
+            OffsetDateTime dueAt, OffsetDateTime completedAt) {
+        this(version, outboxId, jobId, resource, fencingToken, payloadJson, dueAt, completedAt, null, null, null);
+    }
 
     private static final JsonFactory FACTORY = new JsonFactory();
     private static final ObjectMapper MAPPER = new ObjectMapper();
@@ -51,6 +64,15 @@ public record Envelope(
             g.writeRawValue(payloadJson);
             g.writeStringField("dueAt", dueAt.toString());
             g.writeStringField("completedAt", completedAt.toString());
+            if (jobCreatedAt != null) {
+                g.writeStringField("jobCreatedAt", jobCreatedAt.toString());
+            }
+            if (tokenHolder != null) {
+                g.writeStringField("tokenHolder", tokenHolder);
+            }
+            if (tokenAcquiredAt != null) {
+                g.writeStringField("tokenAcquiredAt", tokenAcquiredAt.toString());
+            }
             g.writeEndObject();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -97,8 +119,18 @@ public record Envelope(
         if (payload == null || payload.isMissingNode()) {
             throw new InvalidEnvelope("payload is missing");
         }
+        JsonNode holder = root.get("tokenHolder");
+        if (holder != null && !holder.isNull() && !holder.isTextual()) {
+            throw new InvalidEnvelope("tokenHolder must be a string, got " + holder);
+        }
         return new Envelope(version, requiredLong(root, "outboxId"), jobId, resource.asText(), token, payload.toString(),
-                requiredTime(root, "dueAt"), requiredTime(root, "completedAt"));
+                requiredTime(root, "dueAt"), requiredTime(root, "completedAt"), optionalTime(root, "jobCreatedAt"),
+                holder == null || holder.isNull() ? null : holder.asText(), optionalTime(root, "tokenAcquiredAt"));
+    }
+
+    private static OffsetDateTime optionalTime(JsonNode root, String field) {
+        JsonNode node = root.get(field);
+        return node == null || node.isNull() ? null : requiredTime(root, field);
     }
 
     private static long requiredLong(JsonNode root, String field) {

@@ -1,0 +1,47 @@
+package dev.fencedjobs.testing;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+
+/**
+ * Completed jobs with their outbox rows, for tests and benchmarks of what comes after the
+ * dispatcher: written the way the dispatcher writes them, since the schema's triggers accept
+ * nothing else (an outbox row only for a job completed with the scheduler lease's current token).
+ * Where no scheduler lease exists, an expired one with token 1 is created, held by
+ * {@value #HOLDER}, so a dispatcher started later takes over with the next token. Run as the
+ * schema owner: no service role may insert completed jobs.
+ */
+public final class CompletedJobs {
+
+    public static final String HOLDER = "test-fixture";
+
+    private CompletedJobs() {}
+
+    /**
+     * Inserts {@code rows} jobs completed with the lease's token, and their outbox rows in job id
+     * order. {@code resource} and {@code payload} are SQL expressions over the row number {@code g}
+     * (1 to {@code rows}), such as {@code 'r-' || (g % 10)} and {@code jsonb_build_object('n', g)}.
+     */
+    public static void insert(Connection c, int rows, String resource, String payload) throws SQLException {
+        try (Statement s = c.createStatement()) {
+            s.execute(LEASE);
+            s.execute(statement(rows, resource, payload));
+        }
+    }
+
+    /** Creates the expired scheduler lease with token 1 where there is none. */
+    public static final String LEASE = "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
+            + " VALUES ('scheduler', '" + HOLDER + "', 1, clock_timestamp()) ON CONFLICT (role) DO NOTHING";
+
+    /** The one statement that writes the jobs and their outbox rows, once {@link #LEASE} has run; its count is the rows. */
+    public static String statement(int rows, String resource, String payload) {
+        return "WITH done AS (INSERT INTO jobs (resource, payload, due_at, state, completed_by_token, completed_at)"
+                + " SELECT " + resource + ", " + payload + ", clock_timestamp(), 'completed',"
+                + " (SELECT fencing_token FROM leader_lease WHERE role = 'scheduler'), clock_timestamp()"
+                + " FROM generate_series(1, " + rows + ") g"
+                + " RETURNING id, resource, completed_by_token, payload, due_at, completed_at, created_at)"
+                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
+                + " SELECT id, resource, completed_by_token, payload, due_at, completed_at, created_at FROM done ORDER BY id";
+    }
+}
