@@ -6,7 +6,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.testing.KafkaCluster;
-import dev.fencedjobs.testing.RestartablePostgres;
+import dev.fencedjobs.testing.StreamingPostgres;
 import dev.fencedjobs.testing.TestKafka;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -38,9 +38,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * The fault-injection run. Starts a real PostgreSQL and a real Kafka cluster (three brokers, or
- * one), three dispatchers, two relays and two consumers from their packaged jars (each service reaching the database through its
- * own {@link TcpProxy}), inserts jobs with SQL the whole time, and injects a fault schedule drawn
+ * The fault-injection run. Starts a real PostgreSQL primary with a synchronous streaming standby, a
+ * real Kafka cluster (three brokers, or one), three dispatchers, two relays and two consumers from
+ * their packaged jars (each service reaching the database through its own {@link TcpProxy}, on a
+ * multi-host URL with {@code targetServerType=primary}), inserts jobs with SQL the whole time, and injects a fault schedule drawn
  * from a seed. Then it stops the load, heals everything, waits for the system to drain, records the
  * database and the topic, and hands them to the {@link Checker}.
  *
@@ -61,6 +62,7 @@ public final class ChaosRun {
         PAUSE_RELAY_LEADER("pause-relay-leader"),
         PARTITION_FROM_DATABASE("partition-from-db"),
         RESTART_POSTGRES("restart-postgres"),
+        FAILOVER_POSTGRES("failover-postgres"),
         RESTART_KAFKA("restart-kafka"),
         GRACEFUL_RESTART("sigterm-restart"),
         KILL_BROKER("kill-broker", 3),
@@ -135,7 +137,7 @@ public final class ChaosRun {
     private final long startNanos = System.nanoTime();
     private final List<Service> services = new ArrayList<>();
     private final List<String> crashes = new CopyOnWriteArrayList<>();
-    private RestartablePostgres postgres;
+    private StreamingPostgres postgres;
     private KafkaCluster kafka;
     private String ownerUrl;
     private int forgeRounds;
@@ -312,13 +314,12 @@ public final class ChaosRun {
     // ---------------------------------------------------------------- servers and services
 
     private void startServers() throws Exception {
-        log("starting PostgreSQL and " + (options.brokers() == 1 ? "a Kafka broker" : options.brokers() + " Kafka brokers"));
-        postgres = new RestartablePostgres();
-        try (Connection c = DriverManager.getConnection(postgres.url(), postgres.user(), postgres.password()); Statement s = c.createStatement()) {
-            s.execute("CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
-            s.execute("CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
-        }
-        ownerUrl = postgres.url().replace("/postgres", "/" + DATABASE);
+        log("starting PostgreSQL (a primary and a synchronous standby) and "
+                + (options.brokers() == 1 ? "a Kafka broker" : options.brokers() + " Kafka brokers"));
+        postgres = new StreamingPostgres(StreamingPostgres.Replication.SYNCHRONOUS);
+        postgres.executeOnPrimary("postgres", "CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
+        postgres.executeOnPrimary("postgres", "CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
+        ownerUrl = postgres.url(DATABASE);
         DatabaseConfig owner = new DatabaseConfig(ownerUrl, OWNER, OWNER, 2, Duration.ofSeconds(5), Duration.ofSeconds(30),
                 Duration.ofSeconds(10), Duration.ofSeconds(30));
         Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
@@ -351,9 +352,9 @@ public final class ChaosRun {
     }
 
     private void addService(String name, String kind, Path jar, String role, String password, Map<String, String> extra) throws IOException {
-        TcpProxy proxy = new TcpProxy(name, postgresPort());
+        TcpProxy proxy = new TcpProxy(name, postgres.port(0), postgres.port(1));
         Map<String, String> env = new HashMap<>();
-        env.put("DATABASE_URL", "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/" + DATABASE);
+        env.put("DATABASE_URL", "jdbc:postgresql://" + proxy.hosts() + "/" + DATABASE + "?targetServerType=primary&hostRecheckSeconds=1");
         env.put("DATABASE_USER", role);
         env.put("DATABASE_PASSWORD", password);
         env.put("DATABASE_MIGRATE", "false");
@@ -364,11 +365,6 @@ public final class ChaosRun {
         env.put("RENEW_INTERVAL", Math.max(100, options.leaseMillis() / 5) + "ms");
         env.putAll(extra);
         services.add(new Service(name, kind, jar, env, proxy, options.out(), List.of("-Xmx128m", "-XX:+UseSerialGC")));
-    }
-
-    private int postgresPort() {
-        String url = postgres.url();
-        return Integer.parseInt(url.substring(url.lastIndexOf(':') + 1, url.lastIndexOf('/')));
     }
 
     private Connection owner() throws SQLException {
@@ -461,11 +457,21 @@ public final class ChaosRun {
             }
             case RESTART_POSTGRES -> {
                 long down = 500 + random.nextInt(3000);
-                target = "postgresql";
-                log("fault " + kind.label + ": stop PostgreSQL (fast shutdown), start again in " + down + " ms");
-                postgres.stop();
-                sleep(down);
-                postgres.start();
+                target = "postgresql primary";
+                log("fault " + kind.label + ": stop the PostgreSQL primary (fast shutdown), start it again in " + down + " ms");
+                postgres.restartPrimary(Duration.ofMillis(down));
+            }
+            case FAILOVER_POSTGRES -> {
+                int from = postgres.primary();
+                target = "postgresql primary (server " + from + ")";
+                log("fault " + kind.label + ": SIGKILL the PostgreSQL primary (server " + from + "), promote the synchronous standby");
+                postgres.killPrimary();
+                postgres.promoteStandby();
+                log("failover: server " + postgres.primary() + " promoted after " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
+                        + " ms; rebuilding server " + from + " as its standby");
+                postgres.rebuildStandby();
+                log("failover: server " + from + " streams again, " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
+                        + " ms after the kill");
             }
             case RESTART_KAFKA -> {
                 boolean hard = random.nextBoolean();
@@ -561,7 +567,6 @@ public final class ChaosRun {
         for (Service s : services) {
             s.proxy.heal();
         }
-        postgres.start();
         kafka.startAll();
     }
 

@@ -118,13 +118,18 @@ public final class Checker {
                 history.deadLetters.size(), history.forged.size(), List.copyOf(c.violations));
     }
 
-    // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded.
+    // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded. A database
+    // failover starts a fencing epoch: the first token of epoch e (timeline e + 1) is e << 32 + 1.
     private void checkTokens() {
         for (Map.Entry<String, TreeMap<Long, Takeover>> e : takeovers.entrySet()) {
             String role = e.getKey();
             long expected = 1;
             Takeover previous = null;
             for (Takeover t : e.getValue().values()) {
+                long epoch = t.fencingToken() >>> 32;
+                if (epoch > (expected >>> 32)) {
+                    expected = (epoch << 32) + 1;
+                }
                 if (t.fencingToken() != expected) {
                     violation("2 tokens", "role " + role + ": token " + t.fencingToken() + " follows " + (expected - 1)
                             + ", so a takeover is missing from the history", List.of(show(t)));
@@ -189,7 +194,8 @@ public final class Checker {
                         + ", which the scheduler lease never granted", evidence(j.id()));
                 continue;
             }
-            Takeover next = scheduler.get(token + 1);
+            Map.Entry<Long, Takeover> following = scheduler.higherEntry(token);
+            Takeover next = following == null ? null : following.getValue();
             if (j.completedAt() < granted.acquiredAt() || (next != null && j.completedAt() >= next.acquiredAt())) {
                 violation("3/8 fenced writes", "job " + j.id() + " was completed with token " + token + " at " + j.completedAt()
                         + ", outside that token's tenure [" + granted.acquiredAt() + ", "
@@ -254,6 +260,11 @@ public final class Checker {
         for (History.Late l : h.late) {
             violation("5 order", "the consumer applied job " + l.jobId() + " (outbox " + l.outboxId() + ") of resource " + l.resource()
                     + " late, after outbox row " + l.highestOutboxId(), evidence(l.jobId()));
+        }
+        // A reuse is what a rolled-back database leaves; the suite's standby is synchronous, so nothing may roll back.
+        for (History.Reused u : h.reused) {
+            violation("2/6 identities", "the consumer saw " + (u.kind().equals("token") ? "token " + u.fencingToken() : "job id " + u.jobId())
+                    + " reused (" + u.resource() + ", after " + u.previous() + "): the database rolled back", evidence(u.jobId()));
         }
     }
 

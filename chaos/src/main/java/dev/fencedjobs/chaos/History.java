@@ -55,6 +55,9 @@ public final class History {
     /** A record the consumer applied although a later outbox row of its resource had been applied before it. */
     public record Late(long jobId, String resource, long outboxId, long highestOutboxId, int partition, long offset) {}
 
+    /** A job id or a token the consumer saw on two different jobs or tenures (kind job_id or token). */
+    public record Reused(String kind, long jobId, String resource, long fencingToken, String previous, int partition, long offset) {}
+
     /**
      * A record the runner wrote to the topic itself, to see the consumer handle it.
      *
@@ -79,6 +82,7 @@ public final class History {
     public List<Rejection> rejections = new ArrayList<>();
     public List<DeadLetter> deadLetters = new ArrayList<>();
     public List<Late> late = new ArrayList<>();
+    public List<Reused> reused = new ArrayList<>();
     public List<Forged> forged = new ArrayList<>();
     public List<Fault> faults = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */

@@ -82,6 +82,13 @@ final class Recorder {
                     h.late.add(new History.Late(r.getLong(1), r.getString(2), r.getLong(3), r.getLong(4), r.getInt(5), r.getLong(6)));
                 }
             }
+            try (ResultSet r = s.executeQuery("SELECT kind, job_id, resource, fencing_token, previous, kafka_partition, kafka_offset"
+                    + " FROM consumer_reused ORDER BY id")) {
+                while (r.next()) {
+                    h.reused.add(new History.Reused(r.getString(1), r.getLong(2), r.getString(3), r.getLong(4), r.getString(5), r.getInt(6),
+                            r.getLong(7)));
+                }
+            }
             c.commit();
         } finally {
             c.setAutoCommit(autoCommit);

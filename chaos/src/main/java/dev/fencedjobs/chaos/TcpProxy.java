@@ -10,7 +10,9 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * A TCP proxy between one service and PostgreSQL that the runner can partition. While partitioned,
+ * A TCP proxy between one service and PostgreSQL that the runner can partition: one listening port
+ * per server (the primary and its standby), so the service's multi-host URL lists the proxy's ports
+ * and finds the primary through them. While partitioned,
  * no byte crosses in either direction and new connections hang, as on a network that drops packets:
  * both ends see silence, not a reset, and only their own timeouts notice. On heal, bytes held in
  * flight are delivered late, on whichever connections neither end has given up on, which is how a
@@ -19,24 +21,38 @@ import java.util.concurrent.ConcurrentHashMap;
 final class TcpProxy implements AutoCloseable {
 
     private final String name;
-    private final int targetPort;
-    private final ServerSocket server;
+    private final int[] targetPorts;
+    private final ServerSocket[] servers;
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
     private final Object lock = new Object();
     private volatile boolean partitioned;
     private volatile boolean closed;
 
-    TcpProxy(String name, int targetPort) throws IOException {
+    TcpProxy(String name, int... targetPorts) throws IOException {
         this.name = name;
-        this.targetPort = targetPort;
-        this.server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-        Thread acceptor = new Thread(this::accept, "proxy-" + name);
-        acceptor.setDaemon(true);
-        acceptor.start();
+        this.targetPorts = targetPorts.clone();
+        this.servers = new ServerSocket[targetPorts.length];
+        for (int i = 0; i < targetPorts.length; i++) {
+            servers[i] = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            int target = i;
+            Thread acceptor = new Thread(() -> accept(target), "proxy-" + name + "-" + i);
+            acceptor.setDaemon(true);
+            acceptor.start();
+        }
     }
 
-    int port() {
-        return server.getLocalPort();
+    /** The port in front of the {@code i}th server. */
+    int port(int i) {
+        return servers[i].getLocalPort();
+    }
+
+    /** {@code host:port} of every listening port, comma-separated, for a JDBC URL. */
+    String hosts() {
+        StringBuilder b = new StringBuilder();
+        for (ServerSocket s : servers) {
+            b.append(b.length() == 0 ? "" : ",").append("127.0.0.1:").append(s.getLocalPort());
+        }
+        return b.toString();
     }
 
     void partition() {
@@ -54,13 +70,13 @@ final class TcpProxy implements AutoCloseable {
         return partitioned;
     }
 
-    private void accept() {
+    private void accept(int target) {
         while (!closed) {
             try {
-                Socket client = server.accept();
+                Socket client = servers[target].accept();
                 client.setTcpNoDelay(true);
                 sockets.add(client);
-                Thread connector = new Thread(() -> connect(client), "proxy-" + name + "-connect");
+                Thread connector = new Thread(() -> connect(client, targetPorts[target]), "proxy-" + name + "-connect");
                 connector.setDaemon(true);
                 connector.start();
             } catch (IOException e) {
@@ -71,7 +87,7 @@ final class TcpProxy implements AutoCloseable {
         }
     }
 
-    private void connect(Socket client) {
+    private void connect(Socket client, int targetPort) {
         try {
             awaitHealed();
             Socket upstream = new Socket(InetAddress.getLoopbackAddress(), targetPort);
@@ -126,10 +142,12 @@ final class TcpProxy implements AutoCloseable {
     public void close() {
         closed = true;
         heal();
-        try {
-            server.close();
-        } catch (IOException e) {
-            // Already closed.
+        for (ServerSocket server : servers) {
+            try {
+                server.close();
+            } catch (IOException e) {
+                // Already closed.
+            }
         }
         sockets.forEach(this::closeQuietly);
     }
