@@ -131,8 +131,9 @@ public final class Checker {
                     expected = (epoch << 32) + 1;
                 }
                 if (t.fencingToken() != expected) {
-                    violation("2 tokens", "role " + role + ": token " + t.fencingToken() + " follows " + (expected - 1)
-                            + ", so a takeover is missing from the history", List.of(show(t)));
+                    violation("2 tokens", "role " + role + ": token " + t.fencingToken() + " follows "
+                            + (previous == null ? "no token" : previous.fencingToken()) + " where " + expected
+                            + " was due, so a takeover is missing from the history", List.of(show(t)));
                 }
                 if (previous != null && t.acquiredAt() <= previous.acquiredAt()) {
                     violation("1-2 one holder, tokens grow", "role " + role + ": token " + t.fencingToken()

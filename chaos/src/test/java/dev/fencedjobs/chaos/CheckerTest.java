@@ -131,10 +131,22 @@ class CheckerTest {
     @Test
     void aMissingTakeoverRecordIsFlagged() {
         Takeover second = history.takeovers.stream()
-                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() == 2).findFirst().orElseThrow();
+                .filter(t -> t.role().equals("relay") && t.fencingToken() == 2).findFirst().orElseThrow();
         history.takeovers.remove(second);
 
-        assertFlagged("2 tokens", "token 3 follows 1");
+        assertFlagged("2 tokens", "token 3 follows 1 where 2 was due");
+    }
+
+    /** The recorded run failed the database over once: the scheduler's tokens go 1, 2, then 2^32 + 1 on. */
+    @Test
+    void aFailoverStartsAnEpochAndTheFirstTokenOfItMustBeThere() {
+        long first = (1L << 32) + 1;
+        assertThat(Checker.check(history).violations()).isEmpty();
+        Takeover epochStart = history.takeovers.stream()
+                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() == first).findFirst().orElseThrow();
+        history.takeovers.remove(epochStart);
+
+        assertFlagged("2 tokens", "token " + (first + 1) + " follows 2 where " + first + " was due");
     }
 
     @Test
