@@ -331,8 +331,8 @@ final class BatchProcessor {
             if (held == null || job.createdAt() == null || held.isEqual(job.createdAt())) {
                 claimed.add(d);
             } else {
-                reissued.put(d, "job " + job.jobId() + " created at " + held + " (resource " + r.get(CONSUMER_PROCESSED.RESOURCE)
-                        + ", token " + r.get(CONSUMER_PROCESSED.FENCING_TOKEN) + ", processed at " + r.get(CONSUMER_PROCESSED.PROCESSED_AT) + ")");
+                reissued.put(d, previousJob(job.jobId(), held, r.get(CONSUMER_PROCESSED.RESOURCE), r.get(CONSUMER_PROCESSED.FENCING_TOKEN),
+                        r.get(CONSUMER_PROCESSED.PROCESSED_AT)));
             }
         }
         for (Decision d : later) {
@@ -367,6 +367,10 @@ final class BatchProcessor {
             }
         }
         return new Claims(claimed, reuses);
+    }
+
+    private static String previousJob(long jobId, OffsetDateTime createdAt, String resource, long token, OffsetDateTime processedAt) {
+        return "job " + jobId + " created at " + createdAt + " (resource " + resource + ", token " + token + ", processed at " + processedAt + ")";
     }
 
     private static String identity(long jobId, OffsetDateTime createdAt) {
@@ -477,33 +481,33 @@ final class BatchProcessor {
 
     /**
      * Dead-letters a record with its raw bytes. With a job id (an effect that kept failing), the
-     * id is claimed too, so a redelivery is a duplicate and not a second attempt.
+     * job is claimed too, so a redelivery is a duplicate and not a second attempt; a job whose id
+     * another job holds is claimed in {@code consumer_processed_reissued} and its reuse reported
+     * (the report of its batch was rolled back with it). Returns whether it reported a reuse.
      */
-    static void deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason) {
+    static boolean deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason) {
+        boolean reported = false;
         if (job != null) {
-            OffsetDateTime held = tx.select(CONSUMER_PROCESSED.JOB_CREATED_AT).from(CONSUMER_PROCESSED)
-                    .where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId())).fetchOptional(org.jooq.Record1::value1).orElse(null);
-            boolean idHeldByAnother = held != null && job.createdAt() != null && !held.isEqual(job.createdAt());
-            if (idHeldByAnother) {
-                tx.insertInto(CONSUMER_PROCESSED_REISSUED)
-                        .set(CONSUMER_PROCESSED_REISSUED.JOB_ID, job.jobId())
-                        .set(CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT, job.createdAt())
-                        .set(CONSUMER_PROCESSED_REISSUED.RESOURCE, job.resource())
-                        .set(CONSUMER_PROCESSED_REISSUED.FENCING_TOKEN, job.fencingToken())
-                        .set(CONSUMER_PROCESSED_REISSUED.OUTCOME, outcome(Outcome.DEAD_LETTER))
-                        .set(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT, CLOCK_TIMESTAMP)
-                        .onConflictDoNothing()
-                        .execute();
-            } else {
-                tx.insertInto(CONSUMER_PROCESSED)
-                        .set(CONSUMER_PROCESSED.JOB_ID, job.jobId())
-                        .set(CONSUMER_PROCESSED.JOB_CREATED_AT, job.createdAt())
-                        .set(CONSUMER_PROCESSED.RESOURCE, job.resource())
-                        .set(CONSUMER_PROCESSED.FENCING_TOKEN, job.fencingToken())
-                        .set(CONSUMER_PROCESSED.OUTCOME, outcome(Outcome.DEAD_LETTER))
-                        .set(CONSUMER_PROCESSED.PROCESSED_AT, CLOCK_TIMESTAMP)
-                        .onConflictDoNothing()
-                        .execute();
+            var held = tx.select(CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
+                            CONSUMER_PROCESSED.PROCESSED_AT)
+                    .from(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId())).fetchOptional().orElse(null);
+            boolean reissued = held != null && held.value1() != null && job.createdAt() != null && !held.value1().isEqual(job.createdAt());
+            // Both tables have the same columns: the claim goes where the batch's claim would have put it.
+            org.jooq.Table<?> table = reissued ? CONSUMER_PROCESSED_REISSUED : CONSUMER_PROCESSED;
+            boolean claimed = tx.insertInto(table)
+                    .set(sameColumn(table, CONSUMER_PROCESSED.JOB_ID), job.jobId())
+                    .set(sameColumn(table, CONSUMER_PROCESSED.JOB_CREATED_AT), job.createdAt())
+                    .set(sameColumn(table, CONSUMER_PROCESSED.RESOURCE), job.resource())
+                    .set(sameColumn(table, CONSUMER_PROCESSED.FENCING_TOKEN), job.fencingToken())
+                    .set(sameColumn(table, CONSUMER_PROCESSED.OUTCOME), outcome(Outcome.DEAD_LETTER))
+                    .set(sameColumn(table, CONSUMER_PROCESSED.PROCESSED_AT), CLOCK_TIMESTAMP)
+                    .onConflictDoNothing()
+                    .execute() == 1;
+            if (reissued && claimed) {
+                Decision d = new Decision(new Candidate(record, job, Tenure.UNKNOWN), Outcome.DEAD_LETTER, null);
+                recordReused(tx, List.of(new Reuse(d, "job_id", previousJob(job.jobId(), held.value1(), held.value2(), held.value3(),
+                        held.value4()))));
+                reported = true;
             }
         }
         String key = record.key();
@@ -518,6 +522,12 @@ final class BatchProcessor {
                 .set(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT, CLOCK_TIMESTAMP)
                 .onConflictDoNothing()
                 .execute();
+        return reported;
+    }
+
+    /** The column of {@code table} named like {@code column} of {@code consumer_processed}. */
+    private static <T> org.jooq.Field<T> sameColumn(org.jooq.Table<?> table, org.jooq.Field<T> column) {
+        return table.field(column.getName(), column.getType());
     }
 
     /** Reads the job out of a record whose batch failed in the effect, for the one-by-one retry. */

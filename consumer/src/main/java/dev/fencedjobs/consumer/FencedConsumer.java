@@ -290,8 +290,8 @@ public final class FencedConsumer implements ServiceMain.Running {
         String reason = "effect failed " + config.effectMaxAttempts() + " times: " + Faults.describe(last.getCause());
         Job job = BatchProcessor.jobOf(record);
         log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
-        dsl.transaction(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
-        return new BatchProcessor.Counts(0, 0, 0, 1, 0, 0);
+        boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
+        return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
     }
 
     private static Map<TopicPartition, OffsetAndMetadata> nextOffsets(ConsumerRecords<String, byte[]> records) {

@@ -95,6 +95,36 @@ class RolledBackIdentitiesTest {
     }
 
     @Test
+    void aJobWithAReissuedIdWhoseEffectKeepsFailingIsDeadLetteredUnderItsOwnIdentityAndReported() {
+        Effect failsForTheSecondJob = new Effect() {
+            @Override
+            public void apply(org.jooq.DSLContext tx, Job job) {
+                if (!job.createdAt().isEqual(T0)) {
+                    throw new IllegalStateException("downstream refused job " + job.idempotencyKey());
+                }
+                new LedgerEffect().apply(tx, job);
+            }
+        };
+        FencedConsumer consumer = fixture.start(fixture.config(500), failsForTheSecondJob, org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+        send(1, 5, "r", 1, T0, "a", ACQUIRED_A);
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 1);
+        send(9, 5, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("deadLettered") == 1);
+        assertThat(fixture.dsl().select(CONSUMER_PROCESSED_REISSUED.OUTCOME).from(CONSUMER_PROCESSED_REISSUED).fetchSingle().value1())
+                .isEqualTo("dead_letter");
+        assertThat(reused("job_id")).isEqualTo(1);
+        assertThat(consumer.status().get("reused")).isEqualTo(1L);
+
+        send(9, 5, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 1);
+        assertThat(fixture.ledgerRows()).isEqualTo(1);
+        assertThat(reused("job_id")).isEqualTo(1);
+    }
+
+    @Test
     void aRecordWithoutTheCreationTimeIsADuplicateOfAnyJobWithItsId() {
         FencedConsumer consumer = fixture.start();
         send(1, 7, "r", 1, null, null, null);
