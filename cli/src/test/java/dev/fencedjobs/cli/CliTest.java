@@ -47,6 +47,23 @@ class CliTest {
         return cli(Map.of(), args);
     }
 
+    /** A multi-host URL whose first server does not answer, as after a failover: the CLI finds the primary behind it. */
+    @Test
+    @Order(50)
+    void aMultiHostUrlReachesThePrimaryWhateverComesFirst() throws Exception {
+        TestDatabase db = postgres.database();
+        String url = db.url();
+        int hostStart = url.indexOf("//") + 2;
+        String multi = url.substring(0, hostStart) + "127.0.0.1:" + dev.fencedjobs.testing.KafkaProcess.freePort() + ","
+                + url.substring(hostStart) + (url.contains("?") ? "&" : "?") + "targetServerType=primary";
+        Run status = cli(Map.of("DATABASE_URL", multi), "status");
+        assertThat(status.code()).as(status.err()).isZero();
+        assertThat(status.out()).contains("Leases:");
+        Run submit = cli(Map.of("DATABASE_URL", multi), "submit", "--due", "now", "--key", "multi-host-1");
+        assertThat(submit.code()).as(submit.err()).isZero();
+        assertThat(count("SELECT count(*) FROM jobs WHERE unique_key = 'multi-host-1'")).isEqualTo(1);
+    }
+
     static long count(String sql) throws Exception {
         try (Connection c = postgres.database().connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
             rs.next();

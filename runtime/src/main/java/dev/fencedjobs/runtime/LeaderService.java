@@ -163,6 +163,8 @@ public final class LeaderService implements AutoCloseable {
         status.put("state", leadership.state().name());
         status.put("ready", ready());
         status.put("acquisitions", leadership.acquisitions());
+        // Whether the LISTEN connection is up (after a database failover: on the new primary).
+        status.put("listening", listener.connected());
         leadership.lastGrant().ifPresent(g -> {
             status.put("token", g.token());
             status.put("leaseExpiresAt", g.expiresAt().toString());
