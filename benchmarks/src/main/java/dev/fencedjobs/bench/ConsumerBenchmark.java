@@ -72,10 +72,12 @@ public final class ConsumerBenchmark {
         p.put("batch.size", 256 * 1024);
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
             OffsetDateTime now = OffsetDateTime.now();
+            OffsetDateTime acquired = now.minusMinutes(1);
+            // As the relay writes them: with the job's creation time and the token's tenure.
             for (long job = 1; job <= records; job++) {
                 String resource = "r-" + (job % 100);
                 producer.send(new ProducerRecord<>(topic, resource, new Envelope(Envelope.VERSION, job, job, resource, 1,
-                        "{\"n\":" + job + "}", now, now).toJson()));
+                        "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000), "bench-dispatcher", acquired).toJson()));
             }
         }
     }

@@ -8,7 +8,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The short fault-injection run that every build makes: the packaged services as OS processes, a
- * real PostgreSQL restarted once and a replicated cluster of three Kafka brokers (separate
+ * real PostgreSQL primary with a synchronous standby, restarted once and failed over once (the
+ * primary SIGKILLed, the standby promoted), and a replicated cluster of three Kafka brokers (separate
  * processes), every kind of fault at least once, one broker killed and the partition leaders
  * moved among them, then the checker over everything the run left. The seed is printed; rerun a
  * failure with {@code java -jar chaos/target/fenced-jobs-chaos.jar --seed <seed>}. Set
