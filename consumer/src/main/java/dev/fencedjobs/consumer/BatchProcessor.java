@@ -90,7 +90,7 @@ final class BatchProcessor {
     private record Candidate(ConsumerRecord<String, byte[]> record, Job job, Tenure tenure) {
 
         static Candidate of(ConsumerRecord<String, byte[]> record, Envelope e) {
-            return new Candidate(record, jobOf(e), new Tenure(e.tokenHolder(), e.tokenAcquiredAt()));
+            return new Candidate(record, jobOf(e), new Tenure(e.tokenHolder(), asStored(e.tokenAcquiredAt())));
         }
     }
 
@@ -540,7 +540,27 @@ final class BatchProcessor {
     }
 
     private static Job jobOf(Envelope e) {
-        return new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId(), e.jobCreatedAt());
+        return new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId(),
+                asStored(e.jobCreatedAt()));
+    }
+
+    /**
+     * The time as PostgreSQL stores it: microseconds, rounded half to even. Identities read from
+     * the consumer's tables are compared with those from records, and a record written by anything
+     * but the relay (which copies the database's values) may carry nanoseconds: without this, a job
+     * would never equal itself and every record of it would be taken for a reuse.
+     */
+    static OffsetDateTime asStored(OffsetDateTime t) {
+        if (t == null) {
+            return null;
+        }
+        int nanos = t.getNano();
+        int below = nanos % 1000;
+        OffsetDateTime micros = t.minusNanos(below);
+        if (below > 500 || (below == 500 && (nanos / 1000) % 2 == 1)) {
+            micros = micros.plusNanos(1000);
+        }
+        return micros;
     }
 
     private static String truncate(String s, int max) {

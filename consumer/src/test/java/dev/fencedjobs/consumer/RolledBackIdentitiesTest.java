@@ -124,6 +124,30 @@ class RolledBackIdentitiesTest {
         assertThat(reused("job_id")).isEqualTo(1);
     }
 
+    /** Records written by anything but the relay may carry nanoseconds; the database keeps microseconds. */
+    @Test
+    void creationTimesFinerThanTheDatabaseKeepsStillMakeOneJob() {
+        FencedConsumer consumer = fixture.start();
+        OffsetDateTime roundsDown = T0.plusNanos(1_234_499);
+        OffsetDateTime roundsUp = T0.plusSeconds(1).plusNanos(7_000_501);
+        OffsetDateTime halfToEven = T0.plusSeconds(2).plusNanos(3_500);
+        send(1, 21, "r", 1, roundsDown, "a", ACQUIRED_A.plusNanos(999));
+        send(2, 22, "r", 1, roundsUp, "a", ACQUIRED_A.plusNanos(999));
+        send(3, 23, "r", 1, halfToEven, "a", ACQUIRED_A.plusNanos(999));
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 3);
+        send(1, 21, "r", 1, roundsDown, "a", ACQUIRED_A.plusNanos(999));
+        send(2, 22, "r", 1, roundsUp.plusNanos(899), "a", ACQUIRED_A.plusNanos(999)); // 7,001,400 ns: the same microsecond
+        send(3, 23, "r", 1, halfToEven, "a", ACQUIRED_A.plusNanos(999));
+        fixture.flush();
+        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 3);
+        assertThat(fixture.ledgerRows()).isEqualTo(3);
+        assertThat(reused("job_id") + reused("token")).isZero();
+        assertThat(fixture.dsl().select(LEDGER.JOB_CREATED_AT).from(LEDGER).orderBy(LEDGER.JOB_ID).fetch(r -> r.value1().toInstant()))
+                .containsExactly(T0.plusNanos(1_234_000).toInstant(), T0.plusSeconds(1).plusNanos(7_001_000).toInstant(),
+                        T0.plusSeconds(2).plusNanos(4_000).toInstant());
+    }
+
     @Test
     void aRecordWithoutTheCreationTimeIsADuplicateOfAnyJobWithItsId() {
         FencedConsumer consumer = fixture.start();
