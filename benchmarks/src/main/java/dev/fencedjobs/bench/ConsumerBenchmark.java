@@ -71,13 +71,18 @@ public final class ConsumerBenchmark {
         p.put("linger.ms", 10);
         p.put("batch.size", 256 * 1024);
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-            OffsetDateTime now = OffsetDateTime.now();
+            OffsetDateTime now = OffsetDateTime.now().withNano(0);
             OffsetDateTime acquired = now.minusMinutes(1);
-            // As the relay writes them: with the job's creation time and the token's tenure.
+            // As the relay writes them: with the job's creation time and the token's tenure (-Didentity=false:
+            // without, as relays before migration V5 did).
+            boolean identity = Boolean.parseBoolean(System.getProperty("identity", "true"));
             for (long job = 1; job <= records; job++) {
                 String resource = "r-" + (job % 100);
-                producer.send(new ProducerRecord<>(topic, resource, new Envelope(Envelope.VERSION, job, job, resource, 1,
-                        "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000), "bench-dispatcher", acquired).toJson()));
+                Envelope e = identity
+                        ? new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000),
+                                "bench-dispatcher", acquired)
+                        : new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now);
+                producer.send(new ProducerRecord<>(topic, resource, e.toJson()));
             }
         }
     }
