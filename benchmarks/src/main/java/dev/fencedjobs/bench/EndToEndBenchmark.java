@@ -316,7 +316,7 @@ final class EndToEndBenchmark {
         System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
         report.put("throughputJobsPerSecond", rate);
         waitFor("the backlog to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
-                && scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0
+                && scalar("SELECT count(*) FROM outbox_unpublished") == 0
                 && scalar("SELECT coalesce(max(id), 0) FROM ledger") >= scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
         return rate;
     }
@@ -451,7 +451,8 @@ final class EndToEndBenchmark {
                                 + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
                                 + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done"
                                 + " RETURNING id, job_id, resource, payload::text, due_at, completed_at, job_created_at");
-                PreparedStatement mark = c.prepareStatement("UPDATE outbox SET published_at = clock_timestamp() WHERE id = ANY(?)");
+                PreparedStatement mark = c.prepareStatement("UPDATE outbox_position SET published_through = greatest(published_through, ?),"
+                        + " updated_at = clock_timestamp() WHERE role = 'relay'");
                 KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
             // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of its own.
             s.execute(CompletedJobs.LEASE);
@@ -471,9 +472,10 @@ final class EndToEndBenchmark {
                 c.commit();
                 c.setAutoCommit(true);
                 producer.flush();
-                Array array = c.createArrayOf("bigint", ids.toArray());
-                mark.setArray(1, array);
-                mark.executeUpdate();
+                if (!ids.isEmpty()) {
+                    mark.setLong(1, ids.get(ids.size() - 1));
+                    mark.executeUpdate();
+                }
             }
         }
     }
@@ -789,7 +791,7 @@ final class EndToEndBenchmark {
     private void idle() throws Exception {
         System.out.println("5. idle services, " + idleSeconds + " s");
         waitFor("the system to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
-                && scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0, Duration.ofMinutes(2));
+                && scalar("SELECT count(*) FROM outbox_unpublished") == 0, Duration.ofMinutes(2));
         Thread.sleep(5_000);
         Map<String, Double> perSecond = new LinkedHashMap<>();
         try (Connection c = owner(); Statement s = c.createStatement()) {

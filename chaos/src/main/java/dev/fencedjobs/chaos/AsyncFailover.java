@@ -163,7 +163,7 @@ public final class AsyncFailover {
             long open;
             long decided;
             try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password())) {
-                open = single(c, "SELECT (SELECT count(*) FROM jobs WHERE state = 'pending') + (SELECT count(*) FROM outbox WHERE published_at IS NULL)");
+                open = single(c, "SELECT (SELECT count(*) FROM jobs WHERE state = 'pending') + (SELECT count(*) FROM outbox_unpublished)");
             } catch (SQLException e) {
                 open = -1;
             }

@@ -616,7 +616,7 @@ public final class ChaosRun {
             long decided = -1;
             try (Connection c = owner(); Statement s = c.createStatement();
                     ResultSet r = s.executeQuery("SELECT (SELECT count(*) FROM jobs WHERE state = 'pending'),"
-                            + " (SELECT count(*) FROM outbox WHERE published_at IS NULL),"
+                            + " (SELECT count(*) FROM outbox_unpublished),"
                             + " (SELECT count(*) FROM consumer_processed)")) {
                 r.next();
                 pending = r.getLong(1);

@@ -26,6 +26,7 @@ public final class History {
     public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {}
 
     /** A row of {@code outbox}. */
+    /** publishedAt: 0 once the relay's position passed the row (histories from before it kept the time), null while unpublished. */
     public record OutboxRow(long id, long jobId, String resource, long fencingToken, Long publishedAt, String publishError) {}
 
     /** A row of {@code lease_takeover}. */

@@ -35,8 +35,9 @@ final class Recorder {
                             nullableLong(r, 6)));
                 }
             }
-            try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token, " + micros("published_at")
-                    + ", publish_error FROM outbox ORDER BY id")) {
+            try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token,"
+                    + " CASE WHEN id <= (SELECT published_through FROM outbox_position WHERE role = 'relay') THEN 0 END,"
+                    + " publish_error FROM outbox ORDER BY id")) {
                 while (r.next()) {
                     h.outbox.add(new History.OutboxRow(r.getLong(1), r.getLong(2), r.getString(3), r.getLong(4), nullableLong(r, 5),
                             r.getString(6)));

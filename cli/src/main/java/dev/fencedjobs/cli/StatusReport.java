@@ -17,9 +17,9 @@ final class StatusReport {
             + "WHERE n <= 5 ORDER BY role, fencing_token DESC";
     static final String JOBS = "SELECT count(*) FILTER (WHERE state = 'pending'), "
             + "count(*) FILTER (WHERE state = 'pending' AND due_at <= clock_timestamp()), count(*) FILTER (WHERE state = 'completed') FROM jobs";
-    static final String OUTBOX = "SELECT count(*) FILTER (WHERE published_at IS NULL), "
-            + "coalesce(round(extract(epoch FROM clock_timestamp() - min(completed_at) FILTER (WHERE published_at IS NULL))::numeric, 1), 0), "
-            + "count(*) FILTER (WHERE publish_error IS NOT NULL) FROM outbox";
+    static final String OUTBOX = "SELECT (SELECT count(*) FROM outbox_unpublished), "
+            + "coalesce(round(extract(epoch FROM clock_timestamp() - (SELECT min(completed_at) FROM outbox_unpublished))::numeric, 1), 0), "
+            + "(SELECT count(*) FROM outbox WHERE publish_error IS NOT NULL)";
     static final String CONSUMER = "SELECT count(*) FILTER (WHERE outcome = 'applied'), count(*) FILTER (WHERE outcome = 'rejected'), "
             + "(SELECT count(*) FROM consumer_dead_letter), (SELECT count(*) FROM ledger) FROM consumer_processed";
 

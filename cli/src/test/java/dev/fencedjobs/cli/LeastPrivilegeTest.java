@@ -130,8 +130,9 @@ class LeastPrivilegeTest {
         denied(Roles.DISPATCHER, "d-secret", "UPDATE jobs SET payload = '{}'");
         denied(Roles.DISPATCHER, "d-secret", "UPDATE jobs SET due_at = clock_timestamp()");
         denied(Roles.DISPATCHER, "d-secret", "INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
-        denied(Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, published_at) "
-                + "VALUES (1, 'r', 1, '{}', now(), now(), now())");
+        denied(Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, publish_error) "
+                + "VALUES (1, 'r', 1, '{}', now(), now(), 'x')");
+        denied(Roles.DISPATCHER, "d-secret", "UPDATE outbox_position SET published_through = published_through + 1");
         denied(Roles.DISPATCHER, "d-secret", "UPDATE outbox SET fencing_token = 99");
         denied(Roles.RELAY, "r-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at) "
                 + "VALUES (1, 'r', 1, '{}', now(), now())");
@@ -150,7 +151,7 @@ class LeastPrivilegeTest {
             assertThat(run.code()).as(run.err()).isZero();
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
                 dev.fencedjobs.testing.CompletedJobs.insert(c, 3, "'r'", "'{}'::jsonb");
-                s.execute("UPDATE outbox SET published_at = clock_timestamp() WHERE job_id = (SELECT min(job_id) FROM outbox)");
+                s.execute("UPDATE outbox_position SET published_through = (SELECT min(id) FROM outbox) WHERE role = 'relay'");
                 s.execute("UPDATE leader_lease SET holder_id = 'dispatcher-1', fencing_token = 2, expires_at = 'infinity' WHERE role = 'scheduler'");
                 s.execute("INSERT INTO leader_lease VALUES ('relay', 'relay-1', 1, 'infinity')");
                 s.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'pending-one')");
@@ -184,9 +185,15 @@ class LeastPrivilegeTest {
                     "needs a new fencing token");
             refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET fencing_token = 1 WHERE role = 'scheduler'", "may not decrease");
             // The relay purges published rows only.
-            refused(db, Roles.RELAY, "r-secret", "DELETE FROM outbox WHERE published_at IS NULL", "is not published yet and may not be deleted");
+            refused(db, Roles.RELAY, "r-secret", "DELETE FROM outbox WHERE id > (SELECT min(id) FROM outbox)", "is not published yet and may not be deleted");
+            refused(db, Roles.RELAY, "r-secret", "UPDATE outbox_position SET published_through = 0", "may not go back");
             try (Connection c = DriverManager.getConnection(db.url(), Roles.RELAY, "r-secret"); Statement s = c.createStatement()) {
-                assertThat(s.executeUpdate("DELETE FROM outbox WHERE published_at IS NOT NULL")).isEqualTo(1);
+                assertThat(s.executeUpdate("DELETE FROM outbox WHERE id = (SELECT published_through FROM outbox_position)")).isEqualTo(1);
+            }
+            // The dispatcher's retention deletes completed jobs, never pending ones.
+            refused(db, Roles.DISPATCHER, "d-secret", "DELETE FROM jobs WHERE id = " + pending, "fj_dispatcher deletes completed jobs only");
+            try (Connection c = DriverManager.getConnection(db.url(), Roles.DISPATCHER, "d-secret"); Statement s = c.createStatement()) {
+                assertThat(s.executeUpdate("DELETE FROM jobs WHERE id = (SELECT min(id) FROM jobs WHERE state = 'completed')")).isEqualTo(1);
             }
             // And what the dispatcher does is still allowed: completing the pending job with the lease's token, with its outbox row.
             try (Connection c = DriverManager.getConnection(db.url(), Roles.DISPATCHER, "d-secret"); Statement s = c.createStatement()) {
@@ -207,8 +214,6 @@ class LeastPrivilegeTest {
         denied(Roles.CONSUMER, "c-secret", "DELETE FROM ledger");
         denied(Roles.CONSUMER, "c-secret", "UPDATE ledger SET job_id = 1");
         denied(Roles.CONSUMER, "c-secret", "UPDATE consumer_processed SET job_id = 1");
-        denied(Roles.CONSUMER, "c-secret", "DELETE FROM consumer_rejected");
-        denied(Roles.CONSUMER, "c-secret", "DELETE FROM consumer_reused");
         refused(postgres.database(), Roles.CONSUMER, "c-secret", "UPDATE consumer_resource_fence SET highest_token = 4 WHERE resource = 'lp-fence'",
                 "may not decrease");
     }

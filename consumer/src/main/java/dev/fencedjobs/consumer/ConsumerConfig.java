@@ -19,9 +19,11 @@ import java.time.Duration;
  *     ({@code PROCESSED_RETENTION}); keep it at least as long as the topic's retention
  * @param membership group protocol and the timings that decide how fast a dead member's
  *     partitions move to the others
+ * @param recordsRetention how long the records of what happened are kept: rejections, dead
+ *     letters, late records and reuses ({@code RECORDS_RETENTION})
  */
 public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership) {
+        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention) {
 
     public static final String GROUP = "CONSUMER_GROUP";
     public static final String BATCH_SIZE = "BATCH_SIZE";
@@ -32,6 +34,9 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
     public static final int DEFAULT_BATCH_SIZE = 2000;
     /** Kafka's default topic retention ({@code retention.ms}), seven days. */
     public static final Duration DEFAULT_PROCESSED_RETENTION = Duration.ofDays(7);
+    public static final String RECORDS_RETENTION = "RECORDS_RETENTION";
+    /** Long enough to look into what happened after a holiday. */
+    public static final Duration DEFAULT_RECORDS_RETENTION = Duration.ofDays(30);
 
     public ConsumerConfig {
         if (groupId == null || groupId.isBlank()) {
@@ -44,6 +49,13 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
         }
         Settings.requirePositive(PROCESSED_RETENTION, processedRetention);
         java.util.Objects.requireNonNull(membership, "membership");
+        Settings.requirePositive(RECORDS_RETENTION, recordsRetention);
+    }
+
+    /** With the default retention of rejections, dead letters, late records and reuses. */
+    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
+            Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership) {
+        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership, DEFAULT_RECORDS_RETENTION);
     }
 
     /** With the default {@link GroupMembership}. */
@@ -61,6 +73,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
                 settings.integer(EFFECT_MAX_ATTEMPTS, 3),
                 settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
                 settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION),
-                GroupMembership.from(settings));
+                GroupMembership.from(settings),
+                settings.duration(RECORDS_RETENTION, DEFAULT_RECORDS_RETENTION));
     }
 }

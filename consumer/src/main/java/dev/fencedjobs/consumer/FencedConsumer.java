@@ -1,7 +1,11 @@
 package dev.fencedjobs.consumer;
 
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
 import com.zaxxer.hikari.HikariDataSource;
@@ -65,6 +69,8 @@ public final class FencedConsumer implements ServiceMain.Running {
 
     private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
     private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
+    private static final Duration PURGE_AGAIN = Duration.ofMillis(50);
+    private static final int PURGE_CHUNK = 5_000;
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
@@ -90,7 +96,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final KafkaHealth kafka = new KafkaHealth(log, "consumer", "nothing is consumed meanwhile; retrying");
     private volatile List<String> assignment = List.of();
     private volatile Map<String, Object> lastBatch;
-    private long lastPurge = System.nanoTime();
+    private long nextPurge = System.nanoTime();
 
     private final Counter applied;
     private final Counter duplicates;
@@ -201,6 +207,7 @@ public final class FencedConsumer implements ServiceMain.Running {
                 }
                 if (handle(records)) {
                     backoff.reset();
+                    purgeNowAndThen();
                 } else {
                     sleep(backoff.nextNanos());
                 }
@@ -320,28 +327,44 @@ public final class FencedConsumer implements ServiceMain.Running {
         assignment = assigned;
     }
 
+    /**
+     * Retention, between batches whether busy or not: a chunk of processed job ids past
+     * {@code PROCESSED_RETENTION}, again soon while chunks come back full (so it keeps up under any
+     * load), and the records of what happened past {@code RECORDS_RETENTION}. Otherwise once a
+     * minute, or half the shorter retention.
+     */
     private void purgeNowAndThen() {
-        if (System.nanoTime() - lastPurge < PURGE_EVERY.toNanos()) {
+        if (System.nanoTime() - nextPurge < 0) {
             return;
         }
-        lastPurge = System.nanoTime();
+        int processed = 0;
         try {
-            int purged = dsl.deleteFrom(CONSUMER_PROCESSED)
+            org.jooq.Field<java.time.OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
+                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())));
+            processed = dsl.deleteFrom(CONSUMER_PROCESSED)
                     .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
-                            .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(CLOCK_TIMESTAMP.minus(
-                                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())))))
-                            .limit(10_000)))
+                            .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
+                            .limit(PURGE_CHUNK)))
                     .execute();
-            purged += dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED)
-                    .where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(CLOCK_TIMESTAMP.minus(
-                            org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())))))
-                    .execute();
-            if (purged > 0) {
-                log.info("Purged {} processed job ids older than {}", purged, config.processedRetention());
+            int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
+            org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
+                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.recordsRetention())));
+            records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
+            records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT.lt(recordsCutoff)).execute();
+            records += dsl.deleteFrom(CONSUMER_LATE).where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff)).execute();
+            records += dsl.deleteFrom(CONSUMER_REUSED).where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff)).execute();
+            if (processed + records > 0) {
+                log.debug("Purged {} processed job ids older than {} and {} records older than {}", processed, config.processedRetention(),
+                        records, config.recordsRetention());
             }
         } catch (RuntimeException e) {
-            log.warn("Purging processed job ids failed: {}", Faults.describe(e));
+            log.warn("Purging processed job ids and records failed: {}", Faults.describe(e));
         }
+        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
+                : config.recordsRetention();
+        Duration half = shorter.dividedBy(2);
+        Duration idle = half.compareTo(PURGE_EVERY) < 0 ? half : PURGE_EVERY;
+        nextPurge = System.nanoTime() + (processed == PURGE_CHUNK ? PURGE_AGAIN : idle).toNanos();
     }
 
     private void sleep(long nanos) {

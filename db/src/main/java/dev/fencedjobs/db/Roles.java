@@ -34,14 +34,17 @@ public final class Roles {
             DISPATCHER, "REVOKE ALL ON jobs, outbox, leader_lease FROM fj_dispatcher;"
                     + "GRANT SELECT ON jobs TO fj_dispatcher;"
                     + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
+                    // JOBS_RETENTION: completed jobs only (a trigger refuses the others).
+                    + "GRANT DELETE ON jobs TO fj_dispatcher;"
                     + "GRANT SELECT ON outbox TO fj_dispatcher;"
                     + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO fj_dispatcher;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;",
-            RELAY, "REVOKE ALL ON outbox, leader_lease, lease_takeover FROM fj_relay;"
+            RELAY, "REVOKE ALL ON outbox, outbox_position, leader_lease, lease_takeover FROM fj_relay;"
                     + "GRANT SELECT, DELETE ON outbox TO fj_relay;"
+                    + "GRANT SELECT, UPDATE ON outbox_position TO fj_relay;"
                     // The tenure of each token it publishes (holder and time of acquisition) goes into the records.
                     + "GRANT SELECT ON lease_takeover TO fj_relay;"
-                    + "GRANT UPDATE (published_at, publish_error) ON outbox TO fj_relay;"
+                    + "GRANT UPDATE (publish_error) ON outbox TO fj_relay;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_relay;",
             // A producer names only what a job is: when, for what, with what, under which key. The id,
             // the state, the completing token and the times are the database's and the dispatcher's.
@@ -59,7 +62,8 @@ public final class Roles {
                     + "GRANT SELECT, INSERT, UPDATE ON consumer_resource_fence TO fj_consumer; "
                     + "GRANT SELECT, INSERT, DELETE ON consumer_processed, consumer_processed_reissued TO fj_consumer; "
                     + "GRANT UPDATE (outcome) ON consumer_processed TO fj_consumer; "
-                    + "GRANT SELECT, INSERT ON consumer_rejected, consumer_dead_letter, consumer_late, consumer_reused, ledger TO fj_consumer; "
+                    + "GRANT SELECT, INSERT, DELETE ON consumer_rejected, consumer_dead_letter, consumer_late, consumer_reused TO fj_consumer; "
+                    + "GRANT SELECT, INSERT ON ledger TO fj_consumer; "
                     + "END IF; END $$;");
 
     private Roles() {}

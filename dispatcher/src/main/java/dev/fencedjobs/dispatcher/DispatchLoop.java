@@ -32,7 +32,16 @@ import org.slf4j.MDC;
  *       then, or until a notification names an earlier one, or leadership changes.
  * </ol>
  *
- * <p>While idle it sends nothing to the database: it wakes only for notifications and leadership.
+ * <p>While idle it sends nothing to the database but the retention purge: it wakes only for
+ * notifications, leadership and the purge.
+ *
+ * <p><b>Retention.</b> Between batches, the leader deletes completed jobs past {@code
+ * JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first: again after {@link
+ * #PURGE_AGAIN} while each delete finds a full chunk (so it keeps up with any completion rate a
+ * leader reaches, 40,000 jobs/s), otherwise once per {@link #PURGE_EVERY} or half the retention,
+ * whichever is shorter. Each delete is one short
+ * statement on completed rows, which no batch locks, so it never holds up a batch for longer than
+ * it runs.
  */
 final class DispatchLoop implements LeaderService.Worker {
 
@@ -40,11 +49,16 @@ final class DispatchLoop implements LeaderService.Worker {
     private static final long NOTHING = Long.MAX_VALUE;
     /** Forces a batch: set after the LISTEN connection (re)connects, when notifications may be lost. */
     private static final long CATCH_UP = Long.MIN_VALUE;
+    static final int PURGE_CHUNK = 2000;
+    static final Duration PURGE_AGAIN = Duration.ofMillis(50);
+    static final Duration PURGE_EVERY = Duration.ofMinutes(1);
 
     private final Leadership leadership;
     private final JobBatches batches;
     private final int batchSize;
+    private final Duration jobsRetention;
     private final Ticker ticker;
+    private long nextPurgeNanos;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
@@ -56,14 +70,17 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Counter batchFailures;
     private final Timer batchLatency;
     private final DistributionSummary batchJobs;
+    private final Counter jobsPurged;
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
 
-    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Ticker ticker, MeterRegistry registry) {
+    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry) {
         this.leadership = leadership;
         this.batches = batches;
         this.batchSize = batchSize;
+        this.jobsRetention = jobsRetention;
         this.ticker = ticker;
+        this.nextPurgeNanos = ticker.nanoTime();
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
                 .description("batches whose lease guard failed: nothing written, stepped down").register(registry);
@@ -71,6 +88,7 @@ final class DispatchLoop implements LeaderService.Worker {
                 .description("batches that failed with a database error: rolled back, stepped down").register(registry);
         batchLatency = Timer.builder("fencedjobs_batch").description("batch transaction latency").register(registry);
         batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs").description("jobs completed per batch").register(registry);
+        jobsPurged = Counter.builder("fencedjobs_jobs_purged").description("completed jobs deleted after JOBS_RETENTION").register(registry);
         leadership.onChange(wakeup::signal);
     }
 
@@ -105,6 +123,8 @@ final class DispatchLoop implements LeaderService.Worker {
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("batchSize", batchSize);
+        status.put("jobsRetention", jobsRetention.toString());
+        status.put("jobsPurged", (long) jobsPurged.count());
         LastBatch b = lastBatch;
         if (b != null) {
             Map<String, Object> batch = new LinkedHashMap<>();
@@ -145,6 +165,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private void runBatches(Grant grant) throws InterruptedException {
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
+        purgeIfDue();
         long started = ticker.nanoTime();
         JobBatches.BatchResult result;
         try {
@@ -175,6 +196,30 @@ final class DispatchLoop implements LeaderService.Worker {
         }
     }
 
+    /** One bounded delete of completed jobs past their retention, when it is time for one. */
+    private void purgeIfDue() {
+        long now = ticker.nanoTime();
+        if (now - nextPurgeNanos < 0) {
+            return;
+        }
+        try {
+            int deleted = batches.purgeCompleted(jobsRetention, PURGE_CHUNK);
+            jobsPurged.increment(deleted);
+            nextPurgeNanos = ticker.nanoTime() + (deleted == PURGE_CHUNK ? PURGE_AGAIN : idlePurgeInterval()).toNanos();
+            if (deleted > 0) {
+                log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
+            }
+        } catch (RuntimeException e) {
+            nextPurgeNanos = ticker.nanoTime() + idlePurgeInterval().toNanos();
+            log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", idlePurgeInterval(), Faults.describe(e));
+        }
+    }
+
+    private Duration idlePurgeInterval() {
+        Duration half = jobsRetention.dividedBy(2);
+        return half.compareTo(PURGE_EVERY) < 0 ? half : PURGE_EVERY;
+    }
+
     /**
      * Sleeps until the earliest pending job is due. The notification mark is reset before the
      * query, so a job inserted after the query's snapshot still shortens the sleep.
@@ -195,8 +240,9 @@ final class DispatchLoop implements LeaderService.Worker {
         while (running) {
             planned = Math.min(planned, earliestNotified.getAndSet(NOTHING));
             long waitNanos;
+            long untilPurge = Math.max(1, nextPurgeNanos - ticker.nanoTime());
             if (planned == NOTHING) {
-                waitNanos = Long.MAX_VALUE;
+                waitNanos = untilPurge;
             } else {
                 // Due times are in database time: offset from the database's "now" at the query,
                 // plus a millisecond for the rounding of due_at to whole milliseconds.
@@ -205,6 +251,7 @@ final class DispatchLoop implements LeaderService.Worker {
                 if (planned == CATCH_UP || waitNanos <= 0) {
                     return;
                 }
+                waitNanos = Math.min(waitNanos, untilPurge);
             }
             if (!wakeup.await(waitNanos)) {
                 return;

@@ -31,6 +31,7 @@ public final class Dispatcher extends LeasedService {
         LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(),
                 config.lease(), config.safetyMargin(), List.of(JOBS_DUE), ticker, leaseOps);
         return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),
-                jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), parts.ticker(), parts.registry())));
+                jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), config.jobsRetention(), parts.ticker(),
+                parts.registry())));
     }
 }

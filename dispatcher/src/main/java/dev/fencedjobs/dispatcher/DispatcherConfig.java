@@ -13,15 +13,25 @@ import java.time.Duration;
  * @param service database, ops port, shutdown timeout, migration switch
  * @param lease lease timing of the {@code scheduler} role
  * @param batchSize jobs completed per transaction ({@code BATCH_SIZE})
+ * @param jobsRetention completed jobs are deleted once completed longer ago than this
+ *     ({@code JOBS_RETENTION})
  */
-public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int batchSize) {
+public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int batchSize, Duration jobsRetention) {
 
     public static final String ROLE = "scheduler";
     public static final String BATCH_SIZE = "BATCH_SIZE";
     public static final int DEFAULT_BATCH_SIZE = 500;
+    public static final String JOBS_RETENTION = "JOBS_RETENTION";
+    public static final Duration DEFAULT_JOBS_RETENTION = Duration.ofDays(7);
+
+    /** With the default retention of completed jobs. */
+    public DispatcherConfig(ServiceConfig service, LeaseConfig lease, int batchSize) {
+        this(service, lease, batchSize, DEFAULT_JOBS_RETENTION);
+    }
 
     public DispatcherConfig {
         ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
+        Settings.requirePositive(JOBS_RETENTION, jobsRetention);
         lease.requireTimeoutsWithin(service.database());
         // The leader stops starting batches one statement timeout before its local deadline; after a
         // renewal it must still have time to work before the next one.
@@ -34,7 +44,7 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
 
     public static DispatcherConfig from(Settings settings) {
         return new DispatcherConfig(ServiceConfig.from(settings), LeaseConfig.from(settings),
-                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE));
+                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE), settings.duration(JOBS_RETENTION, DEFAULT_JOBS_RETENTION));
     }
 
     /** Local margin before the lease's deadline at which the leader stops starting batches. */

@@ -123,6 +123,18 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
+    public int purgeCompleted(java.time.Duration retention, int limit) {
+        return dsl.deleteFrom(JOBS)
+                .where(JOBS.ID.in(select(JOBS.ID)
+                        .from(JOBS)
+                        .where(JOBS.STATE.eq(COMPLETED))
+                        .and(JOBS.COMPLETED_AT.lt(CLOCK_TIMESTAMP.minus(val(org.jooq.types.DayToSecond.valueOf(retention)))))
+                        .orderBy(JOBS.COMPLETED_AT)
+                        .limit(limit)))
+                .execute();
+    }
+
+    @Override
     public NextDue nextDue() {
         Record2<OffsetDateTime, OffsetDateTime> r = dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP)
                 .from(JOBS)

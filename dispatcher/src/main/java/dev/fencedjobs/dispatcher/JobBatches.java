@@ -12,6 +12,13 @@ interface JobBatches {
      */
     BatchResult completeDue(Grant grant, int limit);
 
+    /**
+     * Deletes up to {@code limit} jobs completed more than {@code retention} ago, the oldest first,
+     * in one statement; returns how many it deleted. Not guarded: only completed jobs past their
+     * retention go, whoever deletes them.
+     */
+    int purgeCompleted(java.time.Duration retention, int limit);
+
     /** The earliest pending due time and the database's time now. */
     NextDue nextDue();
 

@@ -58,6 +58,11 @@ final class PauseSwitch {
                 gate.pass();
                 return delegate.nextDue();
             }
+
+            @Override
+            public int purgeCompleted(java.time.Duration retention, int limit) {
+                return delegate.purgeCompleted(retention, limit);
+            }
         };
     }
 }

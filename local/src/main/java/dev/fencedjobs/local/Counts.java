@@ -9,7 +9,7 @@ record Counts(long jobs, long completed, long unpublished, long effects, long di
         String tokens) {
 
     static final String SQL = "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM jobs WHERE state = 'completed'), "
-            + "(SELECT count(*) FROM outbox WHERE published_at IS NULL), (SELECT count(*) FROM ledger), "
+            + "(SELECT count(*) FROM outbox_unpublished), (SELECT count(*) FROM ledger), "
             + "(SELECT count(DISTINCT job_id) FROM ledger), (SELECT count(*) FROM consumer_rejected), "
             + "(SELECT count(*) FROM consumer_dead_letter), "
             + "(SELECT coalesce(string_agg(DISTINCT fencing_token::text, ',' ORDER BY fencing_token::text), '') FROM ledger)";

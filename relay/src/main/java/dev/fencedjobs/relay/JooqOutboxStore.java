@@ -3,6 +3,7 @@ package dev.fencedjobs.relay;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;
 import static org.jooq.impl.DSL.any;
 import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.min;
@@ -18,12 +19,15 @@ import java.util.List;
 import java.util.Map;
 import org.jooq.DSLContext;
 import org.jooq.Record3;
+import org.jooq.impl.DSL;
 import org.jooq.types.DayToSecond;
 
 final class JooqOutboxStore implements OutboxStore {
 
     /** The lease whose tokens the outbox rows carry (the dispatcher's). */
     static final String SCHEDULER_ROLE = "scheduler";
+    /** The position row of the relay role. */
+    static final String RELAY_ROLE = RelayConfig.ROLE;
 
     private record Tenure(String holder, OffsetDateTime acquiredAt) {
         static final Tenure UNKNOWN = new Tenure(null, null);
@@ -47,7 +51,7 @@ final class JooqOutboxStore implements OutboxStore {
         var rows = dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
                         OUTBOX.COMPLETED_AT, OUTBOX.JOB_CREATED_AT)
                 .from(OUTBOX)
-                .where(OUTBOX.PUBLISHED_AT.isNull())
+                .where(OUTBOX.ID.gt(position()))
                 .orderBy(OUTBOX.ID)
                 .limit(limit)
                 .fetch();
@@ -70,34 +74,44 @@ final class JooqOutboxStore implements OutboxStore {
         return result;
     }
 
+    /** The relay's position as a subquery: every row up to it is published. */
+    private static org.jooq.Field<Long> position() {
+        return DSL.field(DSL.select(OUTBOX_POSITION.PUBLISHED_THROUGH).from(OUTBOX_POSITION).where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE)));
+    }
+
+    /**
+     * One update of the position to the batch's last row (the batch is the first unpublished rows,
+     * in id order, all of them sent or set aside), and one update per row set aside, for its reason.
+     */
     @Override
     public boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed) {
+        long through = Math.max(published.stream().mapToLong(Long::longValue).max().orElse(0),
+                failed.keySet().stream().mapToLong(Long::longValue).max().orElse(0));
         return lease.inGuardedTransaction(grant.token(), tx -> {
-            if (!published.isEmpty()) {
-                tx.update(OUTBOX)
-                        .set(OUTBOX.PUBLISHED_AT, CLOCK_TIMESTAMP)
-                        .where(OUTBOX.ID.eq(any(published.toArray(Long[]::new))))
-                        .and(OUTBOX.PUBLISHED_AT.isNull())
-                        .execute();
-            }
             for (Map.Entry<Long, String> f : failed.entrySet()) {
                 tx.update(OUTBOX)
-                        .set(OUTBOX.PUBLISHED_AT, CLOCK_TIMESTAMP)
                         .set(OUTBOX.PUBLISH_ERROR, f.getValue())
                         .where(OUTBOX.ID.eq(f.getKey()))
-                        .and(OUTBOX.PUBLISHED_AT.isNull())
                         .execute();
             }
+            tx.update(OUTBOX_POSITION)
+                    .set(OUTBOX_POSITION.PUBLISHED_THROUGH, DSL.greatest(OUTBOX_POSITION.PUBLISHED_THROUGH, val(through)))
+                    .set(OUTBOX_POSITION.UPDATED_AT, CLOCK_TIMESTAMP)
+                    .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
+                    .execute();
             return true;
         }).isPresent();
     }
 
+    /** Published rows completed more than {@code retention} ago, oldest first (id order is completion order). */
     @Override
     public int purgePublished(Duration retention, int limit) {
         return dsl.deleteFrom(OUTBOX)
                 .where(OUTBOX.ID.in(dsl.select(OUTBOX.ID)
                         .from(OUTBOX)
-                        .where(OUTBOX.PUBLISHED_AT.lt(CLOCK_TIMESTAMP.minus(val(DayToSecond.valueOf(retention)))))
+                        .where(OUTBOX.ID.le(position()))
+                        .and(OUTBOX.COMPLETED_AT.lt(CLOCK_TIMESTAMP.minus(val(DayToSecond.valueOf(retention)))))
+                        .orderBy(OUTBOX.ID)
                         .limit(limit)))
                 .execute();
     }
@@ -106,7 +120,7 @@ final class JooqOutboxStore implements OutboxStore {
     public Lag lag() {
         Record3<Integer, OffsetDateTime, OffsetDateTime> r = dsl.select(count(), min(OUTBOX.COMPLETED_AT), CLOCK_TIMESTAMP)
                 .from(OUTBOX)
-                .where(OUTBOX.PUBLISHED_AT.isNull())
+                .where(OUTBOX.ID.gt(position()))
                 .fetchSingle();
         double oldest = r.value2() == null ? 0 : Math.max(0, Duration.between(r.value2(), r.value3()).toNanos() / 1e9);
         return new Lag(r.value1(), oldest);

@@ -9,16 +9,17 @@ import java.util.Map;
 /** The relay's database operations on the outbox. */
 interface OutboxStore {
 
-    /** Up to {@code limit} unpublished rows in id order, which is commit order. */
+    /** Up to {@code limit} unpublished rows (past the relay's position) in id order, which is commit order. */
     List<OutboxRow> unpublished(int limit);
 
     /**
-     * In one transaction guarded by the relay's lease: marks {@code published} as published and
-     * {@code failed} as published with their error. False, and nothing marked, if the guard fails.
+     * In one transaction guarded by the relay's lease: records the errors of {@code failed} and
+     * moves the relay's position to the last of these rows, which together are the first
+     * unpublished rows in id order. False, and nothing marked, if the guard fails.
      */
     boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed);
 
-    /** Deletes up to {@code limit} rows published more than {@code retention} ago. */
+    /** Deletes up to {@code limit} published rows completed more than {@code retention} ago. */
     int purgePublished(Duration retention, int limit);
 
     Lag lag();

@@ -19,7 +19,7 @@ import java.time.Duration;
  * @param pollInterval fallback read when no notification came ({@code POLL_INTERVAL})
  * @param maxRecordBytes largest record sent; a larger row is marked with a publish error instead
  *     ({@code MAX_RECORD_BYTES})
- * @param retention published rows are purged after this ({@code OUTBOX_RETENTION})
+ * @param retention published rows are purged once completed longer ago than this ({@code OUTBOX_RETENTION})
  */
 public record RelayConfig(
         ServiceConfig service, LeaseConfig lease, KafkaSettings kafka, int partitions, short replication,

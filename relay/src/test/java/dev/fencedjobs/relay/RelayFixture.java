@@ -1,6 +1,7 @@
 package dev.fencedjobs.relay;
 
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
@@ -84,7 +85,12 @@ final class RelayFixture implements AutoCloseable {
     }
 
     int unpublished() {
-        return dsl.fetchCount(OUTBOX, OUTBOX.PUBLISHED_AT.isNull());
+        return dsl.fetchCount(dsl.selectFrom("outbox_unpublished"));
+    }
+
+    /** The relay's position row: how far it has published, and when it last moved. */
+    org.jooq.Record position() {
+        return dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH, OUTBOX_POSITION.UPDATED_AT).from(OUTBOX_POSITION).fetchSingle();
     }
 
     TopicReader reader() {

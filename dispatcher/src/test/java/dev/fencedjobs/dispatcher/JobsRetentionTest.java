@@ -1,0 +1,42 @@
+package dev.fencedjobs.dispatcher;
+
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.testing.PostgresExtension;
+import java.time.Duration;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** The leader deletes completed jobs past JOBS_RETENTION, in chunks, and nothing else. */
+class JobsRetentionTest {
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    @Test
+    void completedJobsPastTheirRetentionAreDeletedInChunksAndPendingOnesStay() throws Exception {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
+            // More than two chunks of expired completed jobs, and jobs due far ahead.
+            fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, "
+                    + (2 * DispatchLoop.PURGE_CHUNK + 500) + ")");
+            fixture.dsl().execute("INSERT INTO jobs (due_at, unique_key) SELECT clock_timestamp() + interval '1 day', 'later-' || g"
+                    + " FROM generate_series(1, 100) g");
+            DispatcherConfig config = new DispatcherConfig(new ServiceConfig(fixture.config(new LeaseConfig(DispatcherFixture.LEASE,
+                    DispatcherFixture.RENEW), 500).service().database(), 0, Duration.ofSeconds(10), false),
+                    new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500, Duration.ofSeconds(2));
+            Dispatcher d = fixture.start(config, UnaryOperator.identity(), UnaryOperator.identity());
+            await().atMost(Duration.ofSeconds(30)).until(() -> fixture.completed() == 2 * DispatchLoop.PURGE_CHUNK + 500);
+
+            // The idle leader wakes to purge every half retention; two full chunks and the rest.
+            await().atMost(Duration.ofSeconds(30)).until(() -> (long) d.status().get("jobsPurged") == 2 * DispatchLoop.PURGE_CHUNK + 500);
+            assertThat(fixture.dsl().fetchCount(JOBS, JOBS.STATE.eq("pending"))).as("jobs due later stay").isEqualTo(100);
+            assertThat(fixture.dsl().fetchCount(JOBS, JOBS.STATE.eq("completed"))).isZero();
+        }
+    }
+}
