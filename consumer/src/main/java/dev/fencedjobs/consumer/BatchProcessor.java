@@ -295,14 +295,13 @@ final class BatchProcessor {
                 later.add(d);
             }
         }
-        InsertValuesStep6<?, Long, OffsetDateTime, String, Long, String, OffsetDateTime> insert = tx.insertInto(CONSUMER_PROCESSED,
-                CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
-                CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.PROCESSED_AT);
-        for (Decision d : firstById.values()) {
-            Job job = d.candidate().job();
-            insert = insert.values(val(job.jobId()), val(job.createdAt()), val(job.resource()), val(job.fencingToken()),
-                    val(outcome(d.outcome())), CLOCK_TIMESTAMP);
-        }
+        // One array per column, unnested: a handful of bind values however large the batch (rendering
+        // and binding a multi-row VALUES list was most of the consumer's own CPU).
+        List<Job> first = firstById.values().stream().map(d -> d.candidate().job()).toList();
+        var rows = unnest(tx, first, firstById.values().stream().map(d -> outcome(d.outcome())).toList());
+        var insert = tx.insertInto(CONSUMER_PROCESSED, CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT,
+                        CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN, CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.PROCESSED_AT)
+                .select(DSL.select(UNNESTED_ID, UNNESTED_CREATED_AT, UNNESTED_RESOURCE, UNNESTED_TOKEN, UNNESTED_TEXT, CLOCK_TIMESTAMP).from(rows));
         // DO UPDATE of nothing, only where the creation times differ: it returns the row of the job
         // that holds the id, whose creation time then tells an insert from a reuse.
         Map<Long, Record> returned = new HashMap<>();
@@ -371,6 +370,33 @@ final class BatchProcessor {
 
     private static String previousJob(long jobId, OffsetDateTime createdAt, String resource, long token, OffsetDateTime processedAt) {
         return "job " + jobId + " created at " + createdAt + " (resource " + resource + ", token " + token + ", processed at " + processedAt + ")";
+    }
+
+    static final org.jooq.Field<Long> UNNESTED_ID = DSL.field(DSL.name("u", "job_id"), Long.class);
+    static final org.jooq.Field<OffsetDateTime> UNNESTED_CREATED_AT = DSL.field(DSL.name("u", "job_created_at"), OffsetDateTime.class);
+    static final org.jooq.Field<String> UNNESTED_RESOURCE = DSL.field(DSL.name("u", "resource"), String.class);
+    static final org.jooq.Field<Long> UNNESTED_TOKEN = DSL.field(DSL.name("u", "fencing_token"), Long.class);
+    static final org.jooq.Field<String> UNNESTED_TEXT = DSL.field(DSL.name("u", "text"), String.class);
+
+    /**
+     * The jobs as a table {@code u (job_id, job_created_at, resource, fencing_token, text)}, from one
+     * array per column; {@code text} is one more value per job (an outcome, a payload).
+     */
+    static org.jooq.Table<?> unnest(DSLContext tx, List<Job> jobs, List<String> text) {
+        Long[] ids = new Long[jobs.size()];
+        String[] created = new String[jobs.size()];
+        String[] resources = new String[jobs.size()];
+        Long[] tokens = new Long[jobs.size()];
+        for (int i = 0; i < ids.length; i++) {
+            Job job = jobs.get(i);
+            ids[i] = job.jobId();
+            created[i] = job.createdAt() == null ? null : job.createdAt().toInstant().toString();
+            resources[i] = job.resource();
+            tokens[i] = job.fencingToken();
+        }
+        return DSL.table("unnest({0}::bigint[], {1}::timestamptz[], {2}::varchar[], {3}::bigint[], {4}::text[]) "
+                + "AS u (job_id, job_created_at, resource, fencing_token, text)", DSL.val(ids), DSL.val(created), DSL.val(resources),
+                DSL.val(tokens), DSL.val(text.toArray(String[]::new)));
     }
 
     private static String identity(long jobId, OffsetDateTime createdAt) {

@@ -5,9 +5,7 @@ import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
 import java.util.List;
 import org.jooq.DSLContext;
-import org.jooq.InsertValuesStep6;
 import org.jooq.JSONB;
-import dev.fencedjobs.consumer.jooq.tables.records.LedgerRecord;
 
 /**
  * The built-in example effect: appends one row per applied job to {@code ledger}, which has no
@@ -25,12 +23,12 @@ public final class LedgerEffect implements Effect {
         if (jobs.isEmpty()) {
             return;
         }
-        InsertValuesStep6<LedgerRecord, Long, java.time.OffsetDateTime, String, Long, JSONB, java.time.OffsetDateTime> insert = tx
-                .insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT);
-        for (Job job : jobs) {
-            insert = insert.values(org.jooq.impl.DSL.val(job.jobId()), org.jooq.impl.DSL.val(job.createdAt()), org.jooq.impl.DSL.val(job.resource()),
-                    org.jooq.impl.DSL.val(job.fencingToken()), org.jooq.impl.DSL.val(JSONB.valueOf(job.payloadJson())), CLOCK_TIMESTAMP);
-        }
-        insert.execute();
+        // One array per column (see BatchProcessor.unnest): a handful of bind values per batch.
+        tx.insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT)
+                .select(org.jooq.impl.DSL.select(BatchProcessor.UNNESTED_ID, BatchProcessor.UNNESTED_CREATED_AT, BatchProcessor.UNNESTED_RESOURCE,
+                                BatchProcessor.UNNESTED_TOKEN, org.jooq.impl.DSL.field("{0}::jsonb", JSONB.class, BatchProcessor.UNNESTED_TEXT),
+                                CLOCK_TIMESTAMP)
+                        .from(BatchProcessor.unnest(tx, jobs, jobs.stream().map(Job::payloadJson).toList())))
+                .execute();
     }
 }
