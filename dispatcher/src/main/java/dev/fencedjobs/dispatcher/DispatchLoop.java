@@ -39,9 +39,8 @@ import org.slf4j.MDC;
  * JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first: again after {@link
  * #PURGE_AGAIN} while each delete finds a full chunk (so it keeps up with any completion rate a
  * leader reaches, 40,000 jobs/s), otherwise once per {@link #PURGE_EVERY} or half the retention,
- * whichever is shorter. Each delete is one short
- * statement on completed rows, which no batch locks, so it never holds up a batch for longer than
- * it runs.
+ * whichever is shorter. Each delete is one short statement on completed rows, which no batch
+ * locks, so it never holds up a batch for longer than it runs.
  */
 final class DispatchLoop implements LeaderService.Worker {
 
