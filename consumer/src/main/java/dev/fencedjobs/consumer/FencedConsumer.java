@@ -14,6 +14,7 @@ import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.OpsServer;
+import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.ServiceMain;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -68,8 +69,6 @@ import org.slf4j.LoggerFactory;
 public final class FencedConsumer implements ServiceMain.Running {
 
     private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
-    private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
-    private static final Duration PURGE_AGAIN = Duration.ofMillis(50);
     private static final int PURGE_CHUNK = 5_000;
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
@@ -96,7 +95,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final KafkaHealth kafka = new KafkaHealth(log, "consumer", "nothing is consumed meanwhile; retrying");
     private volatile List<String> assignment = List.of();
     private volatile Map<String, Object> lastBatch;
-    private long nextPurge = System.nanoTime();
+    private final PurgeSchedule purges;
 
     private final Counter applied;
     private final Counter duplicates;
@@ -109,6 +108,9 @@ public final class FencedConsumer implements ServiceMain.Running {
 
     private FencedConsumer(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
         this.config = config;
+        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
+                : config.recordsRetention();
+        this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, dev.fencedjobs.db.Ticker.system());
         this.committer = committer;
         log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {} as {}", config.groupId(),
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
@@ -330,11 +332,11 @@ public final class FencedConsumer implements ServiceMain.Running {
     /**
      * Retention, between batches whether busy or not: a chunk of processed job ids past
      * {@code PROCESSED_RETENTION}, again soon while chunks come back full (so it keeps up under any
-     * load), and the records of what happened past {@code RECORDS_RETENTION}. Otherwise once a
-     * minute, or half the shorter retention.
+     * load), and the records of what happened past {@code RECORDS_RETENTION}, on a {@link
+     * PurgeSchedule} for the shorter of the two retentions.
      */
     private void purgeNowAndThen() {
-        if (System.nanoTime() - nextPurge < 0) {
+        if (!purges.due()) {
             return;
         }
         int processed = 0;
@@ -344,7 +346,7 @@ public final class FencedConsumer implements ServiceMain.Running {
             processed = dsl.deleteFrom(CONSUMER_PROCESSED)
                     .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
                             .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
-                            .limit(PURGE_CHUNK)))
+                            .limit(purges.chunk())))
                     .execute();
             int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
             org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
@@ -360,11 +362,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         } catch (RuntimeException e) {
             log.warn("Purging processed job ids and records failed: {}", Faults.describe(e));
         }
-        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
-                : config.recordsRetention();
-        Duration half = shorter.dividedBy(2);
-        Duration idle = half.compareTo(PURGE_EVERY) < 0 ? half : PURGE_EVERY;
-        nextPurge = System.nanoTime() + (processed == PURGE_CHUNK ? PURGE_AGAIN : idle).toNanos();
+        purges.deleted(processed);
     }
 
     private void sleep(long nanos) {

@@ -6,6 +6,7 @@ import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
@@ -36,10 +37,10 @@ import org.slf4j.MDC;
  * notifications, leadership and the purge.
  *
  * <p><b>Retention.</b> Between batches, the leader deletes completed jobs past {@code
- * JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first: again after {@link
- * #PURGE_AGAIN} while each delete finds a full chunk (so it keeps up with any completion rate a
- * leader reaches, 40,000 jobs/s), otherwise once per {@link #PURGE_EVERY} or half the retention,
- * whichever is shorter. Each delete is one short statement on completed rows, which no batch
+ * JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first, on a {@link PurgeSchedule}:
+ * again 50 ms later while each delete finds a full chunk (so it keeps up with any completion rate
+ * a leader reaches, 40,000 jobs/s), otherwise once a minute or half the retention, whichever is
+ * shorter. Each delete is one short statement on completed rows, which no batch
  * locks, so it never holds up a batch for longer than it runs.
  */
 final class DispatchLoop implements LeaderService.Worker {
@@ -49,15 +50,13 @@ final class DispatchLoop implements LeaderService.Worker {
     /** Forces a batch: set after the LISTEN connection (re)connects, when notifications may be lost. */
     private static final long CATCH_UP = Long.MIN_VALUE;
     static final int PURGE_CHUNK = 2000;
-    static final Duration PURGE_AGAIN = Duration.ofMillis(50);
-    static final Duration PURGE_EVERY = Duration.ofMinutes(1);
 
     private final Leadership leadership;
     private final JobBatches batches;
     private final int batchSize;
     private final Duration jobsRetention;
     private final Ticker ticker;
-    private long nextPurgeNanos;
+    private final PurgeSchedule purges;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
@@ -79,7 +78,7 @@ final class DispatchLoop implements LeaderService.Worker {
         this.batchSize = batchSize;
         this.jobsRetention = jobsRetention;
         this.ticker = ticker;
-        this.nextPurgeNanos = ticker.nanoTime();
+        this.purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
                 .description("batches whose lease guard failed: nothing written, stepped down").register(registry);
@@ -197,26 +196,20 @@ final class DispatchLoop implements LeaderService.Worker {
 
     /** One bounded delete of completed jobs past their retention, when it is time for one. */
     private void purgeIfDue() {
-        long now = ticker.nanoTime();
-        if (now - nextPurgeNanos < 0) {
+        if (!purges.due()) {
             return;
         }
+        int deleted = 0;
         try {
-            int deleted = batches.purgeCompleted(jobsRetention, PURGE_CHUNK);
+            deleted = batches.purgeCompleted(jobsRetention, purges.chunk());
             jobsPurged.increment(deleted);
-            nextPurgeNanos = ticker.nanoTime() + (deleted == PURGE_CHUNK ? PURGE_AGAIN : idlePurgeInterval()).toNanos();
             if (deleted > 0) {
                 log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
             }
         } catch (RuntimeException e) {
-            nextPurgeNanos = ticker.nanoTime() + idlePurgeInterval().toNanos();
-            log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", idlePurgeInterval(), Faults.describe(e));
+            log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(), Faults.describe(e));
         }
-    }
-
-    private Duration idlePurgeInterval() {
-        Duration half = jobsRetention.dividedBy(2);
-        return half.compareTo(PURGE_EVERY) < 0 ? half : PURGE_EVERY;
+        purges.deleted(deleted);
     }
 
     /**
@@ -239,7 +232,7 @@ final class DispatchLoop implements LeaderService.Worker {
         while (running) {
             planned = Math.min(planned, earliestNotified.getAndSet(NOTHING));
             long waitNanos;
-            long untilPurge = Math.max(1, nextPurgeNanos - ticker.nanoTime());
+            long untilPurge = purges.nanosUntilDue();
             if (planned == NOTHING) {
                 waitNanos = untilPurge;
             } else {

@@ -8,6 +8,7 @@ import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -46,9 +47,6 @@ import org.slf4j.MDC;
 final class RelayLoop implements LeaderService.Worker {
 
     private static final Logger log = LoggerFactory.getLogger(RelayLoop.class);
-    /** Retention runs between batches, busy or not: a chunk, again soon while chunks come back full. */
-    private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
-    private static final Duration PURGE_AGAIN = Duration.ofMillis(50);
     static final int PURGE_LIMIT = 5_000;
 
     private final RelayConfig config;
@@ -59,7 +57,7 @@ final class RelayLoop implements LeaderService.Worker {
     private final Wakeup wakeup = new Wakeup();
     private final Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
     private volatile boolean running = true;
-    private long nextPurge;
+    private final PurgeSchedule purges;
     /** The token the publisher was last made ready for; -1 while not leading. */
     private long preparedToken = -1;
     private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
@@ -79,7 +77,7 @@ final class RelayLoop implements LeaderService.Worker {
         this.store = store;
         this.publisher = publisher;
         this.ticker = ticker;
-        this.nextPurge = ticker.nanoTime();
+        this.purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
         published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
         rejected = Counter.builder("fencedjobs_relay_rejected_rows")
                 .description("outbox rows not sent (too large); marked with publish_error").register(registry);
@@ -248,27 +246,21 @@ final class RelayLoop implements LeaderService.Worker {
         return record;
     }
 
-    /**
-     * Deletes a chunk of published rows past their retention when it is time: at once again while
-     * chunks come back full (so it keeps up under any load, not only when idle), else once a
-     * minute or half the retention, whichever is shorter.
-     */
+    /** Deletes a chunk of published rows past their retention when its {@link PurgeSchedule} says so, busy or idle. */
     private void purgeNowAndThen() {
-        if (ticker.nanoTime() - nextPurge < 0) {
+        if (!purges.due()) {
             return;
         }
         int purged = 0;
         try {
-            purged = store.purgePublished(config.retention(), PURGE_LIMIT);
+            purged = store.purgePublished(config.retention(), purges.chunk());
             if (purged > 0) {
                 log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention());
             }
         } catch (RuntimeException e) {
             log.warn("Purging published outbox rows failed: {}", Faults.describe(e));
         }
-        Duration half = config.retention().dividedBy(2);
-        Duration idle = half.compareTo(PURGE_EVERY) < 0 ? half : PURGE_EVERY;
-        nextPurge = ticker.nanoTime() + (purged == PURGE_LIMIT ? PURGE_AGAIN : idle).toNanos();
+        purges.deleted(purged);
     }
 
     /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */

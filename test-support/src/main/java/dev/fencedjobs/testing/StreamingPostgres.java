@@ -60,12 +60,14 @@ public final class StreamingPostgres implements AutoCloseable {
 
     /** One server: its name (also its application_name as a standby), port, data directory and process. */
     private static final class Node {
+        final int index;
         final String name;
         final int port;
         Path data;
         EmbeddedPostgres server;
 
-        Node(String name, int port) {
+        Node(int index, String name, int port) {
+            this.index = index;
             this.name = name;
             this.port = port;
         }
@@ -75,8 +77,8 @@ public final class StreamingPostgres implements AutoCloseable {
         this.replication = replication;
         try {
             this.root = Files.createTempDirectory("fj-streaming-pg");
-            nodes[0] = new Node("node_a", KafkaProcess.freePort());
-            nodes[1] = new Node("node_b", KafkaProcess.freePort());
+            nodes[0] = new Node(0, "node_a", KafkaProcess.freePort());
+            nodes[1] = new Node(1, "node_b", KafkaProcess.freePort());
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -191,7 +193,7 @@ public final class StreamingPostgres implements AutoCloseable {
             }
             sleep(20);
         }
-        release(p);
+        stopCleanly(p); // lets go of the dead server's handle and its lock on the data directory; pg_ctl finds nothing to stop
         log.info("Primary {} SIGKILLed (pid {})", p.name, pid);
     }
 
@@ -210,7 +212,7 @@ public final class StreamingPostgres implements AutoCloseable {
     public synchronized void rebuildStandby() {
         Node p = nodes[primary];
         Node s = nodes[1 - primary];
-        release(s);
+        stopCleanly(s);
         deleteQuietly(s.data);
         s.data = directory(s);
         if (queryLong(p, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + s.name + "'") == 0) {
@@ -292,11 +294,6 @@ public final class StreamingPostgres implements AutoCloseable {
             TestPostgres.closeQuietly(n.server);
             n.server = null;
         }
-    }
-
-    /** Lets go of a dead server's handle (its lock on the data directory); pg_ctl finds nothing to stop. */
-    private void release(Node n) {
-        stopCleanly(n);
     }
 
     private static long postmasterPid(Node n) {
@@ -403,7 +400,7 @@ public final class StreamingPostgres implements AutoCloseable {
         Properties p = new Properties();
         p.setProperty("user", user());
         p.setProperty("connectTimeout", "5");
-        return DriverManager.getConnection(nodeUrl(List.of(nodes).indexOf(n), "postgres"), p);
+        return DriverManager.getConnection(nodeUrl(n.index, "postgres"), p);
     }
 
     private void execute(Node n, String sql) {
