@@ -23,8 +23,11 @@ public final class Bench {
             case "e2e":
                 EndToEndBenchmark.main(rest);
                 break;
+            case "soak":
+                SoakBenchmark.main(rest);
+                break;
             default:
-                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay|consumer|e2e");
+                System.err.println("usage: java -jar fenced-jobs-benchmarks.jar dispatcher|relay|consumer|e2e|soak");
                 System.exit(2);
         }
     }

@@ -14,7 +14,8 @@ import java.util.Locale;
  * The PostgreSQL a benchmark runs against: {@code FJ_BENCH_POSTGRES_URL} (a superuser URL, with
  * {@code FJ_BENCH_POSTGRES_USER}/{@code FJ_BENCH_POSTGRES_PASSWORD}) or an embedded PostgreSQL 17
  * with durable settings (fsync and synchronous commit on, unlike the test servers) and
- * pg_stat_statements loaded, so statements can be counted.
+ * pg_stat_statements loaded, so statements can be counted. {@code FJ_BENCH_POSTGRES_SETTINGS}
+ * ({@code name=value,name=value}) adds settings to the embedded server.
  */
 final class BenchPostgres implements AutoCloseable {
 
@@ -37,15 +38,22 @@ final class BenchPostgres implements AutoCloseable {
             return new BenchPostgres(null, url, env("FJ_BENCH_POSTGRES_USER", "postgres"), env("FJ_BENCH_POSTGRES_PASSWORD", ""));
         }
         try {
-            EmbeddedPostgres pg = EmbeddedPostgres.builder()
+            EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
                     .setServerConfig("fsync", "on")
                     .setServerConfig("synchronous_commit", "on")
                     .setServerConfig("full_page_writes", "on")
                     .setServerConfig("max_connections", "100")
                     .setServerConfig("shared_buffers", "256MB")
                     .setServerConfig("shared_preload_libraries", "pg_stat_statements")
-                    .setServerConfig("pg_stat_statements.track", "all")
-                    .start();
+                    .setServerConfig("pg_stat_statements.track", "all");
+            // Printed with the results (describe()), so what ran is on record.
+            for (String setting : env("FJ_BENCH_POSTGRES_SETTINGS", "").split(",")) {
+                if (!setting.isBlank()) {
+                    String[] kv = setting.split("=", 2);
+                    builder.setServerConfig(kv[0].trim(), kv[1].trim());
+                }
+            }
+            EmbeddedPostgres pg = builder.start();
             return new BenchPostgres(pg, "jdbc:postgresql://localhost:" + pg.getPort() + "/postgres", "postgres", "");
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -90,10 +98,11 @@ final class BenchPostgres implements AutoCloseable {
     String describe() throws SQLException {
         try (Connection c = admin(); Statement s = c.createStatement();
                 ResultSet rs = s.executeQuery("SELECT current_setting('server_version'), current_setting('fsync'), "
-                        + "current_setting('synchronous_commit'), current_setting('shared_buffers')")) {
+                        + "current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size')")) {
             rs.next();
             return "PostgreSQL " + rs.getString(1) + (embedded != null ? " (embedded)" : " (FJ_BENCH_POSTGRES_URL)")
-                    + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers=" + rs.getString(4);
+                    + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers=" + rs.getString(4)
+                    + ", max_wal_size=" + rs.getString(5);
         }
     }
 

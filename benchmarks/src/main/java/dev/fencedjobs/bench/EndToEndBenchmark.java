@@ -2,49 +2,25 @@ package dev.fencedjobs.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
-import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Roles;
-import dev.fencedjobs.runtime.Envelope;
-import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
-import dev.fencedjobs.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.sql.Array;
 import java.sql.Connection;
-import java.sql.DriverManager;
-import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.time.LocalDate;
-import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Properties;
-import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.ConsumerRecords;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * {@code java -jar fenced-jobs-benchmarks.jar e2e}: the whole system end to end, with two
@@ -68,12 +44,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 final class EndToEndBenchmark {
 
-    static final String HEAP = "-Xmx256m";
-    static final String TOPIC = "fenced-jobs";
-    static final int PARTITIONS = 6;
-    static final int RESOURCES = 1000;
-    static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) "
-            + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
+    private static final String HEAP = BenchStack.HEAP;
+    private static final String TOPIC = BenchStack.TOPIC;
+    private static final int PARTITIONS = BenchStack.PARTITIONS;
+    private static final int RESOURCES = BenchStack.RESOURCES;
+    private static final String INSERT_DUE = BenchStack.INSERT_DUE;
 
     private final Path repo;
     private final Path out;
@@ -83,15 +58,12 @@ final class EndToEndBenchmark {
     private final int[] loads;
     private final Map<String, Object> report = new LinkedHashMap<>();
     private final List<String> table = new ArrayList<>();
+    private BenchStack stack;
     private BenchPostgres pg;
     private KafkaProcess kafka;
-    private String url;
-    private final Map<String, ServiceProcess> services = new LinkedHashMap<>();
-    private final Map<String, Map<String, String>> environments = new HashMap<>();
-    private final Map<String, Integer> restarts = new HashMap<>();
+    private Map<String, ServiceProcess> services;
     /** Fixed ops ports of the consumers, whose {@code /status} the consumer failover reads. */
     private final Map<String, Integer> consumerPorts = new LinkedHashMap<>();
-    private Path logs;
     private final String phases;
     private final String serviceLogLevel;
 
@@ -137,9 +109,10 @@ final class EndToEndBenchmark {
     }
 
     private void run() throws Exception {
-        logs = Files.createDirectories(Path.of("target", "e2e-logs"));
-        pg = BenchPostgres.start();
-        kafka = new KafkaProcess();
+        stack = new BenchStack(repo, serviceLogLevel, Path.of("target", "e2e-logs"));
+        pg = stack.pg();
+        kafka = stack.kafka();
+        services = stack.services();
         try {
             machine();
             if (phase("throughput")) {
@@ -147,8 +120,7 @@ final class EndToEndBenchmark {
                 setUp();
                 double ours = throughput();
                 row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),
-                        "target 10,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the bound (target 0.5)");
-                row("2. bound: plain JDBC + kafka-clients loop, same work", String.format(Locale.ROOT, "%,.0f jobs/s", bound), "same run, same servers");
+                        "target 12,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the lower bound below");
                 report.put("ratioToBound", ours / bound);
                 memory();
             } else {
@@ -164,9 +136,7 @@ final class EndToEndBenchmark {
                 idle();
             }
         } finally {
-            services.values().forEach(ServiceProcess::close);
-            kafka.close();
-            pg.close();
+            stack.close();
         }
         write();
     }
@@ -178,15 +148,7 @@ final class EndToEndBenchmark {
     // ------------------------------------------------------------------ set-up
 
     private void machine() throws SQLException {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("date", LocalDate.now().toString());
-        m.put("cores", Runtime.getRuntime().availableProcessors());
-        m.put("memoryGiB", Math.round(((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean())
-                .getTotalMemorySize() / (1024.0 * 1024 * 1024)));
-        m.put("java", System.getProperty("java.version"));
-        m.put("postgres", pg.describe());
-        m.put("kafka", "Apache Kafka 4.3 KRaft broker, a separate JVM (kafka.Kafka, -Xmx512m), " + PARTITIONS + " partitions");
-        m.put("serviceHeap", HEAP);
+        Map<String, Object> m = stack.machine();
         report.put("machine", m);
         System.out.println("End to end on " + m);
     }
@@ -194,57 +156,19 @@ final class EndToEndBenchmark {
     private void setUp() throws Exception {
         consumerPorts.put("consumer", KafkaProcess.freePort());
         consumerPorts.put("consumer-2", KafkaProcess.freePort());
-        url = pg.freshDatabase("e2e");
-        DatabaseConfig owner = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
-                Duration.ofSeconds(10), Duration.ofSeconds(60));
-        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
-        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
-        try (Connection c = owner(); Statement s = c.createStatement()) {
-            Roles.apply(c, Map.of(Roles.DISPATCHER, "bench", Roles.RELAY, "bench", Roles.CONSUMER, "bench", Roles.PRODUCER, "bench"));
-            s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-            // One login role per service, member of the service's role, so pg_stat_statements counts each apart.
-            for (String[] r : new String[][] {{"bench_dispatcher_1", Roles.DISPATCHER}, {"bench_dispatcher_2", Roles.DISPATCHER},
-                    {"bench_relay", Roles.RELAY}, {"bench_consumer", Roles.CONSUMER}}) {
-                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + r[0] + "') THEN CREATE ROLE " + r[0]
-                        + " LOGIN PASSWORD 'bench'; END IF; END $$");
-                s.execute("GRANT " + r[1] + " TO " + r[0]);
-            }
-        }
-        TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS);
-        start("dispatcher-1", "dispatcher", "bench_dispatcher_1", Map.of());
-        start("dispatcher-2", "dispatcher", "bench_dispatcher_2", Map.of());
-        start("relay", "relay", "bench_relay", Map.of("KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS)));
-        start("consumer", "consumer", "bench_consumer", Map.of("HTTP_PORT", Integer.toString(consumerPorts.get("consumer"))));
-        waitFor("a scheduler and a relay leader", () -> scalar("SELECT count(*) FROM leader_lease WHERE expires_at > clock_timestamp()") == 2,
-                Duration.ofSeconds(60));
-        // A first job through the whole pipeline: the consumer has joined its group.
-        try (Connection c = owner(); Statement s = c.createStatement()) {
-            s.executeUpdate(String.format(INSERT_DUE, 1));
-        }
-        waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
+        stack.setUp(Map.of(), consumerPorts.get("consumer"));
     }
 
-    private void start(String name, String kind, String user, Map<String, String> extra) {
-        Map<String, String> env = new HashMap<>();
-        env.put("DATABASE_URL", url);
-        env.put("DATABASE_USER", user);
-        env.put("DATABASE_PASSWORD", "bench");
-        env.put("DATABASE_MIGRATE", "false");
-        env.put("HTTP_PORT", "0");
-        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
-        env.put("KAFKA_TOPIC", TOPIC);
-        env.put("LOG_LEVEL", serviceLogLevel);
-        env.putAll(extra);
-        environments.put(name, env);
-        services.put(name, ServiceProcess.start(name, repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar"), env, logs, List.of(HEAP)));
+    private Connection owner() throws SQLException {
+        return stack.owner();
     }
 
-    private void restart(String name) {
-        String kind = name.replaceAll("-\\d+$", "");
-        int n = restarts.merge(name, 1, Integer::sum);
-        // A log per start: dispatcher-1.log, dispatcher-1.2.log, ...
-        services.put(name, ServiceProcess.start(name + "." + (n + 1), repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar"), environments.get(name), logs,
-                List.of(HEAP)));
+    private long scalar(String sql) {
+        return stack.scalar(sql);
+    }
+
+    private static long scalar(Statement s, String sql) throws SQLException {
+        return BenchStack.scalar(s, sql);
     }
 
     // ------------------------------------------------------------------ 1. throughput
@@ -275,7 +199,7 @@ final class EndToEndBenchmark {
         loader.start();
         Thread.sleep(15_000);
         long a0 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
-        Map<String, Long> cpu0 = cpuTicksByComponent();
+        Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
         try (Connection c = owner(); Statement s = c.createStatement()) {
             s.execute("SELECT pg_stat_statements_reset()");
         }
@@ -283,7 +207,7 @@ final class EndToEndBenchmark {
         Thread.sleep(windowSeconds * 1000L);
         long a1 = scalar("SELECT coalesce(max(id), 0) FROM ledger");
         long t1 = System.nanoTime();
-        Map<String, Long> cpu1 = cpuTicksByComponent();
+        Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
         Map<String, Double> cpuShare = new LinkedHashMap<>();
         double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * ((t1 - t0) / 1e9);
         cpu1.forEach((component, ticks) -> cpuShare.put(component,
@@ -305,7 +229,7 @@ final class EndToEndBenchmark {
         row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
                 listing(cpuShare), "from /proc/<pid>/stat");
         for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
-            peakRss.put(e.getKey(), peakRssMb(e.getValue().pid()));
+            peakRss.put(e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
         }
         stop.set(true);
         loader.join();
@@ -315,64 +239,13 @@ final class EndToEndBenchmark {
         double rate = (a1 - a0) / ((t1 - t0) / 1e9);
         System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
         report.put("throughputJobsPerSecond", rate);
-        waitFor("the backlog to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+        BenchStack.waitFor("the backlog to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
                 && scalar("SELECT count(*) FROM outbox_unpublished") == 0
                 && scalar("SELECT coalesce(max(id), 0) FROM ledger") >= scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
         return rate;
     }
 
     private final Map<String, Long> peakRss = new LinkedHashMap<>();
-
-    private static long peakRssMb(long pid) {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
-                if (line.startsWith("VmHWM:")) {
-                    return Long.parseLong(line.replaceAll("\\D", "")) / 1024;
-                }
-            }
-        } catch (Exception e) {
-            // Not Linux, or the process is gone.
-        }
-        return -1;
-    }
-
-    /**
-     * CPU time (clock ticks, 100 per second on Linux) of every process on the machine, summed by
-     * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
-     * (the loader). Empty where there is no /proc.
-     */
-    private static Map<String, Long> cpuTicksByComponent() {
-        Map<String, Long> ticks = new TreeMap<>();
-        long self = ProcessHandle.current().pid();
-        try (var dirs = Files.list(Path.of("/proc"))) {
-            for (Path dir : (Iterable<Path>) dirs::iterator) {
-                String name = dir.getFileName().toString();
-                if (!name.chars().allMatch(Character::isDigit)) {
-                    continue;
-                }
-                try {
-                    String cmd = new String(Files.readAllBytes(dir.resolve("cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
-                    String component = Long.parseLong(name) == self ? "benchmark and loader"
-                            : cmd.contains("fenced-jobs-dispatcher.jar") ? "dispatchers"
-                            : cmd.contains("fenced-jobs-relay.jar") ? "relay"
-                            : cmd.contains("fenced-jobs-consumer.jar") ? "consumer"
-                            : cmd.contains("kafka.Kafka") ? "kafka broker"
-                            : cmd.startsWith("postgres") || cmd.contains("/bin/postgres") ? "postgresql" : null;
-                    if (component == null) {
-                        continue;
-                    }
-                    String stat = Files.readString(dir.resolve("stat"));
-                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]), Long::sum);
-                } catch (Exception gone) {
-                    // The process ended while being read.
-                }
-            }
-        } catch (Exception e) {
-            return Map.of();
-        }
-        return ticks;
-    }
 
     private void memory() {
         report.put("peakRssMb", peakRss);
@@ -381,175 +254,33 @@ final class EndToEndBenchmark {
 
     // ------------------------------------------------------------------ 2. the bound
 
-    /**
-     * The same work with no service in the way: a loop inserts 1,000 due jobs, completes them and
-     * writes their outbox rows in one statement, publishes them in one Kafka transaction and marks
-     * them; a second loop polls them, claims the job ids, raises the resource fences and writes the
-     * effect rows in one transaction, then commits the offsets. No lease, no waiting.
-     */
+    /** The lower of {@link PipelinedBound}'s two bounds, each measured with the machine to itself. */
     private double bound() throws Exception {
-        System.out.println("2. the bound: plain JDBC and kafka-clients loops, " + windowSeconds + " s window after 10 s of warm-up");
-        String boundUrl = pg.freshDatabase("bound");
-        DatabaseConfig db = new DatabaseConfig(boundUrl, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
-                Duration.ofSeconds(10), Duration.ofSeconds(60));
-        Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
-        Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
-        TestKafka.createTopic(kafka.bootstrapServers(), "bound", PARTITIONS);
-        AtomicBoolean stop = new AtomicBoolean();
-        AtomicReference<Exception> failure = new AtomicReference<>();
-        Thread producerLoop = new Thread(() -> {
-            try {
-                boundProducer(boundUrl, stop);
-            } catch (Exception e) {
-                failure.set(e);
-            }
-        }, "bound-producer");
-        Thread consumerLoop = new Thread(() -> {
-            try {
-                boundConsumer(boundUrl, stop);
-            } catch (Exception e) {
-                failure.set(e);
-            }
-        }, "bound-consumer");
-        producerLoop.start();
-        consumerLoop.start();
-        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password()); Statement s = c.createStatement()) {
-            Thread.sleep(10_000);
-            long a0 = scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
-            long t0 = System.nanoTime();
-            Thread.sleep(windowSeconds * 1000L);
-            long a1 = scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
-            long t1 = System.nanoTime();
-            stop.set(true);
-            producerLoop.join();
-            consumerLoop.join();
-            if (failure.get() != null) {
-                throw failure.get();
-            }
-            double rate = (a1 - a0) / ((t1 - t0) / 1e9);
-            System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
-            report.put("boundJobsPerSecond", rate);
-            return rate;
-        }
-    }
-
-    private void boundProducer(String boundUrl, AtomicBoolean stop) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", kafka.bootstrapServers());
-        p.put("enable.idempotence", "true");
-        p.put("acks", "all");
-        p.put("linger.ms", "5");
-        p.put("batch.size", "262144");
-        p.put("compression.type", "lz4");
-        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password());
-                Statement s = c.createStatement();
-                PreparedStatement complete = c.prepareStatement(
-                        "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT 1000),"
-                                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
-                                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at,"
-                                + " jobs.created_at)"
-                                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
-                                + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done"
-                                + " RETURNING id, job_id, resource, payload::text, due_at, completed_at, job_created_at");
-                PreparedStatement mark = c.prepareStatement("UPDATE outbox_position SET published_through = greatest(published_through, ?),"
-                        + " updated_at = clock_timestamp() WHERE role = 'relay'");
-                KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-            // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of its own.
-            s.execute(CompletedJobs.LEASE);
-            while (!stop.get()) {
-                s.executeUpdate(String.format(INSERT_DUE, 1000));
-                c.setAutoCommit(false);
-                List<Long> ids = new ArrayList<>(1000);
-                try (ResultSet r = complete.executeQuery()) {
-                    while (r.next()) {
-                        ids.add(r.getLong(1));
-                        Envelope e = new Envelope(Envelope.VERSION, r.getLong(1), r.getLong(2), r.getString(3), 1, r.getString(4),
-                                r.getObject(5, OffsetDateTime.class), r.getObject(6, OffsetDateTime.class), r.getObject(7, OffsetDateTime.class),
-                                CompletedJobs.HOLDER, null);
-                        producer.send(new ProducerRecord<>("bound", e.resource(), e.toJson()));
-                    }
-                }
-                c.commit();
-                c.setAutoCommit(true);
-                producer.flush();
-                if (!ids.isEmpty()) {
-                    mark.setLong(1, ids.get(ids.size() - 1));
-                    mark.executeUpdate();
-                }
-            }
-        }
-    }
-
-    private void boundConsumer(String boundUrl, AtomicBoolean stop) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", kafka.bootstrapServers());
-        p.put("group.id", "bound-consumer");
-        p.put("enable.auto.commit", "false");
-        p.put("isolation.level", "read_committed");
-        p.put("auto.offset.reset", "earliest");
-        p.put("max.poll.records", "2000");
-        try (Connection c = DriverManager.getConnection(boundUrl, pg.user(), pg.password());
-                PreparedStatement claim = c.prepareStatement("INSERT INTO consumer_processed (job_id, resource, fencing_token, outcome, processed_at)"
-                        + " SELECT j, r, t, 'applied', clock_timestamp() FROM unnest(?::bigint[], ?::varchar[], ?::bigint[]) AS u(j, r, t)"
-                        + " ON CONFLICT (job_id) DO NOTHING RETURNING job_id");
-                PreparedStatement fence = c.prepareStatement("INSERT INTO consumer_resource_fence (resource, highest_token, updated_at)"
-                        + " SELECT r, max(t), clock_timestamp() FROM unnest(?::varchar[], ?::bigint[]) AS u(r, t) GROUP BY r ORDER BY r"
-                        + " ON CONFLICT (resource) DO UPDATE SET highest_token = greatest(consumer_resource_fence.highest_token, excluded.highest_token),"
-                        + " updated_at = excluded.updated_at");
-                PreparedStatement effect = c.prepareStatement("INSERT INTO ledger (job_id, resource, fencing_token, payload, applied_at)"
-                        + " SELECT j, r, t, p::jsonb, clock_timestamp() FROM unnest(?::bigint[], ?::varchar[], ?::bigint[], ?::text[]) AS u(j, r, t, p)");
-                KafkaConsumer<String, byte[]> consumer = new KafkaConsumer<>(p, new StringDeserializer(), new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of("bound"));
-            c.setAutoCommit(false);
-            while (!stop.get()) {
-                ConsumerRecords<String, byte[]> records = consumer.poll(Duration.ofMillis(100));
-                if (records.isEmpty()) {
-                    continue;
-                }
-                int n = records.count();
-                Long[] jobIds = new Long[n];
-                String[] resources = new String[n];
-                Long[] tokens = new Long[n];
-                String[] payloads = new String[n];
-                int i = 0;
-                for (ConsumerRecord<String, byte[]> r : records) {
-                    Envelope e = Envelope.parse(r.value());
-                    jobIds[i] = e.jobId();
-                    resources[i] = e.resource();
-                    tokens[i] = e.fencingToken();
-                    payloads[i++] = e.payloadJson();
-                }
-                claim.setArray(1, c.createArrayOf("bigint", jobIds));
-                claim.setArray(2, c.createArrayOf("varchar", resources));
-                claim.setArray(3, c.createArrayOf("bigint", tokens));
-                try (ResultSet ignored = claim.executeQuery()) {
-                    // Every id is new here; the claim is the cost being measured.
-                }
-                fence.setArray(1, c.createArrayOf("varchar", resources));
-                fence.setArray(2, c.createArrayOf("bigint", tokens));
-                fence.executeUpdate();
-                effect.setArray(1, c.createArrayOf("bigint", jobIds));
-                effect.setArray(2, c.createArrayOf("varchar", resources));
-                effect.setArray(3, c.createArrayOf("bigint", tokens));
-                effect.setArray(4, c.createArrayOf("text", payloads));
-                effect.executeUpdate();
-                c.commit();
-                consumer.commitSync();
-            }
-        }
+        System.out.println("2. the bound: PostgreSQL alone doing the same row writes, stages pipelined, " + windowSeconds
+                + " s window after 10 s of warm-up");
+        double postgres = PipelinedBound.postgresOnly(pg, 10, windowSeconds);
+        System.out.println("   Kafka alone doing the produce and the consume, " + windowSeconds + " s window after 10 s of warm-up");
+        double kafkaOnly = PipelinedBound.kafkaOnly(kafka, 10, windowSeconds);
+        report.put("boundPostgresOnlyJobsPerSecond", postgres);
+        report.put("boundKafkaOnlyRecordsPerSecond", kafkaOnly);
+        row("2. bound: PostgreSQL alone, the same row writes in the services' batch sizes, four stages at once",
+                String.format(Locale.ROOT, "%,.0f jobs/s", postgres), "same run, same server; no service, lease, LISTEN, purge or Kafka");
+        row("2. bound: Kafka alone, envelopes produced with the relay's settings and consumed with offset commits",
+                String.format(Locale.ROOT, "%,.0f records/s", kafkaOnly), "same run, same broker");
+        return Math.min(postgres, kafkaOnly);
     }
 
     // ------------------------------------------------------------------ 3. latency
 
     private void latency() throws Exception {
         System.out.println("3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
-        settle();
+        stack.settle();
         List<Map<String, Object>> points = new ArrayList<>();
         try (Connection c = owner(); Statement s = c.createStatement()) {
             for (int load : loads) {
                 int perTick = Math.max(1, load / 100);
                 long before = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
-                long[] background0 = backgroundWork(s);
+                long[] background0 = BenchStack.backgroundWork(s);
                 // The first 3 s warm the pipeline to the new rate and are not counted.
                 BenchSql.offer(s, String.format(INSERT_DUE, perTick), load, perTick, 3);
                 long from = scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
@@ -563,7 +294,7 @@ final class EndToEndBenchmark {
                 double[] p = BenchSql.percentiles(s, "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
                         "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE l.job_id > " + from + " AND l.job_id <= " + to);
                 boolean complete = p[0] == to - from;
-                long[] background1 = backgroundWork(s);
+                long[] background1 = BenchStack.backgroundWork(s);
                 String background = (background1[0] - background0[0]) + " autovacuum/autoanalyze runs ended, "
                         + (background1[1] - background0[1]) + " checkpoints";
                 Map<String, Object> point = new LinkedHashMap<>();
@@ -589,44 +320,13 @@ final class EndToEndBenchmark {
         writeChart(points);
     }
 
-    /**
-     * The throughput run leaves a million updated rows behind; the latency steps start once the
-     * autovacuum that follows has finished (at most 5 minutes) and after a checkpoint, so that they
-     * measure the pipeline rather than the clean-up of the run before. What still runs during a step
-     * is printed beside it.
-     */
-    private void settle() throws Exception {
-        try (Connection c = owner(); Statement s = c.createStatement()) {
-            long started = System.nanoTime();
-            int quiet = 0;
-            while (quiet < 5 && System.nanoTime() - started < TimeUnit.MINUTES.toNanos(5)) {
-                quiet = scalar(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == 0 ? quiet + 1 : 0;
-                Thread.sleep(1000);
-            }
-            s.execute("CHECKPOINT");
-            System.out.printf(Locale.ROOT, "   settled in %.0f s (autovacuum finished, checkpoint taken)%n", (System.nanoTime() - started) / 1e9);
-        }
-    }
-
-    /** Autovacuum and autoanalyze runs on this database's tables, and checkpoints, so far. */
-    private static long[] backgroundWork(Statement s) throws SQLException {
-        long vacuums = scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");
-        long checkpoints;
-        try {
-            checkpoints = scalar(s, "SELECT num_timed + num_requested FROM pg_stat_checkpointer");
-        } catch (SQLException beforePostgres17) {
-            checkpoints = scalar(s, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter");
-        }
-        return new long[] {vacuums, checkpoints};
-    }
-
     /** {@code {a=1, b=2}} as {@code a 1, b 2}, for a table cell. */
     private static String listing(Map<String, ?> values) {
         return values.toString().replaceAll("[{}]", "").replace("=", " ");
     }
 
     private static double round(double v) {
-        return Math.round(v * 10) / 10.0;
+        return BenchStack.round(v);
     }
 
     // ------------------------------------------------------------------ 4. failover
@@ -673,8 +373,8 @@ final class EndToEndBenchmark {
         report.put("leaseDurationMs", leaseMs);
         report.put("failoverSigkillMs", kill);
         report.put("failoverSigtermMs", term);
-        row("4. SIGKILL of the leader to the new leader's first job", summary(kill), "lease " + leaseMs + " ms (the floor); target < " + (leaseMs + 1000));
-        row("4. SIGTERM of the leader to the new leader's first job", summary(term), "target p99 < 200 ms");
+        row("4. SIGKILL of the leader to the new leader's first job (each trial starts once every replica reports ready)", summary(kill), "lease " + leaseMs + " ms (the floor); target < " + (leaseMs + 1000));
+        row("4. SIGTERM of the leader to the new leader's first job (each trial starts once every replica reports ready)", summary(term), "target p99 < 200 ms");
     }
 
     /**
@@ -684,7 +384,7 @@ final class EndToEndBenchmark {
      */
     private void consumerFailover() throws Exception {
         long sessionMs = dev.fencedjobs.consumer.GroupMembership.DEFAULT_SESSION_TIMEOUT.toMillis();
-        start("consumer-2", "consumer", "bench_consumer", Map.of("HTTP_PORT", Integer.toString(consumerPorts.get("consumer-2"))));
+        stack.start("consumer-2", "consumer", "bench_consumer", Map.of("HTTP_PORT", Integer.toString(consumerPorts.get("consumer-2"))));
         List<String> resources = new ArrayList<>();
         for (int i = 0; i < RESOURCES; i++) {
             resources.add("account-" + i);
@@ -697,7 +397,7 @@ final class EndToEndBenchmark {
 
             @Override
             public void restart(String name) {
-                EndToEndBenchmark.this.restart(name);
+                stack.restart(name);
             }
 
             @Override
@@ -730,6 +430,9 @@ final class EndToEndBenchmark {
 
     /** Stops the dispatcher leader and returns ms from the signal to the first job its successor completed. */
     private double takeover(boolean sigkill) throws Exception {
+        // Each trial starts once every replica reports ready (ops server up, the dispatcher's warm-up
+        // over), so that it measures a takeover by a replica that is really following.
+        stack.awaitAllReady(Duration.ofSeconds(60));
         String leaderName = null;
         long token = 0;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -773,8 +476,7 @@ final class EndToEndBenchmark {
         if (!sigkill) {
             leader.waitFor();
         }
-        restart(leaderName);
-        Thread.sleep(6_000); // the restarted replica is up and following before the next trial
+        stack.restart(leaderName);
         return first - signalledAt;
     }
 
@@ -790,7 +492,7 @@ final class EndToEndBenchmark {
 
     private void idle() throws Exception {
         System.out.println("5. idle services, " + idleSeconds + " s");
-        waitFor("the system to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+        BenchStack.waitFor("the system to drain", () -> scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
                 && scalar("SELECT count(*) FROM outbox_unpublished") == 0, Duration.ofMinutes(2));
         Thread.sleep(5_000);
         Map<String, Double> perSecond = new LinkedHashMap<>();
@@ -891,33 +593,4 @@ final class EndToEndBenchmark {
     }
 
     // ------------------------------------------------------------------ helpers
-
-    private Connection owner() throws SQLException {
-        return DriverManager.getConnection(url, pg.user(), pg.password());
-    }
-
-    private long scalar(String sql) {
-        try (Connection c = owner(); Statement s = c.createStatement()) {
-            return scalar(s, sql);
-        } catch (SQLException e) {
-            throw new IllegalStateException(sql, e);
-        }
-    }
-
-    private static long scalar(Statement s, String sql) throws SQLException {
-        try (ResultSet r = s.executeQuery(sql)) {
-            r.next();
-            return r.getLong(1);
-        }
-    }
-
-    private static void waitFor(String what, java.util.function.BooleanSupplier condition, Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("timed out after " + timeout + " waiting for " + what);
-            }
-            Thread.sleep(200);
-        }
-    }
 }

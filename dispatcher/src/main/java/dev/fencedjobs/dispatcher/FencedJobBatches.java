@@ -5,6 +5,8 @@ import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.noCondition;
+import static org.jooq.impl.DSL.row;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
@@ -14,9 +16,11 @@ import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import java.time.OffsetDateTime;
 import org.jooq.CommonTableExpression;
+import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Record1;
 import org.jooq.Record2;
+import org.jooq.Result;
 
 /**
  * The leader's batch, in two statements and a commit:
@@ -43,6 +47,8 @@ final class FencedJobBatches implements JobBatches {
     static final String PENDING = "pending";
     static final String COMPLETED = "completed";
 
+    private static final Position WARM_UP_POSITION = new Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
+
     private final DSLContext dsl;
     private final Lease lease;
 
@@ -52,17 +58,18 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
-    public BatchResult completeDue(Grant grant, int limit) {
-        return lease.inGuardedTransaction(grant.token(), tx -> new BatchResult(true, completeAndWriteOutbox(tx, grant.token(), limit)))
+    public BatchResult completeDue(Grant grant, int limit, Position after) {
+        return lease.inGuardedTransaction(grant.token(), tx -> completeAndWriteOutbox(tx, grant.token(), limit, after))
                 .orElse(BatchResult.leaseLost());
     }
 
-    private static int completeAndWriteOutbox(DSLContext tx, long token, int limit) {
+    private static BatchResult completeAndWriteOutbox(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
                         .where(JOBS.STATE.eq(PENDING))
                         .and(JOBS.DUE_AT.le(CLOCK_TIMESTAMP))
+                        .and(after(after))
                         .orderBy(JOBS.DUE_AT, JOBS.ID)
                         .limit(limit)
                         .forUpdate()
@@ -75,7 +82,7 @@ final class FencedJobBatches implements JobBatches {
                         .from(due)
                         .where(JOBS.ID.eq(due.field(JOBS.ID)))
                         .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT, JOBS.CREATED_AT));
-        return tx.with(due)
+        Result<Record2<Long, OffsetDateTime>> written = tx.with(due)
                 .with(completed)
                 .insertInto(OUTBOX, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT, OUTBOX.COMPLETED_AT,
                         OUTBOX.JOB_CREATED_AT)
@@ -89,7 +96,25 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.CREATED_AT))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .execute();
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT)
+                .fetch();
+        Position last = null;
+        for (Record2<Long, OffsetDateTime> r : written) {
+            Position p = new Position(r.value2(), r.value1());
+            if (last == null || p.isAfter(last)) {
+                last = p;
+            }
+        }
+        return new BatchResult(true, written.size(), last);
+    }
+
+    /**
+     * After a position, as a row comparison that the index {@code jobs_pending_due (due_at, id)}
+     * starts its scan at: without it, every batch and next-due read would begin at the left of the
+     * index and step over the entry of every job completed since the last VACUUM.
+     */
+    private static Condition after(Position after) {
+        return after == null ? noCondition() : row(JOBS.DUE_AT, JOBS.ID).gt(after.dueAt(), after.id());
     }
 
     /**
@@ -104,13 +129,16 @@ final class FencedJobBatches implements JobBatches {
             dsl.transaction(configuration -> {
                 DSLContext tx = configuration.dsl();
                 lease.guard(tx, 0);
-                completeAndWriteOutbox(tx, 0, 0);
+                completeAndWriteOutbox(tx, 0, 0, null);
+                completeAndWriteOutbox(tx, 0, 0, WARM_UP_POSITION);
+                purgeCompleted(tx, java.time.Duration.ofDays(1), 0);
                 throw new RolledBack();
             });
         } catch (RolledBack expected) {
             // The point: nothing stays.
         }
-        nextDue();
+        nextDue(null);
+        nextDue(WARM_UP_POSITION);
         lease.read();
     }
 
@@ -124,6 +152,10 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public int purgeCompleted(java.time.Duration retention, int limit) {
+        return purgeCompleted(dsl, retention, limit);
+    }
+
+    private static int purgeCompleted(DSLContext dsl, java.time.Duration retention, int limit) {
         return dsl.deleteFrom(JOBS)
                 .where(JOBS.ID.in(select(JOBS.ID)
                         .from(JOBS)
@@ -135,10 +167,11 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
-    public NextDue nextDue() {
+    public NextDue nextDue(Position after) {
         Record2<OffsetDateTime, OffsetDateTime> r = dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP)
                 .from(JOBS)
                 .where(JOBS.STATE.eq(PENDING))
+                .and(after(after))
                 .fetchSingle();
         long now = r.value2().toInstant().toEpochMilli();
         return new NextDue(now, r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli());

@@ -1,6 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.db.Grant;
+import java.time.OffsetDateTime;
 
 /** The leader's two database operations. */
 interface JobBatches {
@@ -9,8 +10,11 @@ interface JobBatches {
      * In one transaction: guard the lease, complete up to {@code limit} due pending jobs in
      * {@code (due_at, id)} order, and write one outbox row per job with the grant's token. If the
      * guard fails, nothing is written.
+     *
+     * @param after only jobs after this position in {@code (due_at, id)} order; {@code null} for
+     *     all
      */
-    BatchResult completeDue(Grant grant, int limit);
+    BatchResult completeDue(Grant grant, int limit, Position after);
 
     /**
      * Deletes up to {@code limit} jobs completed more than {@code retention} ago, the oldest first,
@@ -19,8 +23,8 @@ interface JobBatches {
      */
     int purgeCompleted(java.time.Duration retention, int limit);
 
-    /** The earliest pending due time and the database's time now. */
-    NextDue nextDue();
+    /** The earliest pending due time ({@code after} a position, or of all when {@code null}) and the database's time now. */
+    NextDue nextDue(Position after);
 
     /**
      * Runs the leader's statements once without writing anything, so that a follower that takes
@@ -28,9 +32,18 @@ interface JobBatches {
      */
     default void warmUp() {}
 
-    record BatchResult(boolean leaseHeld, int completed) {
+    /** @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was */
+    record BatchResult(boolean leaseHeld, int completed, Position last) {
         static BatchResult leaseLost() {
-            return new BatchResult(false, 0);
+            return new BatchResult(false, 0, null);
+        }
+    }
+
+    /** A place in the {@code (due_at, id)} order of the index {@code jobs_pending_due}. */
+    record Position(OffsetDateTime dueAt, long id) {
+        boolean isAfter(Position other) {
+            int c = dueAt.toInstant().compareTo(other.dueAt.toInstant());
+            return c > 0 || c == 0 && id > other.id;
         }
     }
 

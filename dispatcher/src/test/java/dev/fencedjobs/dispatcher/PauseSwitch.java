@@ -48,15 +48,15 @@ final class PauseSwitch {
     JobBatches batches(JobBatches delegate) {
         return new JobBatches() {
             @Override
-            public BatchResult completeDue(Grant grant, int limit) {
+            public BatchResult completeDue(Grant grant, int limit, Position after) {
                 gate.pass();
-                return delegate.completeDue(grant, limit);
+                return delegate.completeDue(grant, limit, after);
             }
 
             @Override
-            public NextDue nextDue() {
+            public NextDue nextDue(Position after) {
                 gate.pass();
-                return delegate.nextDue();
+                return delegate.nextDue(after);
             }
 
             @Override

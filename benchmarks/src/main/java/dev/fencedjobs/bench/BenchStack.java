@@ -1,0 +1,325 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.testing.KafkaProcess;
+import dev.fencedjobs.testing.ServiceProcess;
+import dev.fencedjobs.testing.TestKafka;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The system as the end-to-end and soak benchmarks run it: a durable PostgreSQL 17 ({@link
+ * BenchPostgres}), a Kafka broker in its own JVM, and two dispatchers, a relay and a consumer from
+ * their packaged jars as separate processes, each service under a login role of its own (member of
+ * its least-privilege role) so that pg_stat_statements counts each apart.
+ */
+final class BenchStack implements AutoCloseable {
+
+    static final String HEAP = "-Xmx256m";
+    static final String TOPIC = "fenced-jobs";
+    static final int PARTITIONS = 6;
+    static final int RESOURCES = 1000;
+    /** {@code n} jobs due at once, spread over {@link #RESOURCES} resources, as a producer would insert them. */
+    static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) "
+            + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
+    private static final Pattern OPS_PORT = Pattern.compile("Ops endpoint on port (\\d+)");
+
+    private final Path repo;
+    private final String serviceLogLevel;
+    private final Path logs;
+    private final BenchPostgres pg;
+    private final KafkaProcess kafka;
+    private final Map<String, ServiceProcess> services = new LinkedHashMap<>();
+    private final Map<String, Map<String, String>> environments = new HashMap<>();
+    private final Map<String, Integer> restarts = new HashMap<>();
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    private String url;
+    private String topic;
+    private int setUps;
+
+    BenchStack(Path repo, String serviceLogLevel, Path logs) throws Exception {
+        this.repo = repo;
+        this.serviceLogLevel = serviceLogLevel;
+        this.logs = Files.createDirectories(logs);
+        this.pg = BenchPostgres.start();
+        this.kafka = new KafkaProcess();
+    }
+
+    BenchPostgres pg() {
+        return pg;
+    }
+
+    KafkaProcess kafka() {
+        return kafka;
+    }
+
+    String url() {
+        return url;
+    }
+
+    Map<String, ServiceProcess> services() {
+        return services;
+    }
+
+    /** {@link #TOPIC} for the first set-up, a topic of its own for each later one. */
+    String topic() {
+        return topic;
+    }
+
+    /**
+     * A fresh database migrated and with its roles, the topic, and two dispatchers, a relay and a
+     * consumer started with {@code extraEnvironment} added to each one's; returns once a first job
+     * has gone all the way through.
+     */
+    void setUp(Map<String, String> extraEnvironment, int consumerPort) throws Exception {
+        setUps++;
+        topic = setUps == 1 ? TOPIC : TOPIC + "-" + setUps;
+        url = pg.freshDatabase("e2e");
+        DatabaseConfig owner = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
+                Duration.ofSeconds(10), Duration.ofSeconds(60));
+        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
+        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            Roles.apply(c, Map.of(Roles.DISPATCHER, "bench", Roles.RELAY, "bench", Roles.CONSUMER, "bench", Roles.PRODUCER, "bench"));
+            s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+            for (String[] r : new String[][] {{"bench_dispatcher_1", Roles.DISPATCHER}, {"bench_dispatcher_2", Roles.DISPATCHER},
+                    {"bench_relay", Roles.RELAY}, {"bench_consumer", Roles.CONSUMER}}) {
+                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + r[0] + "') THEN CREATE ROLE " + r[0]
+                        + " LOGIN PASSWORD 'bench'; END IF; END $$");
+                s.execute("GRANT " + r[1] + " TO " + r[0]);
+            }
+        }
+        TestKafka.createTopic(kafka.bootstrapServers(), topic, PARTITIONS);
+        start("dispatcher-1", "dispatcher", "bench_dispatcher_1", extraEnvironment);
+        start("dispatcher-2", "dispatcher", "bench_dispatcher_2", extraEnvironment);
+        Map<String, String> relay = new HashMap<>(extraEnvironment);
+        relay.put("KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS));
+        start("relay", "relay", "bench_relay", relay);
+        Map<String, String> consumer = new HashMap<>(extraEnvironment);
+        consumer.put("HTTP_PORT", Integer.toString(consumerPort));
+        start("consumer", "consumer", "bench_consumer", consumer);
+        waitFor("a scheduler and a relay leader", () -> scalar("SELECT count(*) FROM leader_lease WHERE expires_at > clock_timestamp()") == 2,
+                Duration.ofSeconds(60));
+        // A first job through the whole pipeline: the consumer has joined its group.
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            s.executeUpdate(String.format(INSERT_DUE, 1));
+        }
+        waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
+    }
+
+    void start(String name, String kind, String user, Map<String, String> extra) {
+        Map<String, String> env = new HashMap<>();
+        env.put("DATABASE_URL", url);
+        env.put("DATABASE_USER", user);
+        env.put("DATABASE_PASSWORD", "bench");
+        env.put("DATABASE_MIGRATE", "false");
+        env.put("HTTP_PORT", "0");
+        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
+        env.put("KAFKA_TOPIC", topic);
+        env.put("LOG_LEVEL", serviceLogLevel);
+        env.putAll(extra);
+        environments.put(name, env);
+        services.put(name, ServiceProcess.start(name, jar(kind), env, logs, List.of(HEAP)));
+    }
+
+    /** Starts {@code name} again with the same environment; a log per start: dispatcher-1.log, dispatcher-1.2.log, ... */
+    void restart(String name) {
+        int n = restarts.merge(name, 1, Integer::sum);
+        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, List.of(HEAP)));
+    }
+
+    private Path jar(String kind) {
+        return repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar");
+    }
+
+    /**
+     * Waits until every running service answers 200 on {@code /health/ready}: its ops server is up
+     * and, for a dispatcher, its start-up warm-up is over.
+     */
+    void awaitAllReady(Duration timeout) throws InterruptedException {
+        waitFor("every service to report ready", () -> services.values().stream().allMatch(this::ready), timeout);
+    }
+
+    private boolean ready(ServiceProcess service) {
+        Matcher m = OPS_PORT.matcher(service.output());
+        if (!service.isAlive() || !m.find()) {
+            return false;
+        }
+        try {
+            HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + m.group(1) + "/health/ready"))
+                    .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
+            return r.statusCode() == 200;
+        } catch (java.io.IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /** Date, machine, Java, PostgreSQL and broker, for the head of a report. */
+    Map<String, Object> machine() throws SQLException {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("date", java.time.LocalDate.now().toString());
+        m.put("cores", Runtime.getRuntime().availableProcessors());
+        m.put("memoryGiB", Math.round(((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+                .getTotalMemorySize() / (1024.0 * 1024 * 1024)));
+        m.put("java", System.getProperty("java.version"));
+        m.put("postgres", pg.describe());
+        m.put("kafka", "Apache Kafka 4.3 KRaft broker, a separate JVM (kafka.Kafka, -Xmx512m), " + PARTITIONS + " partitions");
+        m.put("serviceHeap", HEAP);
+        return m;
+    }
+
+    /** One decimal, for reports. */
+    static double round(double v) {
+        return Math.round(v * 10) / 10.0;
+    }
+
+    Connection owner() throws SQLException {
+        return DriverManager.getConnection(url, pg.user(), pg.password());
+    }
+
+    long scalar(String sql) {
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            return scalar(s, sql);
+        } catch (SQLException e) {
+            throw new IllegalStateException(sql, e);
+        }
+    }
+
+    static long scalar(Statement s, String sql) throws SQLException {
+        try (ResultSet r = s.executeQuery(sql)) {
+            r.next();
+            return r.getLong(1);
+        }
+    }
+
+    static void waitFor(String what, BooleanSupplier condition, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("timed out after " + timeout + " waiting for " + what);
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    /**
+     * Waits for autovacuum to be quiet for 5 s (at most 5 minutes) and takes a checkpoint, so that
+     * what follows measures the pipeline rather than the clean-up of what came before.
+     */
+    void settle() throws Exception {
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            long started = System.nanoTime();
+            int quiet = 0;
+            while (quiet < 5 && System.nanoTime() - started < TimeUnit.MINUTES.toNanos(5)) {
+                quiet = scalar(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == 0 ? quiet + 1 : 0;
+                Thread.sleep(1000);
+            }
+            s.execute("CHECKPOINT");
+            System.out.printf(Locale.ROOT, "   settled in %.0f s (autovacuum finished, checkpoint taken)%n", (System.nanoTime() - started) / 1e9);
+        }
+    }
+
+    /** Autovacuum and autoanalyze runs on this database's tables, and checkpoints, so far. */
+    static long[] backgroundWork(Statement s) throws SQLException {
+        long vacuums = scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");
+        long checkpoints;
+        try {
+            checkpoints = scalar(s, "SELECT num_timed + num_requested FROM pg_stat_checkpointer");
+        } catch (SQLException beforePostgres17) {
+            checkpoints = scalar(s, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter");
+        }
+        return new long[] {vacuums, checkpoints};
+    }
+
+    static long peakRssMb(long pid) {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    return Long.parseLong(line.replaceAll("\\D", "")) / 1024;
+                }
+            }
+        } catch (Exception e) {
+            // Not Linux, or the process is gone.
+        }
+        return -1;
+    }
+
+    /**
+     * CPU time (clock ticks, 100 per second on Linux) of every process on the machine, summed by
+     * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
+     * (the loader). Empty where there is no /proc.
+     */
+    static Map<String, Long> cpuTicksByComponent() {
+        Map<String, Long> ticks = new TreeMap<>();
+        long self = ProcessHandle.current().pid();
+        try (var dirs = Files.list(Path.of("/proc"))) {
+            for (Path dir : (Iterable<Path>) dirs::iterator) {
+                String name = dir.getFileName().toString();
+                if (!name.chars().allMatch(Character::isDigit)) {
+                    continue;
+                }
+                try {
+                    String cmd = new String(Files.readAllBytes(dir.resolve("cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
+                    String component = Long.parseLong(name) == self ? "benchmark and loader"
+                            : cmd.contains("fenced-jobs-dispatcher.jar") ? "dispatchers"
+                            : cmd.contains("fenced-jobs-relay.jar") ? "relay"
+                            : cmd.contains("fenced-jobs-consumer.jar") ? "consumer"
+                            : cmd.contains("kafka.Kafka") ? "kafka broker"
+                            : cmd.startsWith("postgres") || cmd.contains("/bin/postgres") ? "postgresql" : null;
+                    if (component == null) {
+                        continue;
+                    }
+                    String stat = Files.readString(dir.resolve("stat"));
+                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]), Long::sum);
+                } catch (Exception gone) {
+                    // The process ended while being read.
+                }
+            }
+        } catch (Exception e) {
+            return Map.of();
+        }
+        return ticks;
+    }
+
+    /** SIGTERM to every service, and waits for each to exit. */
+    void stopServices() {
+        services.values().forEach(ServiceProcess::terminate);
+        services.values().forEach(ServiceProcess::waitFor);
+        services.clear();
+    }
+
+    @Override
+    public void close() throws Exception {
+        services.values().forEach(ServiceProcess::close);
+        kafka.close();
+        pg.close();
+    }
+}

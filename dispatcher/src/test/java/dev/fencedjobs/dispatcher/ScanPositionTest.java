@@ -1,0 +1,133 @@
+package dev.fencedjobs.dispatcher;
+
+import static dev.fencedjobs.db.jooq.Tables.JOBS;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.testing.PostgresExtension;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * While it is busy, the leader starts its batches after the last job it completed instead of at
+ * the left of {@code jobs_pending_due}; no job behind that position is left there: one inserted
+ * due earlier (it notifies), and one that another transaction held locked when the batches passed
+ * it, with no notification to send them back (the batch from the start, every second).
+ */
+class ScanPositionTest {
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    private DispatcherFixture fixture;
+    private final List<JobBatches.Position> starts = new CopyOnWriteArrayList<>();
+    private final AtomicBoolean loading = new AtomicBoolean(true);
+    private final AtomicReference<Exception> loadFailure = new AtomicReference<>();
+    private Thread load;
+
+    @BeforeEach
+    void startBusyLeader() {
+        var db = postgres.database();
+        fixture = new DispatcherFixture(db.url(), db.user(), db.password());
+        fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
+                delegate -> new JobBatches() {
+                    @Override
+                    public BatchResult completeDue(Grant grant, int limit, Position after) {
+                        starts.add(after == null ? FROM_START : after);
+                        return delegate.completeDue(grant, limit, after);
+                    }
+
+                    @Override
+                    public int purgeCompleted(Duration retention, int limit) {
+                        return delegate.purgeCompleted(retention, limit);
+                    }
+
+                    @Override
+                    public NextDue nextDue(Position after) {
+                        return delegate.nextDue(after);
+                    }
+                });
+        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.leadership().state() == Leadership.State.LEADER).orElse(false));
+        // A steady stream of jobs due at once keeps the leader busy, so that its batches start after a position.
+        load = new Thread(() -> {
+            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+                while (loading.get()) {
+                    s.execute("INSERT INTO jobs (resource, due_at) SELECT 'load', clock_timestamp() FROM generate_series(1, 20)");
+                    Thread.sleep(5);
+                }
+            } catch (Exception e) {
+                loadFailure.set(e);
+            }
+        }, "load");
+        load.start();
+        await().atMost(Duration.ofSeconds(10)).until(() -> starts.stream().anyMatch(p -> p != FROM_START));
+    }
+
+    @AfterEach
+    void stop() throws Exception {
+        loading.set(false);
+        load.join();
+        assertThat(loadFailure.get()).isNull();
+        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
+        fixture.assertExactlyOnceWithOutbox(fixture.completed());
+        fixture.close();
+    }
+
+    private static final JobBatches.Position FROM_START = new JobBatches.Position(java.time.OffsetDateTime.MIN, Long.MIN_VALUE);
+
+    @Test
+    void aJobInsertedDueBeforeThePositionIsCompleted() {
+        long id = fixture.dsl().fetchOne("INSERT INTO jobs (resource, due_at) VALUES ('early', clock_timestamp() - interval '1 hour') RETURNING id")
+                .get(0, Long.class);
+
+        await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
+    }
+
+    @Test
+    void aJobLockedWhileTheBatchesPassedItIsCompletedOnceReleased() throws Exception {
+        // No notification at all from here on, so nothing but the periodic batch from the start can
+        // find the job (late notifications of completed jobs would otherwise send batches back too).
+        fixture.dsl().execute("ALTER TABLE jobs DISABLE TRIGGER jobs_notify_inserted");
+        var db = postgres.database();
+        long id;
+        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password())) {
+            c.setAutoCommit(false);
+            try (Statement s = c.createStatement()) {
+                // Due in two seconds, so that it is locked before any batch can take it.
+                s.execute("INSERT INTO jobs (resource, due_at) VALUES ('locked', clock_timestamp() + interval '2 seconds')");
+                c.commit();
+                id = fixture.dsl().fetchOne("SELECT id FROM jobs WHERE resource = 'locked'").get(0, Long.class);
+                // A producer holds the row (an update it has not committed yet) while it falls due and later jobs are completed past it.
+                s.execute("SELECT id FROM jobs WHERE id = " + id + " FOR UPDATE");
+                await().atMost(Duration.ofSeconds(10)).until(() -> fixture.dsl()
+                        .fetchOne("SELECT due_at < clock_timestamp() FROM jobs WHERE id = " + id).get(0, Boolean.class));
+                long completedBefore = fixture.completed();
+                await().atMost(Duration.ofSeconds(10)).until(() -> fixture.completed() > completedBefore + 200);
+                assertThat(state(id)).as("SKIP LOCKED passed it").isEqualTo("pending");
+                c.commit();
+            }
+        }
+        long fromStartBefore = starts.stream().filter(p -> p == FROM_START).count();
+
+        await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
+        assertThat(starts.stream().filter(p -> p == FROM_START).count()).as("a batch from the start found it").isGreaterThan(fromStartBefore);
+    }
+
+    private String state(long id) {
+        return fixture.dsl().select(JOBS.STATE).from(JOBS).where(JOBS.ID.eq(id)).fetchSingle().value1();
+    }
+}
