@@ -36,8 +36,9 @@ import java.util.concurrent.atomic.AtomicReference;
  *       effects counted over 30 s), on a database and topic of its own that the soak does not see.
  *   <li>The soak, on a fresh database and topic: jobs due at once, inserted with SQL 1/100 of the
  *       rate every 10 ms, at half the saturation rounded up to 100 (or {@code --rate}), for {@code
- *       --minutes} after a minute rising to that rate that is not measured (the services' JIT
- *       warms; cold, they fall behind at full rate), and until what it left is applied.
+ *       --minutes} after a minute rising to that rate that is not measured (started at full rate
+ *       on services just started, the pipeline fell behind for over a minute), and until what it
+ *       left is applied.
  *   <li>Per window ({@code --window-seconds}): effects applied per second; due-to-effect p50, p99
  *       and max of the jobs applied in it; the size of every table and index; live and dead rows;
  *       autovacuum and autoanalyze runs that ended, and the tables autovacuum was seen working on
@@ -289,8 +290,8 @@ final class SoakBenchmark {
         Activity activity = new Activity();
         Thread watcher = new Thread(() -> activity.watch(stop), "soak-activity");
         try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-            // A minute rising to the soak rate first, not measured, while the services' JIT compiles
-            // the hot paths (cold, they fall behind at full rate); then until what that left is applied.
+            // A minute rising to the soak rate first, not measured (started at full rate on services
+            // just started, the pipeline fell behind for over a minute); then until what that left is applied.
             loader.start();
             for (int quarter = 1; quarter <= 4; quarter++) {
                 currentRate.set(Math.max(100, rate * quarter / 4));
