@@ -336,33 +336,30 @@ public final class FencedConsumer implements ServiceMain.Running {
      * PurgeSchedule} for the shorter of the two retentions.
      */
     private void purgeNowAndThen() {
-        if (!purges.due()) {
-            return;
+        purges.runIfDue(this::purgeOnce, e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
+    }
+
+    /** One chunk of processed ids and all records past their retentions; returns the processed ids deleted (what paces the schedule). */
+    private int purgeOnce() {
+        org.jooq.Field<java.time.OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
+                org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())));
+        int processed = dsl.deleteFrom(CONSUMER_PROCESSED)
+                .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
+                        .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
+                        .limit(purges.chunk())))
+                .execute();
+        int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
+        org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
+                org.jooq.impl.DSL.val(DayToSecond.valueOf(config.recordsRetention())));
+        records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
+        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT.lt(recordsCutoff)).execute();
+        records += dsl.deleteFrom(CONSUMER_LATE).where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff)).execute();
+        records += dsl.deleteFrom(CONSUMER_REUSED).where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff)).execute();
+        if (processed + records > 0) {
+            log.debug("Purged {} processed job ids older than {} and {} records older than {}", processed, config.processedRetention(),
+                    records, config.recordsRetention());
         }
-        int processed = 0;
-        try {
-            org.jooq.Field<java.time.OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
-                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())));
-            processed = dsl.deleteFrom(CONSUMER_PROCESSED)
-                    .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
-                            .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
-                            .limit(purges.chunk())))
-                    .execute();
-            int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
-            org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
-                    org.jooq.impl.DSL.val(DayToSecond.valueOf(config.recordsRetention())));
-            records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
-            records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT.lt(recordsCutoff)).execute();
-            records += dsl.deleteFrom(CONSUMER_LATE).where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff)).execute();
-            records += dsl.deleteFrom(CONSUMER_REUSED).where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff)).execute();
-            if (processed + records > 0) {
-                log.debug("Purged {} processed job ids older than {} and {} records older than {}", processed, config.processedRetention(),
-                        records, config.recordsRetention());
-            }
-        } catch (RuntimeException e) {
-            log.warn("Purging processed job ids and records failed: {}", Faults.describe(e));
-        }
-        purges.deleted(processed);
+        return processed;
     }
 
     private void sleep(long nanos) {

@@ -43,6 +43,29 @@ class FencedConsumerTest {
     }
 
     @Test
+    void processedIdsAndRecordsPastTheirRetentionsArePurgedInChunksAndYoungerOnesStay() {
+        // More than two chunks of processed ids two days old, a younger one, and an old and a young rejection.
+        fixture.dsl().execute("INSERT INTO consumer_processed (job_id, resource, fencing_token, outcome, processed_at)"
+                + " SELECT g, 'r', 1, 'applied', clock_timestamp() - interval '2 days' FROM generate_series(1, 12000) g");
+        fixture.dsl().execute("INSERT INTO consumer_processed (job_id, resource, fencing_token, outcome, processed_at)"
+                + " VALUES (20000, 'r', 1, 'applied', clock_timestamp() - interval '1 hour')");
+        fixture.dsl().execute("INSERT INTO consumer_rejected (job_id, resource, fencing_token, highest_token, topic, kafka_partition, kafka_offset,"
+                + " rejected_at) VALUES (1, 'r', 1, 2, 't', 0, 0, clock_timestamp() - interval '40 days'),"
+                + " (2, 'r', 1, 2, 't', 0, 1, clock_timestamp() - interval '1 day')");
+        ConsumerConfig base = fixture.config(500);
+        fixture.start(new ConsumerConfig(base.service(), base.kafka(), base.groupId(), base.batchSize(), base.effectMaxAttempts(),
+                base.effectRetryBackoff(), Duration.ofDays(1), base.membership(), Duration.ofDays(30)), new LedgerEffect(),
+                org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+
+        // Chunks of 5,000, again soon while they come back full: all gone well within the idle interval of a minute.
+        await().atMost(Duration.ofSeconds(30)).until(() -> processed() == 1);
+        assertThat(fixture.dsl().fetchCount(CONSUMER_PROCESSED, CONSUMER_PROCESSED.JOB_ID.eq(20000L))).as("the younger id stays").isEqualTo(1);
+        assertThat(fixture.dsl().fetchCount(dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED)).as("the younger rejection stays").isEqualTo(1);
+        assertThat(fixture.dsl().fetchCount(dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED,
+                dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED.JOB_ID.eq(2L))).isEqualTo(1);
+    }
+
+    @Test
     void theSameRecordTwiceOrAWholeBatchReplayedGivesOneEffectEach() {
         FencedConsumer consumer = fixture.start();
         for (long job = 1; job <= 100; job++) {

@@ -255,20 +255,12 @@ final class DispatchLoop implements LeaderService.Worker {
 
     /** One bounded delete of completed jobs past their retention, when it is time for one. */
     private void purgeIfDue() {
-        if (!purges.due()) {
-            return;
-        }
-        int deleted = 0;
-        try {
-            deleted = batches.purgeCompleted(jobsRetention, purges.chunk());
+        int deleted = purges.runIfDue(() -> batches.purgeCompleted(jobsRetention, purges.chunk()),
+                e -> log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(), Faults.describe(e)));
+        if (deleted > 0) {
             jobsPurged.increment(deleted);
-            if (deleted > 0) {
-                log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
-            }
-        } catch (RuntimeException e) {
-            log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(), Faults.describe(e));
+            log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
         }
-        purges.deleted(deleted);
     }
 
     /**

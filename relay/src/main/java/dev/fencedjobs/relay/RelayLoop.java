@@ -248,19 +248,11 @@ final class RelayLoop implements LeaderService.Worker {
 
     /** Deletes a chunk of published rows past their retention when its {@link PurgeSchedule} says so, busy or idle. */
     private void purgeNowAndThen() {
-        if (!purges.due()) {
-            return;
+        int purged = purges.runIfDue(() -> store.purgePublished(config.retention(), purges.chunk()),
+                e -> log.warn("Purging published outbox rows failed: {}", Faults.describe(e)));
+        if (purged > 0) {
+            log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention());
         }
-        int purged = 0;
-        try {
-            purged = store.purgePublished(config.retention(), purges.chunk());
-            if (purged > 0) {
-                log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention());
-            }
-        } catch (RuntimeException e) {
-            log.warn("Purging published outbox rows failed: {}", Faults.describe(e));
-        }
-        purges.deleted(purged);
     }
 
     /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */

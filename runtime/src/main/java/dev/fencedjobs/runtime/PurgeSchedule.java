@@ -2,6 +2,8 @@ package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.Ticker;
 import java.time.Duration;
+import java.util.function.Consumer;
+import java.util.function.IntSupplier;
 
 /**
  * When a retention purge of bounded chunks is due next: {@link #AGAIN} after a delete that came
@@ -32,7 +34,7 @@ public final class PurgeSchedule {
         return chunk;
     }
 
-    public boolean due() {
+    private boolean due() {
         return ticker.nanoTime() - next >= 0;
     }
 
@@ -41,8 +43,27 @@ public final class PurgeSchedule {
         return Math.max(1, next - ticker.nanoTime());
     }
 
+    /**
+     * Runs {@code purge} (one bounded delete; it returns the rows it deleted) if it is due, and
+     * schedules the next. A failure goes to {@code failed} and counts as nothing deleted, so the
+     * next try waits the idle interval. Returns the rows deleted, 0 when not due or failed.
+     */
+    public int runIfDue(IntSupplier purge, Consumer<RuntimeException> failed) {
+        if (!due()) {
+            return 0;
+        }
+        int rows = 0;
+        try {
+            rows = purge.getAsInt();
+        } catch (RuntimeException e) {
+            failed.accept(e);
+        }
+        deleted(rows);
+        return rows;
+    }
+
     /** A purge deleted {@code rows} (0 when it failed): schedules the next. */
-    public void deleted(int rows) {
+    private void deleted(int rows) {
         next = ticker.nanoTime() + (rows >= chunk ? AGAIN : idle).toNanos();
     }
 
