@@ -244,12 +244,13 @@ final class BatchProcessor {
         }
         TreeSet<String> resources = new TreeSet<>();
         candidates.forEach(c -> resources.add(c.job().resource()));
-        var insert = tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
-                CONSUMER_RESOURCE_FENCE.UPDATED_AT);
-        org.jooq.InsertValuesStep3<?, String, Long, OffsetDateTime> values = null;
-        for (String resource : resources) {
-            values = (values == null ? insert : values).values(val(resource), val(0L), CLOCK_TIMESTAMP);
-        }
+        // In sorted order, so that two consumers lock shared resources in the same order; one array bound.
+        org.jooq.Field<String> resource = DSL.field(DSL.name("u", "resource"), String.class);
+        var values = tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
+                        CONSUMER_RESOURCE_FENCE.UPDATED_AT)
+                .select(DSL.select(resource, val(0L), CLOCK_TIMESTAMP)
+                        .from(DSL.table("unnest({0}::varchar[]) WITH ORDINALITY AS u (resource, n)", DSL.val(resources.toArray(String[]::new))))
+                        .orderBy(DSL.field(DSL.name("u", "n"))));
         // DO UPDATE (to the same value) rather than DO NOTHING: it locks existing rows and returns them.
         Map<String, Fence> locked = new HashMap<>();
         for (var r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
@@ -486,22 +487,42 @@ final class BatchProcessor {
         }
     }
 
-    /** Writes the fences that applied records moved; the rows are locked since {@link #decide}. */
+    /**
+     * Writes the fences that applied records moved, in one statement from one array per column (one
+     * UPDATE per resource was 2.75 million statements in a 6-minute soak, a round trip each); the
+     * rows are locked since {@link #decide}.
+     */
     private static void writeFences(DSLContext tx, Map<String, Fence> fences, Map<String, Fence> locked) {
-        for (Map.Entry<String, Fence> e : fences.entrySet()) {
-            Fence f = e.getValue();
-            if (f.equals(locked.get(e.getKey()))) {
-                continue;
-            }
-            tx.update(CONSUMER_RESOURCE_FENCE)
-                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, f.highestToken())
-                    .set(CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, f.tokenFirstOutboxId())
-                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID, f.highestOutboxId())
-                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER, f.tenure().holder())
-                    .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT, f.tenure().acquiredAt())
-                    .set(CONSUMER_RESOURCE_FENCE.UPDATED_AT, CLOCK_TIMESTAMP)
-                    .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq(e.getKey()))
-                    .execute();
+        List<Map.Entry<String, Fence>> moved = fences.entrySet().stream().filter(e -> !e.getValue().equals(locked.get(e.getKey()))).toList();
+        if (moved.isEmpty()) {
+            return;
+        }
+        int n = moved.size();
+        String[] resources = new String[n];
+        Long[] highest = new Long[n];
+        Long[] firstOutboxIds = new Long[n];
+        Long[] highestOutboxIds = new Long[n];
+        String[] holders = new String[n];
+        String[] acquiredAt = new String[n];
+        for (int i = 0; i < n; i++) {
+            Fence f = moved.get(i).getValue();
+            resources[i] = moved.get(i).getKey();
+            highest[i] = f.highestToken();
+            firstOutboxIds[i] = f.tokenFirstOutboxId();
+            highestOutboxIds[i] = f.highestOutboxId();
+            holders[i] = f.tenure().holder();
+            acquiredAt[i] = f.tenure().acquiredAt() == null ? null : f.tenure().acquiredAt().toInstant().toString();
+        }
+        int updated = tx.execute("UPDATE consumer_resource_fence f SET highest_token = v.highest_token, token_first_outbox_id = v.first_outbox_id,"
+                + " highest_outbox_id = v.highest_outbox_id, highest_token_holder = v.holder, highest_token_acquired_at = v.acquired_at,"
+                + " updated_at = clock_timestamp()"
+                + " FROM unnest({0}::varchar[], {1}::bigint[], {2}::bigint[], {3}::bigint[], {4}::varchar[], {5}::timestamptz[])"
+                + " AS v (resource, highest_token, first_outbox_id, highest_outbox_id, holder, acquired_at)"
+                + " WHERE f.resource = v.resource", DSL.val(resources), DSL.val(highest), DSL.val(firstOutboxIds), DSL.val(highestOutboxIds),
+                DSL.val(holders), DSL.val(acquiredAt));
+        if (updated != n) {
+            // Locked by this transaction since decide(): a fence row cannot have gone.
+            throw new IllegalStateException("wrote " + updated + " of " + n + " resource fences");
         }
     }
 

@@ -15,6 +15,7 @@ import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.OpsServer;
 import dev.fencedjobs.runtime.PurgeSchedule;
+import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.ServiceMain;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -70,6 +71,8 @@ public final class FencedConsumer implements ServiceMain.Running {
 
     private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
     private static final int PURGE_CHUNK = 5_000;
+    /** How long the stop waits for a purge delete in flight. */
+    private static final Duration PURGER_STOP = Duration.ofSeconds(5);
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
@@ -96,6 +99,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     private volatile List<String> assignment = List.of();
     private volatile Map<String, Object> lastBatch;
     private final PurgeSchedule purges;
+    private final Purger purger;
 
     private final Counter applied;
     private final Counter duplicates;
@@ -145,6 +149,8 @@ public final class FencedConsumer implements ServiceMain.Running {
             throw e;
         }
         this.thread = new Thread(this::run, "consumer-loop");
+        this.purger = new Purger("consumer-purge", purges, running::get, this::purgeOnce, rows -> { },
+                e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
     }
 
     public static FencedConsumer start(ConsumerConfig config) {
@@ -158,6 +164,7 @@ public final class FencedConsumer implements ServiceMain.Running {
     static FencedConsumer start(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
         FencedConsumer c = new FencedConsumer(config, effect, committer);
         c.thread.start();
+        c.purger.start();
         return c;
     }
 
@@ -204,12 +211,10 @@ public final class FencedConsumer implements ServiceMain.Running {
                 kafka.succeeded();
                 updateLagAndAssignment();
                 if (records.isEmpty()) {
-                    purgeNowAndThen();
                     continue;
                 }
                 if (handle(records)) {
                     backoff.reset();
-                    purgeNowAndThen();
                 } else {
                     sleep(backoff.nextNanos());
                 }
@@ -330,15 +335,11 @@ public final class FencedConsumer implements ServiceMain.Running {
     }
 
     /**
-     * Retention, between batches whether busy or not: a chunk of processed job ids past
-     * {@code PROCESSED_RETENTION}, again soon while chunks come back full (so it keeps up under any
-     * load), and the records of what happened past {@code RECORDS_RETENTION}, on a {@link
-     * PurgeSchedule} for the shorter of the two retentions.
+     * Retention, on the {@link Purger}'s thread beside the loop's, busy or idle: a chunk of
+     * processed job ids past {@code PROCESSED_RETENTION}, again soon while chunks come back full (so
+     * it keeps up under any load), and the records of what happened past {@code
+     * RECORDS_RETENTION}, on a {@link PurgeSchedule} for the shorter of the two retentions.
      */
-    private void purgeNowAndThen() {
-        purges.runIfDue(this::purgeOnce, e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
-    }
-
     /** One chunk of processed ids and all records past their retentions; returns the processed ids deleted (what paces the schedule). */
     private int purgeOnce() {
         org.jooq.Field<java.time.OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
@@ -419,6 +420,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        purger.close(PURGER_STOP);
         ops.close();
         pool.close();
         log.info("Consumer stopped");

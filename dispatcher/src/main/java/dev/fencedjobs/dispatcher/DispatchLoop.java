@@ -7,6 +7,7 @@ import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.PurgeSchedule;
+import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
@@ -33,8 +34,7 @@ import org.slf4j.MDC;
  *       then, or until a notification names an earlier one, or leadership changes.
  * </ol>
  *
- * <p>While idle it sends nothing to the database but the retention purge: it wakes only for
- * notifications, leadership and the purge.
+ * <p>While idle it sends nothing to the database: it wakes only for notifications and leadership.
  *
  * <p><b>Where a batch starts.</b> A completed job's entry stays in {@code jobs_pending_due} until
  * VACUUM removes it, at the left of the index where a scan for the earliest due job begins; read
@@ -48,12 +48,12 @@ import org.slf4j.MDC;
  * ms while the position is in use, and always after a new grant, a failure, or the LISTEN connection
  * coming back.
  *
- * <p><b>Retention.</b> Between batches, the leader deletes completed jobs past {@code
- * JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first, on a {@link PurgeSchedule}:
- * again 50 ms later while each delete finds a full chunk (so it keeps up with any completion rate
- * a leader reaches, 40,000 jobs/s), otherwise once a minute or half the retention, whichever is
- * shorter. Each delete is one short statement on completed rows, which no batch
- * locks, so it never holds up a batch for longer than it runs.
+ * <p><b>Retention.</b> While it leads, a {@link Purger} thread beside the loop deletes completed
+ * jobs past {@code JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first, on a {@link
+ * PurgeSchedule}: again 50 ms later while each delete finds a full chunk (so it keeps up with any
+ * completion rate a leader reaches, 40,000 jobs/s), otherwise once a minute or half the retention,
+ * whichever is shorter. Each delete is one statement on completed rows, which no batch locks, on a
+ * connection of its own: a slow one (up to a second under load) holds up no batch.
  */
 final class DispatchLoop implements LeaderService.Worker {
 
@@ -63,13 +63,15 @@ final class DispatchLoop implements LeaderService.Worker {
     private static final long CATCH_UP = Long.MIN_VALUE;
     static final int PURGE_CHUNK = 2000;
     static final long FROM_START_EVERY_MS = 1000;
+    /** How long the loop's stop waits for a purge delete in flight. */
+    private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
     private final Leadership leadership;
     private final JobBatches batches;
     private final int batchSize;
     private final Duration jobsRetention;
     private final Ticker ticker;
-    private final PurgeSchedule purges;
+    private final Purger purger;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     /** The earliest due time notified since the last batch began (epoch ms), to check the position against. */
@@ -98,7 +100,7 @@ final class DispatchLoop implements LeaderService.Worker {
         this.batchSize = batchSize;
         this.jobsRetention = jobsRetention;
         this.ticker = ticker;
-        this.purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
+        PurgeSchedule purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
                 .description("batches whose lease guard failed: nothing written, stepped down").register(registry);
@@ -107,7 +109,14 @@ final class DispatchLoop implements LeaderService.Worker {
         batchLatency = Timer.builder("fencedjobs_batch").description("batch transaction latency").register(registry);
         batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs").description("jobs completed per batch").register(registry);
         jobsPurged = Counter.builder("fencedjobs_jobs_purged").description("completed jobs deleted after JOBS_RETENTION").register(registry);
+        this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),
+                () -> batches.purgeCompleted(jobsRetention, purges.chunk()), deleted -> {
+                    jobsPurged.increment(deleted);
+                    log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
+                }, e -> log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(),
+                        Faults.describe(e)));
         leadership.onChange(wakeup::signal);
+        leadership.onChange(purger::wake);
     }
 
     /**
@@ -178,6 +187,16 @@ final class DispatchLoop implements LeaderService.Worker {
         } finally {
             warmedUp = true;
         }
+        purger.start();
+        try {
+            work();
+        } finally {
+            purger.close(PURGER_STOP);
+        }
+        log.debug("Dispatch loop stopped");
+    }
+
+    private void work() {
         while (running) {
             Optional<Grant> grant = leadership.current();
             try {
@@ -193,13 +212,11 @@ final class DispatchLoop implements LeaderService.Worker {
                 MDC.clear();
             }
         }
-        log.debug("Dispatch loop stopped");
     }
 
     private void runBatches(Grant grant) throws InterruptedException {
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
-        purgeIfDue();
         long started = ticker.nanoTime();
         JobBatches.Position after = startFor(grant, started);
         JobBatches.BatchResult result;
@@ -253,16 +270,6 @@ final class DispatchLoop implements LeaderService.Worker {
         return position;
     }
 
-    /** One bounded delete of completed jobs past their retention, when it is time for one. */
-    private void purgeIfDue() {
-        int deleted = purges.runIfDue(() -> batches.purgeCompleted(jobsRetention, purges.chunk()),
-                e -> log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(), Faults.describe(e)));
-        if (deleted > 0) {
-            jobsPurged.increment(deleted);
-            log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
-        }
-    }
-
     /**
      * Sleeps until the earliest pending job is due. The notification mark is reset before the
      * query, so a job inserted after the query's snapshot still shortens the sleep.
@@ -284,9 +291,9 @@ final class DispatchLoop implements LeaderService.Worker {
         while (running) {
             planned = Math.min(planned, earliestNotified.getAndSet(NOTHING));
             long waitNanos;
-            // The purge, and while batches start after a position, the next batch from the start (at most a second away).
-            long untilOther = position == null ? purges.nanosUntilDue()
-                    : Math.min(purges.nanosUntilDue(), fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - ticker.nanoTime());
+            // While batches start after a position: the next batch from the start (at most a second away).
+            long untilOther = position == null ? Long.MAX_VALUE
+                    : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - ticker.nanoTime();
             if (planned == NOTHING) {
                 waitNanos = untilOther;
             } else {

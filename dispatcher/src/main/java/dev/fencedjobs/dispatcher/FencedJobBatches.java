@@ -41,6 +41,14 @@ import org.jooq.Result;
  *
  * <p>SKIP LOCKED lets the batch pass over a job a producer is still updating instead of waiting
  * on it; there is only ever one writer that holds the guard.
+ *
+ * <p><b>The plan.</b> The batch and the purge run with {@code SET LOCAL enable_sort = off}, so
+ * that each reads its index in order ({@code jobs_pending_due}, {@code jobs_completed_at}) and
+ * stops at its limit. Without it, while {@code jobs} has no statistics yet (a new database, a
+ * bulk insert before autovacuum's ANALYZE), PostgreSQL 17 chose a bitmap scan of every pending job
+ * and a sort of them all under the row locks, which LIMIT cannot bound: measured in the soak
+ * benchmark, each batch sorted the whole due backlog on disk, the dispatcher fell to 4,000 jobs/s
+ * and 30 s behind for a minute, until the first ANALYZE. ({@link #preferIndexOrder}.)
  */
 final class FencedJobBatches implements JobBatches {
 
@@ -63,7 +71,26 @@ final class FencedJobBatches implements JobBatches {
                 .orElse(BatchResult.leaseLost());
     }
 
+    /** Makes the rest of this transaction read indexes in order rather than sort (see the class comment). */
+    static void preferIndexOrder(DSLContext tx) {
+        tx.execute("SET LOCAL enable_sort = off");
+    }
+
     private static BatchResult completeAndWriteOutbox(DSLContext tx, long token, int limit, Position after) {
+        preferIndexOrder(tx);
+        Result<Record2<Long, OffsetDateTime>> written = batchStatement(tx, token, limit, after).fetch();
+        Position last = null;
+        for (Record2<Long, OffsetDateTime> r : written) {
+            Position p = new Position(r.value2(), r.value1());
+            if (last == null || p.isAfter(last)) {
+                last = p;
+            }
+        }
+        return new BatchResult(true, written.size(), last);
+    }
+
+    /** The batch statement (class comment), not yet run: it returns each outbox row's job id and due time. */
+    static org.jooq.ResultQuery<Record2<Long, OffsetDateTime>> batchStatement(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
@@ -82,7 +109,7 @@ final class FencedJobBatches implements JobBatches {
                         .from(due)
                         .where(JOBS.ID.eq(due.field(JOBS.ID)))
                         .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT, JOBS.CREATED_AT));
-        Result<Record2<Long, OffsetDateTime>> written = tx.with(due)
+        return tx.with(due)
                 .with(completed)
                 .insertInto(OUTBOX, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT, OUTBOX.COMPLETED_AT,
                         OUTBOX.JOB_CREATED_AT)
@@ -96,16 +123,7 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.CREATED_AT))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT)
-                .fetch();
-        Position last = null;
-        for (Record2<Long, OffsetDateTime> r : written) {
-            Position p = new Position(r.value2(), r.value1());
-            if (last == null || p.isAfter(last)) {
-                last = p;
-            }
-        }
-        return new BatchResult(true, written.size(), last);
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT);
     }
 
     /**
@@ -152,18 +170,23 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public int purgeCompleted(java.time.Duration retention, int limit) {
-        return purgeCompleted(dsl, retention, limit);
+        return dsl.transactionResult(configuration -> purgeCompleted(configuration.dsl(), retention, limit));
     }
 
     private static int purgeCompleted(DSLContext dsl, java.time.Duration retention, int limit) {
+        preferIndexOrder(dsl);
+        return purgeStatement(dsl, retention, limit).execute();
+    }
+
+    /** The purge's delete, not yet run. */
+    static org.jooq.Query purgeStatement(DSLContext dsl, java.time.Duration retention, int limit) {
         return dsl.deleteFrom(JOBS)
                 .where(JOBS.ID.in(select(JOBS.ID)
                         .from(JOBS)
                         .where(JOBS.STATE.eq(COMPLETED))
                         .and(JOBS.COMPLETED_AT.lt(CLOCK_TIMESTAMP.minus(val(org.jooq.types.DayToSecond.valueOf(retention)))))
                         .orderBy(JOBS.COMPLETED_AT)
-                        .limit(limit)))
-                .execute();
+                        .limit(limit)));
     }
 
     @Override

@@ -4,15 +4,18 @@ import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.PostgresExtension;
 import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
-/** The leader deletes completed jobs past JOBS_RETENTION, in chunks, and nothing else. */
+/** The leader deletes completed jobs past JOBS_RETENTION, in chunks, and nothing else, beside its batches and not in their way. */
 class JobsRetentionTest {
 
     @RegisterExtension
@@ -37,6 +40,48 @@ class JobsRetentionTest {
             await().atMost(Duration.ofSeconds(30)).until(() -> (long) d.status().get("jobsPurged") == 2 * DispatchLoop.PURGE_CHUNK + 500);
             assertThat(fixture.dsl().fetchCount(JOBS, JOBS.STATE.eq("pending"))).as("jobs due later stay").isEqualTo(100);
             assertThat(fixture.dsl().fetchCount(JOBS, JOBS.STATE.eq("completed"))).isZero();
+        }
+    }
+
+    @Test
+    void aPurgeThatHangsHoldsUpNoBatch() throws Exception {
+        var db = postgres.database();
+        CountDownLatch purging = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
+            try {
+                fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
+                        delegate -> new JobBatches() {
+                            @Override
+                            public BatchResult completeDue(Grant grant, int limit, Position after) {
+                                return delegate.completeDue(grant, limit, after);
+                            }
+
+                            @Override
+                            public int purgeCompleted(Duration retention, int limit) {
+                                // The first purge is due as soon as the replica leads: it hangs until the test ends.
+                                purging.countDown();
+                                try {
+                                    release.await();
+                                } catch (InterruptedException e) {
+                                    Thread.currentThread().interrupt();
+                                }
+                                return delegate.purgeCompleted(retention, limit);
+                            }
+
+                            @Override
+                            public NextDue nextDue(Position after) {
+                                return delegate.nextDue(after);
+                            }
+                        });
+                assertThat(purging.await(30, TimeUnit.SECONDS)).as("the leader's first purge started").isTrue();
+
+                fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 1200)");
+                await().atMost(Duration.ofSeconds(30)).until(() -> fixture.completed() == 1200);
+                assertThat(release.getCount()).as("all completed while the purge was still in its delete").isEqualTo(1);
+            } finally {
+                release.countDown();
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.PurgeSchedule;
+import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -48,6 +49,8 @@ final class RelayLoop implements LeaderService.Worker {
 
     private static final Logger log = LoggerFactory.getLogger(RelayLoop.class);
     static final int PURGE_LIMIT = 5_000;
+    /** How long the loop's stop waits for a purge delete in flight. */
+    private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
     private final RelayConfig config;
     private final Leadership leadership;
@@ -57,7 +60,7 @@ final class RelayLoop implements LeaderService.Worker {
     private final Wakeup wakeup = new Wakeup();
     private final Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
     private volatile boolean running = true;
-    private final PurgeSchedule purges;
+    private final Purger purger;
     /** The token the publisher was last made ready for; -1 while not leading. */
     private long preparedToken = -1;
     private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
@@ -77,7 +80,7 @@ final class RelayLoop implements LeaderService.Worker {
         this.store = store;
         this.publisher = publisher;
         this.ticker = ticker;
-        this.purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
+        PurgeSchedule purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
         published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
         rejected = Counter.builder("fencedjobs_relay_rejected_rows")
                 .description("outbox rows not sent (too large); marked with publish_error").register(registry);
@@ -91,7 +94,13 @@ final class RelayLoop implements LeaderService.Worker {
                 .description("outbox rows not yet published").register(registry);
         Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))
                 .description("age of the oldest unpublished outbox row").register(registry);
+        // Published rows past their retention, oldest first, on a thread beside the loop's (a slow delete holds up no batch).
+        this.purger = new Purger("relay-purge", purges, () -> leadership.current().isPresent(),
+                () -> store.purgePublished(config.retention(), purges.chunk()),
+                purged -> log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention()),
+                e -> log.warn("Purging published outbox rows failed: {}", Faults.describe(e)));
         leadership.onChange(wakeup::signal);
+        leadership.onChange(purger::wake);
     }
 
     @Override
@@ -112,6 +121,7 @@ final class RelayLoop implements LeaderService.Worker {
 
     @Override
     public void run() {
+        purger.start();
         try {
             while (running) {
                 Optional<Grant> grant = leadership.current();
@@ -134,7 +144,6 @@ final class RelayLoop implements LeaderService.Worker {
                     }
                 }
                 int sent = relayBatch(grant.get());
-                purgeNowAndThen();
                 if (sent < config.batchSize()) {
                     wakeup.await(config.pollInterval().toNanos());
                 }
@@ -142,6 +151,7 @@ final class RelayLoop implements LeaderService.Worker {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
+            purger.close(PURGER_STOP);
             publisher.close();
             MDC.clear();
         }
@@ -244,15 +254,6 @@ final class RelayLoop implements LeaderService.Worker {
         record.headers().add(new RecordHeader(Envelope.OUTBOX_ID_HEADER, Envelope.header(row.id())));
         record.headers().add(new RecordHeader(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION)));
         return record;
-    }
-
-    /** Deletes a chunk of published rows past their retention when its {@link PurgeSchedule} says so, busy or idle. */
-    private void purgeNowAndThen() {
-        int purged = purges.runIfDue(() -> store.purgePublished(config.retention(), purges.chunk()),
-                e -> log.warn("Purging published outbox rows failed: {}", Faults.describe(e)));
-        if (purged > 0) {
-            log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention());
-        }
     }
 
     /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */

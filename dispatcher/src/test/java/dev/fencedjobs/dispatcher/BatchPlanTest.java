@@ -1,0 +1,78 @@
+package dev.fencedjobs.dispatcher;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.testing.PostgresExtension;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import org.jooq.DSLContext;
+import org.jooq.Query;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The batch and the purge read their index in order even while {@code jobs} has no statistics,
+ * the case in which PostgreSQL otherwise sorts every pending job under the row locks, a sort that
+ * LIMIT cannot bound (FencedJobBatches' class comment).
+ */
+class BatchPlanTest {
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    @Test
+    void withoutStatisticsTheBatchAndThePurgeStillReadTheirIndexInOrder() {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
+            DSLContext dsl = fixture.dsl();
+            // A new database with a backlog: never analyzed, and autovacuum kept from analyzing it during the test.
+            dsl.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
+            dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'account-' || mod(g, 100) FROM generate_series(1, 20000) g");
+            Boolean unanalyzed = dsl.fetchOne("SELECT reltuples < 0 FROM pg_class WHERE relname = 'jobs'").get(0, Boolean.class);
+            assertThat(unanalyzed).as("no statistics yet").isTrue();
+
+            JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
+            for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
+                String unguided = dueStep(plan(dsl, false, FencedJobBatches.batchStatement(dsl, 1, 500, position)));
+                assertThat(unguided).as("the case this guards against, reproduced (from %s)", position)
+                        .contains("Bitmap Heap Scan on jobs").containsPattern("LockRows[\\s\\S]*Sort");
+
+                String batch = dueStep(plan(dsl, true, FencedJobBatches.batchStatement(dsl, 1, 500, position)));
+                assertThat(batch).as("batch from %s", position).contains("Index Scan using jobs_pending_due on jobs")
+                        .doesNotContain("Sort").doesNotContain("Bitmap");
+            }
+            String purge = plan(dsl, true, FencedJobBatches.purgeStatement(dsl, Duration.ofMinutes(3), 2000));
+            assertThat(purge).contains("Index Scan using jobs_completed_at").doesNotContain("Bitmap");
+        }
+    }
+
+    /** The plan of the batch's first step, the CTE that picks and locks the due jobs (the insert sorts the outbox rows after it). */
+    private static String dueStep(String plan) {
+        int start = plan.indexOf("CTE due");
+        int end = plan.indexOf("CTE completed");
+        assertThat(start).as("a plan with the due step first: %s", plan).isNotNegative().isLessThan(end);
+        return plan.substring(start, end);
+    }
+
+    /** EXPLAIN of {@code query} in a transaction that is rolled back, with or without the batch's planner setting. */
+    private static String plan(DSLContext dsl, boolean preferIndexOrder, Query query) {
+        StringBuilder plan = new StringBuilder();
+        try {
+            dsl.transaction(c -> {
+                DSLContext tx = c.dsl();
+                if (preferIndexOrder) {
+                    FencedJobBatches.preferIndexOrder(tx);
+                }
+                plan.append(tx.explain(query).plan());
+                throw new RolledBack();
+            });
+        } catch (RolledBack expected) {
+            // Nothing to keep.
+        }
+        return plan.toString();
+    }
+
+    private static final class RolledBack extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+    }
+}
