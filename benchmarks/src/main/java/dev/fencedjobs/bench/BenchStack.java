@@ -298,7 +298,11 @@ final class BenchStack implements AutoCloseable {
                     }
                     String stat = Files.readString(dir.resolve("stat"));
                     String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]), Long::sum);
+                    // utime and stime, and cutime and cstime: the children it has reaped, which for the postmaster
+                    // are the backends that ended (the services' pools retire connections after HikariCP's idle
+                    // timeout and 30-minute lifetime; without these a long run lost most of PostgreSQL's CPU time).
+                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]) + Long.parseLong(f[13]) + Long.parseLong(f[14]),
+                            Long::sum);
                 } catch (Exception gone) {
                     // The process ended while being read.
                 }

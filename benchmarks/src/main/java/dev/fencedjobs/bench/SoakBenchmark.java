@@ -44,7 +44,9 @@ import java.util.concurrent.atomic.AtomicReference;
  *       and max of the jobs applied in it, from the ledger alone (applied at, less the job's
  *       creation time it carries: the job's due time is the same INSERT's {@code clock_timestamp()},
  *       so this overstates by at most the INSERT's own time), read with one range scan of the
- *       ledger's primary key and ranked here, not in the database; the size of every table and index; live and dead rows;
+ *       ledger's primary key and ranked here, not in the database; the same for the first stage
+ *       alone (to the job's completion, from the outbox) and for the producer's INSERT round trip
+ *       (statement and commit, timed in the loader); the size of every table and index; live and dead rows;
  *       autovacuum and autoanalyze runs that ended, and the tables autovacuum was seen working on
  *       (sampled each second); checkpoints and whether one was being written; WAL written.
  * </ol>
@@ -66,6 +68,8 @@ final class SoakBenchmark {
     private final String serviceLogLevel;
     private final Map<String, Object> report = new LinkedHashMap<>();
     private final List<Map<String, Object>> windows = new ArrayList<>();
+    /** Each producer INSERT's round trip (statement and commit) since the last window, ms. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Double> insertMillis = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private BenchStack stack;
 
     private SoakBenchmark(Path repo, Path out, int minutes, int windowSeconds, Duration retention, int fixedRate, long history,
@@ -284,7 +288,9 @@ final class SoakBenchmark {
                     }
                     long r = currentRate.get();
                     int perTick = (int) Math.max(1, r / 100);
+                    long t = System.nanoTime();
                     inserted.addAndGet(s.executeUpdate(String.format(BenchStack.INSERT_DUE, perTick)));
+                    insertMillis.add((System.nanoTime() - t) / 1e6);
                     next += 1_000_000_000L * perTick / r;
                 }
             } catch (Exception e) {
@@ -314,6 +320,7 @@ final class SoakBenchmark {
             long insertedMark = inserted.get();
             long started = System.nanoTime();
             Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+            insertMillis.clear();
             watcher.start();
             int count = minutes * 60 / windowSeconds;
             for (int w = 1; w <= count; w++) {
@@ -325,6 +332,7 @@ final class SoakBenchmark {
                     throw failure.get();
                 }
                 Set<String> seen = activity.drain();
+                double[] insert = drainedPercentiles(insertMillis);
                 long ledgerNow = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger");
                 long insertedNow = inserted.get();
                 long outboxNow = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM outbox");
@@ -332,7 +340,7 @@ final class SoakBenchmark {
                 double[] completion = completionLatencies(s, outboxMark, outboxNow);
                 Snapshot now = Snapshot.take(s);
                 windows.add(window(w, (ledgerNow - ledgerMark) / (double) windowSeconds, (insertedNow - insertedMark) / (double) windowSeconds,
-                        (long) p[0], p, completion, previous, now, seen));
+                        (long) p[0], p, completion, insert, previous, now, seen));
                 ledgerMark = ledgerNow;
                 outboxMark = outboxNow;
                 insertedMark = insertedNow;
@@ -405,6 +413,19 @@ final class SoakBenchmark {
         return new double[] {n, rank(sorted, 0.5), rank(sorted, 0.99), sorted[n - 1]};
     }
 
+    /** Count, p50, p99 and max of what {@code queue} holds now, which it gives up. */
+    private static double[] drainedPercentiles(java.util.concurrent.ConcurrentLinkedQueue<Double> queue) {
+        List<Double> taken = new ArrayList<>();
+        for (Double d; (d = queue.poll()) != null; ) {
+            taken.add(d);
+        }
+        if (taken.isEmpty()) {
+            return new double[] {0, 0, 0, 0};
+        }
+        double[] sorted = taken.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+        return new double[] {sorted.length, rank(sorted, 0.5), rank(sorted, 0.99), sorted[sorted.length - 1]};
+    }
+
     /** Linear interpolation between the closest ranks, as percentile_cont does. */
     private static double rank(double[] sorted, double q) {
         double pos = q * (sorted.length - 1);
@@ -414,7 +435,7 @@ final class SoakBenchmark {
     }
 
     private Map<String, Object> window(int n, double appliedPerSecond, double insertedPerSecond, long jobs, double[] p, double[] completion,
-            Snapshot before, Snapshot now, Set<String> seen) {
+            double[] insert, Snapshot before, Snapshot now, Set<String> seen) {
         Map<String, Object> w = new LinkedHashMap<>();
         w.put("window", n);
         w.put("endSeconds", n * windowSeconds);
@@ -426,6 +447,8 @@ final class SoakBenchmark {
         w.put("maxMs", round(p[3]));
         w.put("toCompletedP99Ms", round(completion[2]));
         w.put("toCompletedMaxMs", round(completion[3]));
+        w.put("producerInsertP99Ms", round(insert[2]));
+        w.put("producerInsertMaxMs", round(insert[3]));
         Map<String, Long> vacuumed = new TreeMap<>();
         now.vacuums.forEach((table, runs) -> {
             long d = runs - before.vacuums.getOrDefault(table, 0L);
@@ -439,24 +462,31 @@ final class SoakBenchmark {
         w.put("checkpoints", now.checkpoints - before.checkpoints);
         w.put("checkpointWriting", seen.contains("checkpoint"));
         w.put("walMB", round((now.walBytes - before.walBytes) / 1e6));
+        w.put("walRecords", now.walRecords - before.walRecords);
+        // Each full-page image is a block of up to 8 kB in the WAL (less its unused middle).
+        w.put("walFullPageImages", now.walFullPageImages - before.walFullPageImages);
         w.put("tableMb", now.tableMb);
         w.put("relationMb", now.relationMb);
         w.put("liveRows", now.liveRows);
         w.put("deadRows", now.deadRows);
-        System.out.printf(Locale.ROOT, "   %5d s  %,7.0f jobs/s  p50 %6.1f  p99 %6.1f  max %7.1f ms (to completed: p99 %6.1f  max %7.1f ms)"
+        System.out.printf(Locale.ROOT, "   %5d s  %,7.0f jobs/s  p50 %6.1f  p99 %6.1f  max %7.1f ms (to completed: p99 %6.1f  max %7.1f ms; producer's INSERT: p99 %6.1f  max %6.1f ms)"
                         + "  jobs %6.1f MB  outbox %6.1f MB  processed %6.1f MB  ledger %7.1f MB  autovacuum %s%s%s%n",
-                n * windowSeconds, appliedPerSecond, p[1], p[2], p[3], completion[2], completion[3], now.tableMb.getOrDefault("jobs", 0.0), now.tableMb.getOrDefault("outbox", 0.0),
+                n * windowSeconds, appliedPerSecond, p[1], p[2], p[3], completion[2], completion[3], insert[2], insert[3], now.tableMb.getOrDefault("jobs", 0.0), now.tableMb.getOrDefault("outbox", 0.0),
                 now.tableMb.getOrDefault("consumer_processed", 0.0), now.tableMb.getOrDefault("ledger", 0.0), w.get("autovacuumSeenOn"),
                 (long) w.get("checkpoints") > 0 ? "  checkpoints " + w.get("checkpoints") : "", seen.contains("checkpoint") ? " (checkpoint writing)" : "");
         if (!((Set<?>) w.get("waitsSeen")).isEmpty()) {
             System.out.println("          waits seen: " + w.get("waitsSeen"));
+        }
+        if ((long) w.get("walRecords") > 0) {
+            System.out.printf(Locale.ROOT, "          WAL: %.1f MB, %,d records, %,d full-page images%n", w.get("walMB"), w.get("walRecords"),
+                    w.get("walFullPageImages"));
         }
         return w;
     }
 
     /** What the database's statistics say at one moment. */
     private record Snapshot(Map<String, Double> tableMb, Map<String, Double> relationMb, Map<String, Long> liveRows, Map<String, Long> deadRows,
-            Map<String, Long> vacuums, long checkpoints, long walBytes) {
+            Map<String, Long> vacuums, long checkpoints, long walBytes, long walRecords, long walFullPageImages) {
 
         static Snapshot take(Statement s) throws SQLException {
             Map<String, Double> tables = new TreeMap<>();
@@ -482,7 +512,9 @@ final class SoakBenchmark {
             }
             long[] background = BenchStack.backgroundWork(s);
             long wal = BenchStack.scalar(s, "SELECT wal_bytes::bigint FROM pg_stat_wal");
-            return new Snapshot(tables, relations, live, dead, vacuums, background[1], wal);
+            long records = BenchStack.scalar(s, "SELECT wal_records FROM pg_stat_wal");
+            long fpi = BenchStack.scalar(s, "SELECT wal_fpi FROM pg_stat_wal");
+            return new Snapshot(tables, relations, live, dead, vacuums, background[1], wal, records, fpi);
         }
     }
 
@@ -557,18 +589,20 @@ final class SoakBenchmark {
                 .append(report.get("retentions")).append("; table settings: ").append(report.get("tableSettings")).append(".\n\n");
         md.append(summary()).append("\n\n");
         md.append("![table sizes and due-to-effect latency against time](soak.svg)\n\n");
-        md.append("| end of window | applied jobs/s | p50 ms | p99 ms | max ms | of which to completed: p99 / max ms | jobs MB | outbox MB"
-                + " | consumer_processed MB | other tables MB | ledger MB | autovacuum seen on | checkpoints |\n"
-                + "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.append("| end of window | applied jobs/s | p50 ms | p99 ms | max ms | of which to completed: p99 / max ms | producer's INSERT: p99 / max ms"
+                + " | jobs MB | outbox MB | consumer_processed MB | other tables MB | ledger MB | autovacuum seen on | checkpoints |\n"
+                + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (Map<String, Object> w : windows) {
             @SuppressWarnings("unchecked")
             Map<String, Double> t = (Map<String, Double>) w.get("tableMb");
             double other = t.entrySet().stream().filter(e -> !Set.of("jobs", "outbox", "consumer_processed", "ledger").contains(e.getKey()))
                     .mapToDouble(Map.Entry::getValue).sum();
-            md.append(String.format(Locale.ROOT, "| %s | %,d | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |%n",
+            md.append(String.format(Locale.ROOT, "| %s | %,d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |%n",
                     clock((int) w.get("endSeconds")), (long) w.get("appliedPerSecond"), w.get("p50Ms"), w.get("p99Ms"), w.get("maxMs"),
                     w.containsKey("toCompletedP99Ms") ? String.format(Locale.ROOT, "%.1f / %.1f", ((Number) w.get("toCompletedP99Ms")).doubleValue(),
                             ((Number) w.get("toCompletedMaxMs")).doubleValue()) : "",
+                    w.containsKey("producerInsertP99Ms") ? String.format(Locale.ROOT, "%.1f / %.1f", ((Number) w.get("producerInsertP99Ms")).doubleValue(),
+                            ((Number) w.get("producerInsertMaxMs")).doubleValue()) : "",
                     t.getOrDefault("jobs", 0.0), t.getOrDefault("outbox", 0.0), t.getOrDefault("consumer_processed", 0.0), other,
                     t.getOrDefault("ledger", 0.0), String.join(", ", (Set<String>) w.get("autovacuumSeenOn")),
                     (long) w.get("checkpoints") + ((boolean) w.get("checkpointWriting") ? " (writing)" : "")));
