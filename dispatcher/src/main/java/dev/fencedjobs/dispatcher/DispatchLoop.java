@@ -42,8 +42,9 @@ import org.slf4j.MDC;
  * minutes at 2,000 jobs/s without a vacuum, measured). So batches and next-due reads start after
  * the last job this tenure completed, a {@link JobBatches.Position}. A job can only be pending
  * before it if it came after the read: inserted or moved earlier (both notify {@code jobs_due} on
- * commit, and a notification at or before the position sends the next batch back to the start),
- * or locked by another transaction when its turn came (SKIP LOCKED). To find those and anything a
+ * commit, and a notification at or before the position sends the next batch back to the start,
+ * unless the batches since the last read from the start had seen its transaction: a {@link
+ * ScanChain}), or locked by another transaction when its turn came (SKIP LOCKED). To find those and anything a
  * lost notification hid, a batch reads from the start at least every {@value #FROM_START_EVERY_MS}
  * ms while the position is in use, and always after a new grant, a failure, or the LISTEN connection
  * coming back.
@@ -63,6 +64,22 @@ final class DispatchLoop implements LeaderService.Worker {
     private static final long CATCH_UP = Long.MIN_VALUE;
     static final int PURGE_CHUNK = 2000;
     static final long FROM_START_EVERY_MS = 1000;
+    static final int MAX_QUEUED = 10_000;
+
+    /** A {@code jobs_due} notification: the earliest due time it names (epoch ms) and its transaction, -1 when the payload names none. */
+    record Notified(long dueMillis, long xid) {
+
+        /** {@code "<due ms>"} (migrations before V8) or {@code "<due ms> <xid8>"}; {@code null} when neither. */
+        static Notified parse(String payload) {
+            try {
+                int space = payload.indexOf(' ');
+                return space < 0 ? new Notified(Long.parseLong(payload), -1)
+                        : new Notified(Long.parseLong(payload.substring(0, space)), Long.parseLong(payload.substring(space + 1)));
+            } catch (NumberFormatException | NullPointerException e) {
+                return null;
+            }
+        }
+    }
     /** How long the loop's stop waits for a purge delete in flight. */
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
@@ -74,8 +91,13 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Purger purger;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
-    /** The earliest due time notified since the last batch began (epoch ms), to check the position against. */
-    private final AtomicLong notifiedSinceBatch = new AtomicLong(NOTHING);
+    /** The notifications since the last batch began, to check against the position and the {@link ScanChain}; at most {@value #MAX_QUEUED}. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Notified> notifiedSinceBatch = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final java.util.concurrent.atomic.AtomicInteger queued = new java.util.concurrent.atomic.AtomicInteger();
+    /** Set by a notification that could not be checked (unparseable, or too many queued) or a LISTEN reconnect: the next batch reads from the start. */
+    private final java.util.concurrent.atomic.AtomicBoolean fromStartNext = new java.util.concurrent.atomic.AtomicBoolean();
+    /** The loop thread's own: the batches since the last one from the start. */
+    private final ScanChain chain = new ScanChain();
     /** The loop thread's own: where the next batch starts, under which token, and when a batch last read from the start. */
     private JobBatches.Position position;
     private long positionToken = -1;
@@ -91,6 +113,8 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Timer batchLatency;
     private final DistributionSummary batchJobs;
     private final Counter jobsPurged;
+    private final MeterRegistry registry;
+    private final Map<String, Counter> sentBack = new java.util.concurrent.ConcurrentHashMap<>();
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
 
@@ -100,6 +124,7 @@ final class DispatchLoop implements LeaderService.Worker {
         this.batchSize = batchSize;
         this.jobsRetention = jobsRetention;
         this.ticker = ticker;
+        this.registry = registry;
         PurgeSchedule purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
@@ -125,14 +150,19 @@ final class DispatchLoop implements LeaderService.Worker {
      */
     @Override
     public void onNotification(String channel, String payload) {
-        long due;
-        try {
-            due = Long.parseLong(payload);
-        } catch (NumberFormatException e) {
-            due = CATCH_UP;
+        Notified n = Notified.parse(payload);
+        if (n == null) {
+            earliestNotified.set(CATCH_UP);
+            fromStartNext.set(true);
+        } else {
+            earliestNotified.accumulateAndGet(n.dueMillis(), Math::min);
+            if (queued.incrementAndGet() <= MAX_QUEUED) {
+                notifiedSinceBatch.add(n);
+            } else {
+                queued.decrementAndGet();
+                fromStartNext.set(true);
+            }
         }
-        earliestNotified.accumulateAndGet(due, Math::min);
-        notifiedSinceBatch.accumulateAndGet(due, Math::min);
         wakeup.signal();
     }
 
@@ -140,7 +170,7 @@ final class DispatchLoop implements LeaderService.Worker {
     @Override
     public void onListenerConnected() {
         earliestNotified.set(CATCH_UP);
-        notifiedSinceBatch.set(CATCH_UP);
+        fromStartNext.set(true);
         wakeup.signal();
     }
 
@@ -166,6 +196,9 @@ final class DispatchLoop implements LeaderService.Worker {
         status.put("batchSize", batchSize);
         status.put("jobsRetention", jobsRetention.toString());
         status.put("jobsPurged", (long) jobsPurged.count());
+        Map<String, Long> back = new java.util.TreeMap<>();
+        sentBack.forEach((why, c) -> back.put(why, (long) c.count()));
+        status.put("batchesSentBack", back);
         LastBatch b = lastBatch;
         if (b != null) {
             Map<String, Object> batch = new LinkedHashMap<>();
@@ -243,6 +276,7 @@ final class DispatchLoop implements LeaderService.Worker {
         if (result.last() != null && (position == null || result.last().isAfter(position))) {
             position = result.last();
             positionToken = grant.token();
+            chain.ran(result.last(), result.seen());
         }
         batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
         batchJobs.record(result.completed());
@@ -258,14 +292,31 @@ final class DispatchLoop implements LeaderService.Worker {
 
     /**
      * Where this batch starts: after the position, unless it belongs to another grant, a
-     * notification since the last batch named a due time at or before it, or the last read from
-     * the start was {@value #FROM_START_EVERY_MS} ms or more ago; then from the start.
+     * notification since the last batch named a due time at or before it in a transaction the
+     * {@link ScanChain} did not see (or could not be checked), or the last read from the start was
+     * {@value #FROM_START_EVERY_MS} ms or more ago; then from the start, which begins a new chain.
      */
     private JobBatches.Position startFor(Grant grant, long now) {
-        long notified = notifiedSinceBatch.getAndSet(NOTHING);
-        if (position != null && (positionToken != grant.token() || notified <= position.dueAt().toInstant().toEpochMilli()
-                || now - fromStartAtNanos >= TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS))) {
-            position = null;
+        boolean catchUp = fromStartNext.getAndSet(false);
+        boolean back = false;
+        for (Notified n; (n = notifiedSinceBatch.poll()) != null; ) {
+            queued.decrementAndGet();
+            if (position != null && n.dueMillis() <= position.dueAt().toInstant().toEpochMilli() && !chain.saw(n.dueMillis(), n.xid())) {
+                back = true;
+            }
+        }
+        if (position != null) {
+            String why = positionToken != grant.token() ? "new grant" : catchUp ? "catch-up" : back ? "notification"
+                    : now - fromStartAtNanos >= TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) ? "every second" : null;
+            if (why != null) {
+                position = null;
+                sentBack.computeIfAbsent(why, w -> Counter.builder("fencedjobs_batches_sent_back")
+                        .description("batches sent back from the scan position to the start of the index, by reason")
+                        .tag("reason", w).register(registry)).increment();
+            }
+        }
+        if (position == null) {
+            chain.restart();
         }
         return position;
     }

@@ -20,6 +20,7 @@ import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Record1;
 import org.jooq.Record2;
+import org.jooq.Record3;
 import org.jooq.Result;
 
 /**
@@ -78,19 +79,24 @@ final class FencedJobBatches implements JobBatches {
 
     private static BatchResult completeAndWriteOutbox(DSLContext tx, long token, int limit, Position after) {
         preferIndexOrder(tx);
-        Result<Record2<Long, OffsetDateTime>> written = batchStatement(tx, token, limit, after).fetch();
+        Result<Record3<Long, OffsetDateTime, String>> written = batchStatement(tx, token, limit, after).fetch();
         Position last = null;
-        for (Record2<Long, OffsetDateTime> r : written) {
+        for (Record3<Long, OffsetDateTime, String> r : written) {
             Position p = new Position(r.value2(), r.value1());
             if (last == null || p.isAfter(last)) {
                 last = p;
             }
         }
-        return new BatchResult(true, written.size(), last);
+        DbSnapshot seen = written.isEmpty() ? null : DbSnapshot.parse(written.get(0).value3());
+        return new BatchResult(true, written.size(), last, seen);
     }
 
-    /** The batch statement (class comment), not yet run: it returns each outbox row's job id and due time. */
-    static org.jooq.ResultQuery<Record2<Long, OffsetDateTime>> batchStatement(DSLContext tx, long token, int limit, Position after) {
+    /**
+     * The batch statement (class comment), not yet run: it returns each outbox row's job id and
+     * due time, and the statement's own snapshot (the same on every row), which says which
+     * producers' transactions it saw.
+     */
+    static org.jooq.ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
@@ -123,7 +129,7 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.CREATED_AT))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT);
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, org.jooq.impl.DSL.field("pg_current_snapshot()::text", String.class));
     }
 
     /**

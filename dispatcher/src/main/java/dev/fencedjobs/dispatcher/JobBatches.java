@@ -32,10 +32,14 @@ interface JobBatches {
      */
     default void warmUp() {}
 
-    /** @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was */
-    record BatchResult(boolean leaseHeld, int completed, Position last) {
+    /**
+     * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was
+     * @param seen the batch statement's snapshot: the transactions it saw; {@code null} when not
+     *     known (no row returned it)
+     */
+    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen) {
         static BatchResult leaseLost() {
-            return new BatchResult(false, 0, null);
+            return new BatchResult(false, 0, null, null);
         }
     }
 

@@ -13,6 +13,7 @@ import java.sql.DriverManager;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -38,6 +39,7 @@ class ScanPositionTest {
     private final AtomicBoolean loading = new AtomicBoolean(true);
     private final AtomicReference<Exception> loadFailure = new AtomicReference<>();
     private Thread load;
+    private Object tokenAtStart;
 
     @BeforeEach
     void startBusyLeader() {
@@ -75,6 +77,7 @@ class ScanPositionTest {
         }, "load");
         load.start();
         await().atMost(Duration.ofSeconds(10)).until(() -> starts.stream().anyMatch(p -> p != FROM_START));
+        tokenAtStart = fixture.leader().orElseThrow().status().get("token");
     }
 
     @AfterEach
@@ -125,6 +128,21 @@ class ScanPositionTest {
 
         await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
         assertThat(starts.stream().filter(p -> p == FROM_START).count()).as("a batch from the start found it").isGreaterThan(fromStartBefore);
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void notificationsOfJobsTheBatchesAlreadyCompletedSendNoBatchBack() {
+        // The load inserts due jobs one statement at a time, 5 ms apart, and most of its
+        // notifications arrive after a batch has completed their jobs: each batch that did saw the
+        // inserting transaction, so none of them may send the next batch back to the start.
+        Dispatcher leader = fixture.leader().orElseThrow();
+        long afterPosition = starts.stream().filter(p -> p != FROM_START).count();
+        await().atMost(Duration.ofSeconds(30)).until(() -> starts.stream().filter(p -> p != FROM_START).count() > afterPosition + 300);
+
+        Map<String, Long> sentBack = (Map<String, Long>) leader.status().get("batchesSentBack");
+        assertThat(sentBack).as("batches sent back, by reason").doesNotContainKey("notification");
+        assertThat(leader.status().get("token")).as("one tenure all along").isEqualTo(tokenAtStart);
     }
 
     private String state(long id) {
