@@ -44,8 +44,8 @@ import org.slf4j.MDC;
  * before it if it came after the read: inserted or moved earlier (both notify {@code jobs_due} on
  * commit, and a notification at or before the position sends the next batch back to the start,
  * unless the batches since the last read from the start had seen its transaction: a {@link
- * ScanChain}), or locked by another transaction when its turn came (SKIP LOCKED). To find those and anything a
- * lost notification hid, a batch reads from the start at least every {@value #FROM_START_EVERY_MS}
+ * ScanChain}), or locked by another transaction when its turn came (SKIP LOCKED). To find those
+ * and anything a lost notification hid, a batch reads from the start at least every {@value #FROM_START_EVERY_MS}
  * ms while the position is in use, and always after a new grant, a failure, or the LISTEN connection
  * coming back.
  *
@@ -54,7 +54,8 @@ import org.slf4j.MDC;
  * PurgeSchedule}: again 50 ms later while each delete finds a full chunk (so it keeps up with any
  * completion rate a leader reaches, 40,000 jobs/s), otherwise once a minute or half the retention,
  * whichever is shorter. Each delete is one statement on completed rows, which no batch locks, on a
- * connection of its own: a slow one (up to a second under load) holds up no batch.
+ * pooled connection of the purge thread's own while it runs: a slow one (up to a second under
+ * load) holds up no batch.
  */
 final class DispatchLoop implements LeaderService.Worker {
 

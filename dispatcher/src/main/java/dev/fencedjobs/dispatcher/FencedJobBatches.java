@@ -24,10 +24,11 @@ import org.jooq.Record3;
 import org.jooq.Result;
 
 /**
- * The leader's batch, in two statements and a commit:
+ * The leader's batch, in three statements and a commit:
  *
  * <ol>
  *   <li>the lease guard ({@code SELECT … FOR UPDATE} of the lease row: holder, token, expiry);
+ *   <li>{@code SET LOCAL enable_sort = off} (the plan, below);
  *   <li>one statement that picks the due jobs, completes them with the token and inserts their
  *       outbox rows:
  *       <pre>
