@@ -405,12 +405,16 @@ final class SoakBenchmark {
                 ms[n++] = r.getDouble(1);
             }
         }
-        if (n == 0) {
+        return summary(Arrays.copyOf(ms, n));
+    }
+
+    /** Count, p50, p99 and max of {@code values}, which it sorts; all 0 when empty. */
+    private static double[] summary(double[] values) {
+        if (values.length == 0) {
             return new double[] {0, 0, 0, 0};
         }
-        double[] sorted = Arrays.copyOf(ms, n);
-        Arrays.sort(sorted);
-        return new double[] {n, rank(sorted, 0.5), rank(sorted, 0.99), sorted[n - 1]};
+        Arrays.sort(values);
+        return new double[] {values.length, rank(values, 0.5), rank(values, 0.99), values[values.length - 1]};
     }
 
     /** Count, p50, p99 and max of what {@code queue} holds now, which it gives up. */
@@ -419,11 +423,7 @@ final class SoakBenchmark {
         for (Double d; (d = queue.poll()) != null; ) {
             taken.add(d);
         }
-        if (taken.isEmpty()) {
-            return new double[] {0, 0, 0, 0};
-        }
-        double[] sorted = taken.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        return new double[] {sorted.length, rank(sorted, 0.5), rank(sorted, 0.99), sorted[sorted.length - 1]};
+        return summary(taken.stream().mapToDouble(Double::doubleValue).toArray());
     }
 
     /** Linear interpolation between the closest ranks, as percentile_cont does. */

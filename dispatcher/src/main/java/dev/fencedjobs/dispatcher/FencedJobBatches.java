@@ -94,8 +94,8 @@ final class FencedJobBatches implements JobBatches {
 
     /**
      * The batch statement (class comment), not yet run: it returns each outbox row's job id and
-     * due time, and the statement's own snapshot (the same on every row), which says which
-     * producers' transactions it saw.
+     * due time, and the statement's own snapshot (the same on every row: an uncorrelated subquery,
+     * so PostgreSQL computes it once per statement), which says which producers' transactions it saw.
      */
     static org.jooq.ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
@@ -130,7 +130,7 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.CREATED_AT))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, org.jooq.impl.DSL.field("pg_current_snapshot()::text", String.class));
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, org.jooq.impl.DSL.field("(SELECT pg_current_snapshot()::text)", String.class));
     }
 
     /**
