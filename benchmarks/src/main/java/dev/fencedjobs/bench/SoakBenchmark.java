@@ -584,7 +584,9 @@ final class SoakBenchmark {
             md.append(" --autovacuum default");
         }
         md.append("` on ").append(report.get("machine")).append("\n\n");
-        md.append("Saturation ").append(String.format(Locale.ROOT, "%,d", (int) report.get("saturationJobsPerSecond"))).append(" jobs/s; offered ")
+        int saturation = (int) report.get("saturationJobsPerSecond");
+        md.append(saturation > 0 ? String.format(Locale.ROOT, "Saturation %,d jobs/s", saturation) : "Saturation not measured (--rate)")
+                .append("; offered ")
                 .append(String.format(Locale.ROOT, "%,d", (int) report.get("offeredJobsPerSecond"))).append(" jobs/s; retentions ")
                 .append(report.get("retentions")).append("; table settings: ").append(report.get("tableSettings")).append(".\n\n");
         md.append(summary()).append("\n\n");
