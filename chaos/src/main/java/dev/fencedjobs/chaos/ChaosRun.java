@@ -243,6 +243,7 @@ public final class ChaosRun {
         try {
             startServers();
             startServices();
+            startSchedules();
             monitor = new Thread(this::watchForCrashes, "chaos-monitor");
             monitor.setDaemon(true);
             monitor.start();
@@ -252,7 +253,8 @@ public final class ChaosRun {
             injectFaults();
             healAll();
             load.finish();
-            log("load stopped: " + load.submitted.size() + " jobs inserted; draining");
+            pauseSchedules(SCHEDULES);
+            log("load stopped: " + load.submitted.size() + " jobs inserted, schedules paused; draining");
             drain(load.submitted.size());
             stopServices();
             monitor.interrupt();
@@ -415,11 +417,52 @@ public final class ChaosRun {
             sleep(2000 + random.nextInt(4000));
             inject(kind);
             n++;
+            if (n % 3 == 0) {
+                pauseSchedules(List.of(TOGGLED_SCHEDULE), n % 2 == 1);
+            }
             if (n % 4 == 0) {
                 forge();
             }
         }
         log(n + " faults injected");
+    }
+
+    /**
+     * Schedules that fire through every fault: a fast interval (misfire policy all), a cron
+     * schedule (latest), and one the runner pauses and resumes (skip). The checker's invariant
+     * "schedule occurrences" finds each occurrence as exactly one job or one recorded skip.
+     */
+    static final List<String> SCHEDULES = List.of("chaos-fast", "chaos-cron", "chaos-toggled");
+    static final String TOGGLED_SCHEDULE = "chaos-toggled";
+
+    private void startSchedules() throws SQLException {
+        try (Connection c = owner(); Statement s = c.createStatement()) {
+            s.execute("INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-fast', interval '250 milliseconds', 'all', 'sched-fast')");
+            s.execute("INSERT INTO schedules (name, cron, misfire, resource) VALUES ('chaos-cron', '* * * * *', 'latest', 'sched-cron')");
+            s.execute("INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-toggled', interval '400 milliseconds', 'skip', 'sched-toggled')");
+        }
+        log("schedules: " + SCHEDULES);
+    }
+
+    private void pauseSchedules(List<String> names) throws SQLException {
+        pauseSchedules(names, true);
+    }
+
+    /** Pauses or resumes, and records the database time of each change for the checker. */
+    private void pauseSchedules(List<String> names, boolean paused) throws SQLException {
+        try (Connection c = owner();
+                PreparedStatement ps = c.prepareStatement("UPDATE schedules SET paused = ? WHERE name = ANY (?) AND paused <> ? "
+                        + "RETURNING name, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")) {
+            ps.setBoolean(1, paused);
+            ps.setArray(2, c.createArrayOf("varchar", names.toArray()));
+            ps.setBoolean(3, paused);
+            try (ResultSet r = ps.executeQuery()) {
+                while (r.next()) {
+                    history.schedulePauses.add(new History.SchedulePause(r.getString(1), r.getLong(2), paused));
+                    log((paused ? "paused" : "resumed") + " schedule " + r.getString(1));
+                }
+            }
+        }
     }
 
     private void inject(Kind kind) throws Exception {
@@ -614,29 +657,32 @@ public final class ChaosRun {
             long pending = -1;
             long unpublished = -1;
             long decided = -1;
+            long scheduled = 0;
             try (Connection c = owner(); Statement s = c.createStatement();
                     ResultSet r = s.executeQuery("SELECT (SELECT count(*) FROM jobs WHERE state = 'pending'),"
                             + " (SELECT count(*) FROM outbox_unpublished),"
-                            + " (SELECT count(*) FROM consumer_processed)")) {
+                            + " (SELECT count(*) FROM consumer_processed),"
+                            + " (SELECT count(*) FROM jobs WHERE submitted_by LIKE 'schedule:%')")) {
                 r.next();
                 pending = r.getLong(1);
                 unpublished = r.getLong(2);
                 decided = r.getLong(3);
+                scheduled = r.getLong(4);
             } catch (SQLException e) {
                 log("drain: " + e.getMessage());
             }
-            if (pending == 0 && unpublished == 0 && decided >= submitted + forgedJobs) {
+            if (pending == 0 && unpublished == 0 && decided >= submitted + forgedJobs + scheduled) {
                 log("drained: every job completed, published and decided by a consumer");
                 return;
             }
             if (System.nanoTime() > deadline) {
                 log("NOT DRAINED after " + options.drainTimeout().toSeconds() + " s: " + pending + " pending, " + unpublished
-                        + " unpublished, " + decided + " of " + (submitted + forgedJobs) + " decided; checking what is there");
+                        + " unpublished, " + decided + " of " + (submitted + forgedJobs + scheduled) + " decided; checking what is there");
                 return;
             }
             if (System.nanoTime() - lastReport > TimeUnit.SECONDS.toNanos(10)) {
                 lastReport = System.nanoTime();
-                log("draining: " + pending + " pending, " + unpublished + " unpublished, " + decided + " of " + (submitted + forgedJobs)
+                log("draining: " + pending + " pending, " + unpublished + " unpublished, " + decided + " of " + (submitted + forgedJobs + scheduled)
                         + " decided");
             }
             sleep(500);

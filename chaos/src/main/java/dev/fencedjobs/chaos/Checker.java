@@ -108,6 +108,7 @@ public final class Checker {
         c.checkTopic();
         c.checkEffects();
         c.checkAccounting();
+        c.checkSchedules();
         Map<String, Integer> takeoverCounts = new TreeMap<>();
         c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
         long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
@@ -374,6 +375,89 @@ public final class Checker {
                 violation("7 fence", "job " + r.jobId() + " was both rejected and applied", evidence(r.jobId()));
             }
         }
+    }
+
+    /** How old an undecided occurrence may be when the runner pauses its schedule (the dispatchers' default misfire grace). */
+    static final long SCHEDULE_GRACE_MICROS = 60_000_000L;
+
+    /**
+     * Invariant 10: every occurrence of every schedule, from its start to its {@code next_fire_at},
+     * became exactly one job (its key names the schedule and the fire time, and it is due then) or
+     * lies in exactly one recorded skip: none twice, none missing. A skip is {@code paused} only
+     * before a resume the runner made; a {@code misfire} skip means occurrences were left undecided
+     * longer than the grace, which no fault of a run lasts. When the runner paused a schedule for
+     * good, its occurrences older than the grace had all been decided.
+     */
+    private void checkSchedules() {
+        Map<String, List<Job>> jobsBySchedule = new HashMap<>();
+        for (Job j : jobs.values()) {
+            if (j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")) {
+                jobsBySchedule.computeIfAbsent(j.uniqueKey().substring("schedule:".length(), j.uniqueKey().lastIndexOf('@')), n -> new ArrayList<>()).add(j);
+            }
+        }
+        for (History.Schedule s : h.schedules) {
+            java.time.Instant start = instant(s.startsAt());
+            dev.fencedjobs.runtime.Occurrences rule = s.cron() != null ? dev.fencedjobs.runtime.Occurrences.cron(s.cron(), s.timeZone(), start)
+                    : dev.fencedjobs.runtime.Occurrences.every(java.time.Duration.ofNanos(s.everyMicros() * 1000), start);
+            Map<java.time.Instant, Job> byFireTime = new HashMap<>();
+            for (Job j : jobsBySchedule.getOrDefault(s.name(), List.of())) {
+                java.time.Instant at = java.time.Instant.parse(j.uniqueKey().substring(j.uniqueKey().lastIndexOf('@') + 1));
+                if (byFireTime.put(at, j) != null) {
+                    violation("10 schedule occurrences", "schedule " + s.name() + ": two jobs for the occurrence at " + at, evidence(j.id()));
+                }
+            }
+            List<History.ScheduleSkip> skips = h.scheduleSkips.stream().filter(k -> k.name().equals(s.name())).toList();
+            List<History.SchedulePause> pauses = h.schedulePauses.stream().filter(p -> p.name().equals(s.name())).toList();
+            java.time.Instant next = s.nextFireAt() == null ? start : instant(s.nextFireAt());
+            long occurrences = 0;
+            long asJobs = 0;
+            for (java.time.Instant t = rule.first(); t != null && t.isBefore(next); t = rule.after(t)) {
+                occurrences++;
+                long micros = t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
+                List<History.ScheduleSkip> in = skips.stream().filter(k -> k.firstFireAt() <= micros && micros <= k.lastFireAt()).toList();
+                boolean job = byFireTime.remove(t) != null;
+                asJobs += job ? 1 : 0;
+                if ((job ? 1 : 0) + in.size() != 1) {
+                    violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t + " became " + (job ? 1 : 0)
+                            + " job(s) and lies in " + in.size() + " skip(s)", in.stream().map(Checker::show).toList());
+                }
+                for (History.ScheduleSkip k : in) {
+                    boolean resumedAfter = pauses.stream().anyMatch(p -> !p.paused() && p.at() > micros);
+                    if (k.reason().equals("paused") && !resumedAfter) {
+                        violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t
+                                + " was skipped as paused, but no resume came after it", List.of(show(k)));
+                    } else if (k.reason().equals("misfire")) {
+                        violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t
+                                + " was skipped as missed: it was left undecided longer than the grace", List.of(show(k)));
+                    }
+                }
+            }
+            for (Map.Entry<java.time.Instant, Job> left : byFireTime.entrySet()) {
+                violation("10 schedule occurrences", "schedule " + s.name() + ": job " + left.getValue().id() + " is for " + left.getKey()
+                        + ", which is not an occurrence before its next_fire_at " + next, evidence(left.getValue().id()));
+            }
+            if (asJobs != s.fired() || occurrences - asJobs != s.skipped()) {
+                violation("10 schedule occurrences", "schedule " + s.name() + " counts " + s.fired() + " fired and " + s.skipped()
+                        + " skipped; its jobs and skips are " + asJobs + " and " + (occurrences - asJobs), List.of(s.toString()));
+            }
+            pauses.stream().filter(History.SchedulePause::paused).reduce((a, b) -> b).ifPresent(last -> {
+                boolean resumedLater = pauses.stream().anyMatch(p -> !p.paused() && p.at() > last.at());
+                long nextMicros = s.nextFireAt() == null ? s.startsAt() : s.nextFireAt();
+                if (!resumedLater && nextMicros < last.at() - SCHEDULE_GRACE_MICROS) {
+                    violation("10 schedule occurrences", "schedule " + s.name() + " was paused at " + instant(last.at())
+                            + " with occurrences from " + instant(nextMicros) + " not yet decided", List.of(s.toString()));
+                }
+            });
+        }
+    }
+
+    private static java.time.Instant instant(long micros) {
+        return java.time.Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
+    }
+
+    private static String show(History.ScheduleSkip k) {
+        return "skip of " + k.name() + " from " + instant(k.firstFireAt()) + " to " + instant(k.lastFireAt()) + ": " + k.occurrences()
+                + " occurrence(s), " + k.reason();
     }
 
     private void violation(String invariant, String message, List<String> evidence) {

@@ -67,6 +67,19 @@ public final class History {
      */
     public record Forged(String kind, int partition, long offset, Long jobId, String resource, Long fencingToken) {}
 
+    /**
+     * A row of {@code schedules}: {@code everyMicros} for an interval schedule, {@code cron} and
+     * {@code timeZone} for a cron one; times in microseconds.
+     */
+    public record Schedule(String name, String cron, Long everyMicros, String timeZone, String misfire, long startsAt, Long nextFireAt,
+            long fired, long skipped) {}
+
+    /** A row of {@code schedule_skips}. */
+    public record ScheduleSkip(String name, long firstFireAt, long lastFireAt, long occurrences, String reason) {}
+
+    /** The runner paused or resumed a schedule, at this database time. */
+    public record SchedulePause(String name, long at, boolean paused) {}
+
     /** A fault as the runner injected it. */
     public record Fault(long atMillis, String kind, String target, long heldMillis) {}
 
@@ -86,6 +99,9 @@ public final class History {
     public List<Reused> reused = new ArrayList<>();
     public List<Forged> forged = new ArrayList<>();
     public List<Fault> faults = new ArrayList<>();
+    public List<Schedule> schedules = new ArrayList<>();
+    public List<ScheduleSkip> scheduleSkips = new ArrayList<>();
+    public List<SchedulePause> schedulePauses = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */
     public List<String> crashes = new ArrayList<>();
 

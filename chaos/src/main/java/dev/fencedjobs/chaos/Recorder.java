@@ -49,6 +49,19 @@ final class Recorder {
                     h.takeovers.add(new History.Takeover(r.getString(1), r.getLong(2), r.getString(3), r.getLong(4)));
                 }
             }
+            try (ResultSet r = s.executeQuery("SELECT name, cron, (extract(epoch FROM every) * 1000000)::bigint, time_zone, misfire, "
+                    + micros("starts_at") + ", " + micros("next_fire_at") + ", fired, skipped FROM schedules ORDER BY name")) {
+                while (r.next()) {
+                    h.schedules.add(new History.Schedule(r.getString(1), r.getString(2), nullableLong(r, 3), r.getString(4), r.getString(5),
+                            r.getLong(6), nullableLong(r, 7), r.getLong(8), r.getLong(9)));
+                }
+            }
+            try (ResultSet r = s.executeQuery("SELECT schedule_name, " + micros("first_fire_at") + ", " + micros("last_fire_at")
+                    + ", occurrences, reason FROM schedule_skips ORDER BY id")) {
+                while (r.next()) {
+                    h.scheduleSkips.add(new History.ScheduleSkip(r.getString(1), r.getLong(2), r.getLong(3), r.getLong(4), r.getString(5)));
+                }
+            }
             try (ResultSet r = s.executeQuery("SELECT role, holder_id, fencing_token FROM leader_lease ORDER BY role")) {
                 while (r.next()) {
                     h.leases.add(new History.Lease(r.getString(1), r.getString(2), r.getLong(3)));

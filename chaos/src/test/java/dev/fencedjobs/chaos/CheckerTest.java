@@ -197,6 +197,82 @@ class CheckerTest {
         assertFlagged("services stay up", "relay-2 exited by itself with code 1");
     }
 
+    @Test
+    void theRecordedRunHadSchedulesThroughItsFaults() {
+        assertThat(history.schedules).extracting(History.Schedule::name).containsExactlyInAnyOrderElementsOf(ChaosRun.SCHEDULES);
+        assertThat(history.schedules).allSatisfy(s -> assertThat(s.fired()).isPositive());
+        assertThat(history.scheduleSkips).extracting(History.ScheduleSkip::reason).contains("paused");
+        assertThat(history.schedulePauses).anySatisfy(p -> assertThat(p.paused()).isFalse());
+    }
+
+    @Test
+    void anOccurrenceFiredTwiceIsFlagged() {
+        Job job = scheduleJob("chaos-fast");
+        history.jobs.add(new Job(history.jobs.stream().mapToLong(Job::id).max().orElseThrow() + 1,
+                job.uniqueKey(), job.resource(), job.state(), job.completedByToken(),
+                job.completedAt()));
+
+        assertFlagged("10 schedule occurrences", "schedule chaos-fast: two jobs for the occurrence at");
+    }
+
+    @Test
+    void anOccurrenceThatBecameNothingIsFlagged() {
+        Job job = scheduleJob("chaos-fast");
+        history.jobs.remove(job);
+
+        assertFlagged("10 schedule occurrences", "became 0 job(s) and lies in 0 skip(s)");
+    }
+
+    @Test
+    void anOccurrenceBothFiredAndSkippedIsFlagged() {
+        Job job = scheduleJob("chaos-toggled");
+        long micros = micros(job.uniqueKey());
+        history.scheduleSkips.add(new History.ScheduleSkip("chaos-toggled", micros, micros, 1, "paused"));
+
+        assertFlagged("10 schedule occurrences", "became 1 job(s) and lies in 1 skip(s)");
+    }
+
+    @Test
+    void aSkipAsMissedIsFlagged() {
+        History.ScheduleSkip paused = history.scheduleSkips.stream().filter(k -> k.reason().equals("paused")).findFirst().orElseThrow();
+        history.scheduleSkips.remove(paused);
+        history.scheduleSkips.add(new History.ScheduleSkip(paused.name(), paused.firstFireAt(), paused.lastFireAt(), paused.occurrences(), "misfire"));
+
+        assertFlagged("10 schedule occurrences", "was skipped as missed");
+    }
+
+    @Test
+    void aSkipAsPausedWithoutAResumeIsFlagged() {
+        history.schedulePauses.removeIf(p -> !p.paused());
+
+        assertFlagged("10 schedule occurrences", "was skipped as paused, but no resume came after it");
+    }
+
+    @Test
+    void aScheduleLeftBehindWhenItWasPausedIsFlagged() {
+        History.Schedule s = history.schedules.stream().filter(x -> x.name().equals("chaos-fast")).findFirst().orElseThrow();
+        history.schedules.remove(s);
+        // Its jobs after the first ten are forgotten with the position: as if the leader had stopped deciding early.
+        List<Job> mine = history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:chaos-fast@"))
+                .sorted(java.util.Comparator.comparing(Job::uniqueKey)).toList();
+        long tenth = micros(mine.get(10).uniqueKey());
+        history.jobs.removeAll(mine.subList(10, mine.size()));
+        history.schedules.add(new History.Schedule(s.name(), s.cron(), s.everyMicros(), s.timeZone(), s.misfire(), s.startsAt(), tenth, 10, 0));
+
+        assertFlagged("10 schedule occurrences", "was paused at");
+    }
+
+    private Job scheduleJob(String schedule) {
+        List<Job> mine = history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:" + schedule + "@")).toList();
+        assertThat(mine).as("jobs of schedule %s in the recorded history", schedule).isNotEmpty();
+        return mine.get(mine.size() / 2);
+    }
+
+    private static long micros(String key) {
+        java.time.Instant t = java.time.Instant.parse(key.substring(key.lastIndexOf('@') + 1));
+        return t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
+    }
+
     private Job completedJobOfAnEarlierToken() {
         long maxToken = history.takeovers.stream().filter(t -> t.role().equals(Checker.SCHEDULER))
                 .mapToLong(Takeover::fencingToken).max().orElseThrow();

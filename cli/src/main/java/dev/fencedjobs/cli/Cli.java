@@ -43,6 +43,21 @@ public final class Cli {
                 "  submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
                 "      Insert a job. <when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601",
                 "      time (2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing."));
+        HELP.put("cancel", String.join("\n",
+                "  cancel (--id <job id> | --key <unique key>)",
+                "      Cancel a pending job: it is never completed. Cancelling a job already completed fails and says so;",
+                "      cancelling a cancelled job again changes nothing. Run as a producer's login, only its own jobs."));
+        HELP.put("reschedule", String.join("\n",
+                "  reschedule (--id <job id> | --key <unique key>) --due <when>",
+                "      Move a pending job's due time (<when> as for submit). Fails for a completed or cancelled job."));
+        HELP.put("schedule", String.join("\n",
+                "  schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
+                "               [--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]",
+                "  schedule list | pause <name> | resume <name> | remove <name>",
+                "      Recurring schedules: the dispatcher leader turns each occurrence into one job, key",
+                "      schedule:<name>@<fire time>. --zone defaults to UTC, --misfire (occurrences missed while no",
+                "      dispatcher led for longer than SCHEDULE_MISFIRE_GRACE) to latest. Occurrences of a paused",
+                "      schedule are skipped and recorded in schedule_skips."));
         HELP.put("status", String.join("\n",
                 "  status",
                 "      Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and",
@@ -88,6 +103,9 @@ public final class Cli {
         String command = args[0];
         Map<String, String> options;
         try {
+            if (command.equals("schedule")) {
+                return new ScheduleCommands(this::connectDatabase, out).run(args);
+            }
             options = options(command, java.util.Arrays.copyOfRange(args, 1, args.length));
             if (options.containsKey("help")) {
                 out.println(commandHelp(command));
@@ -102,6 +120,10 @@ public final class Cli {
                     return status();
                 case "release":
                     return release(options);
+                case "cancel":
+                    return cancel(options);
+                case "reschedule":
+                    return reschedule(options);
                 default:
                     throw new UsageException("unknown command '" + command + "'");
             }
@@ -116,19 +138,24 @@ public final class Cli {
     }
 
     private static boolean isCommand(String command) {
-        return List.of("migrate", "submit", "status", "release").contains(command);
+        return HELP.containsKey(command);
     }
 
     private static final Map<String, List<String>> OPTIONS = Map.of(
             "migrate", List.of("roles"),
             "submit", List.of("due", "resource", "payload", "key"),
             "status", List.of(),
-            "release", List.of("role", "holder", "token"));
+            "release", List.of("role", "holder", "token"),
+            "cancel", List.of("id", "key"),
+            "reschedule", List.of("id", "key", "due"));
 
     private static final List<String> FLAGS = List.of("roles", "help");
 
     static Map<String, String> options(String command, String[] args) {
-        List<String> allowed = OPTIONS.get(command);
+        return options(command, OPTIONS.get(command), args);
+    }
+
+    static Map<String, String> options(String command, List<String> allowed, String[] args) {
         if (allowed == null) {
             throw new UsageException("unknown command '" + command + "'");
         }
@@ -163,12 +190,16 @@ public final class Cli {
         return options;
     }
 
-    private static String commandHelp(String command) {
+    static String commandHelp(String command) {
         return "usage: fenced-jobs " + HELP.get(command).strip();
     }
 
     private DatabaseConfig database() {
         return DatabaseConfig.from(settings);
+    }
+
+    private Connection connectDatabase() throws SQLException {
+        return connect(database());
     }
 
     private Connection connect(DatabaseConfig db) throws SQLException {
@@ -228,7 +259,7 @@ public final class Cli {
             throw new UsageException("submit: --payload is not valid JSON: " + payload);
         }
         String key = options.get("key");
-        DueTime when = DueTime.parse(due);
+        DueTime when = DueTime.parse("submit", due);
         try (Connection c = connect(database());
                 PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key) "
                         + "VALUES (?, ?::jsonb, " + when.sql() + ", ?) ON CONFLICT (unique_key) DO NOTHING RETURNING id, due_at")) {
@@ -258,9 +289,89 @@ public final class Cli {
         }
     }
 
+    /** The job an option names: {@code --id} or {@code --key}, exactly one. */
+    private static Object[] jobRef(Map<String, String> options, String command) {
+        if (options.containsKey("id") == options.containsKey("key")) {
+            throw new UsageException(command + ": name the job with --id or with --key, one of them");
+        }
+        if (options.containsKey("id")) {
+            try {
+                return new Object[] {Long.parseLong(options.get("id")), null};
+            } catch (NumberFormatException e) {
+                throw new UsageException(command + ": --id must be a job id (a whole number), got " + options.get("id"));
+            }
+        }
+        return new Object[] {null, options.get("key")};
+    }
+
+    private int cancel(Map<String, String> options) throws SQLException {
+        Object[] ref = jobRef(options, "cancel");
+        try (Connection c = connect(database())) {
+            long id = controlled(c, (ref[0] != null ? "cancel_job(?)" : "cancel_job_by_key(?)"), ref, null);
+            try (PreparedStatement ps = c.prepareStatement("SELECT cancelled_at FROM my_jobs WHERE id = ?")) {
+                ps.setLong(1, id);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out.println("Job " + id + " is cancelled (since " + rs.getObject(1, OffsetDateTime.class) + "); it will not be completed");
+                    return 0;
+                }
+            }
+        } catch (SQLException e) {
+            return refused("cancel", e);
+        }
+    }
+
+    private int reschedule(Map<String, String> options) throws SQLException {
+        Object[] ref = jobRef(options, "reschedule");
+        DueTime when = DueTime.parse("reschedule", required(options, "due", "reschedule"));
+        try (Connection c = connect(database())) {
+            long id = controlled(c, (ref[0] != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + when.sql() + ")", ref, when);
+            try (PreparedStatement ps = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
+                ps.setLong(1, id);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out.println("Job " + id + " is now due " + rs.getObject(1, OffsetDateTime.class));
+                    return 0;
+                }
+            }
+        } catch (SQLException e) {
+            return refused("reschedule", e);
+        }
+    }
+
+    /** Calls one of the job-control functions (migration V9), which returns the job's id. */
+    private static long controlled(Connection c, String call, Object[] ref, DueTime when) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT " + call)) {
+            ps.setObject(1, ref[0] != null ? ref[0] : ref[1]);
+            if (when != null) {
+                if (when.absolute() != null) {
+                    ps.setObject(2, when.absolute());
+                } else {
+                    ps.setLong(2, when.offset().toMillis());
+                }
+            }
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /** The database's refusal (no such job, already completed, cancelled) as one line, exit code 1. */
+    private int refused(String command, SQLException e) throws SQLException {
+        String state = e.getSQLState();
+        if ("P0002".equals(state) || "55000".equals(state)) {
+            String message = e.getMessage();
+            int newline = message.indexOf('\n');
+            err.println("fenced-jobs " + command + ": " + (newline < 0 ? message : message.substring(0, newline)).replaceFirst("^ERROR: ", ""));
+            return 1;
+        }
+        throw e;
+    }
+
     /** A due time: absolute, or an offset from the database's clock. */
     record DueTime(OffsetDateTime absolute, Duration offset) {
-        static DueTime parse(String raw) {
+        static DueTime parse(String command, String raw) {
             if (raw.equals("now")) {
                 return new DueTime(null, Duration.ZERO);
             }
@@ -268,13 +379,13 @@ public final class Cli {
                 try {
                     return new DueTime(null, Settings.parseDuration("--due", raw.substring(1)));
                 } catch (ConfigException e) {
-                    throw new UsageException("submit: --due " + raw + " is not an offset such as +30s, +5m or +2h");
+                    throw new UsageException(command + ": --due " + raw + " is not an offset such as +30s, +5m or +2h");
                 }
             }
             try {
                 return new DueTime(OffsetDateTime.parse(raw), null);
             } catch (DateTimeParseException e) {
-                throw new UsageException("submit: --due " + raw + " is neither now, an offset such as +30s, nor an ISO-8601 time "
+                throw new UsageException(command + ": --due " + raw + " is neither now, an offset such as +30s, nor an ISO-8601 time "
                         + "such as 2026-12-01T09:00:00Z");
             }
         }

@@ -16,7 +16,10 @@ final class StatusReport {
             + "SELECT *, row_number() OVER (PARTITION BY role ORDER BY fencing_token DESC) n FROM lease_takeover) t "
             + "WHERE n <= 5 ORDER BY role, fencing_token DESC";
     static final String JOBS = "SELECT count(*) FILTER (WHERE state = 'pending'), "
-            + "count(*) FILTER (WHERE state = 'pending' AND due_at <= clock_timestamp()), count(*) FILTER (WHERE state = 'completed') FROM jobs";
+            + "count(*) FILTER (WHERE state = 'pending' AND due_at <= clock_timestamp()), count(*) FILTER (WHERE state = 'completed'), "
+            + "count(*) FILTER (WHERE state = 'cancelled') FROM jobs";
+    static final String SCHEDULES = "SELECT count(*), count(*) FILTER (WHERE paused), count(error), coalesce(sum(fired), 0), coalesce(sum(skipped), 0), "
+            + "min(next_fire_at) FILTER (WHERE NOT paused AND error IS NULL) FROM schedules";
     static final String OUTBOX = "SELECT (SELECT count(*) FROM outbox_unpublished), "
             + "coalesce(round(extract(epoch FROM clock_timestamp() - (SELECT min(completed_at) FROM outbox_unpublished))::numeric, 1), 0), "
             + "(SELECT count(*) FROM outbox WHERE publish_error IS NOT NULL)";
@@ -56,7 +59,13 @@ final class StatusReport {
             }
             try (ResultSet rs = s.executeQuery(JOBS)) {
                 rs.next();
-                out.printf("Jobs: %d pending (%d due now), %d completed%n", rs.getLong(1), rs.getLong(2), rs.getLong(3));
+                out.printf("Jobs: %d pending (%d due now), %d completed, %d cancelled%n", rs.getLong(1), rs.getLong(2), rs.getLong(3), rs.getLong(4));
+            }
+            try (ResultSet rs = s.executeQuery(SCHEDULES)) {
+                rs.next();
+                out.printf("Schedules: %d (%d paused, %d with an error); %d occurrences fired, %d skipped; next fires %s%n", rs.getLong(1),
+                        rs.getLong(2), rs.getLong(3), rs.getLong(4), rs.getLong(5),
+                        rs.getObject(6) == null ? "never" : rs.getObject(6, java.time.OffsetDateTime.class).toString());
             }
             try (ResultSet rs = s.executeQuery(OUTBOX)) {
                 rs.next();

@@ -34,7 +34,11 @@ class CliTest {
     record Run(int code, String out, String err) {}
 
     static Run cli(Map<String, String> extraEnv, String... args) {
-        TestDatabase db = postgres.database();
+        return cli(postgres.database(), extraEnv, args);
+    }
+
+    /** The CLI on the given database, with {@code extraEnv} over its URL, user and password. */
+    static Run cli(TestDatabase db, Map<String, String> extraEnv, String... args) {
         Map<String, String> env = new HashMap<>(Map.of("DATABASE_URL", db.url(), "DATABASE_USER", db.user(), "DATABASE_PASSWORD", db.password()));
         env.putAll(extraEnv);
         ByteArrayOutputStream out = new ByteArrayOutputStream();

@@ -14,7 +14,9 @@ import java.util.Map;
  *   <li>{@code fj_dispatcher}: reads and completes jobs, inserts outbox rows, holds its lease;
  *   <li>{@code fj_relay}: reads, marks and purges outbox rows, holds its lease;
  *   <li>{@code fj_consumer}: its own tables only;
- *   <li>{@code fj_producer}: inserts jobs, nothing else.
+ *   <li>{@code fj_dispatcher}: also turns schedules' occurrences into jobs;
+ *   <li>{@code fj_producer}: inserts jobs, learns their ids, and reads, cancels and reschedules
+ *       its own (those its login submitted), nothing else.
  * </ul>
  */
 public final class Roles {
@@ -36,6 +38,12 @@ public final class Roles {
                     + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
                     // JOBS_RETENTION: completed jobs only (a trigger refuses the others).
                     + "GRANT DELETE ON jobs TO fj_dispatcher;"
+                    // Schedules: each occurrence becomes a job (under the lease guard), and the schedule's position moves.
+                    + "GRANT INSERT (due_at, resource, payload, unique_key, submitted_by) ON jobs TO fj_dispatcher;"
+                    + "REVOKE ALL ON schedules, schedule_skips FROM fj_dispatcher;"
+                    + "GRANT SELECT ON schedules TO fj_dispatcher;"
+                    + "GRANT UPDATE (next_fire_at, fired, skipped, last_fired_at, resumed_at, error) ON schedules TO fj_dispatcher;"
+                    + "GRANT INSERT ON schedule_skips TO fj_dispatcher;"
                     + "GRANT SELECT ON outbox TO fj_dispatcher;"
                     + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO fj_dispatcher;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;",
@@ -50,9 +58,16 @@ public final class Roles {
             // the state, the completing token and the times are the database's and the dispatcher's.
             // SELECT on unique_key alone: INSERT ... ON CONFLICT (unique_key) DO NOTHING needs it to
             // find the conflicting row; the producer still cannot read any job.
+            // SELECT on id: INSERT ... RETURNING id tells a producer the id of the job it submitted. The
+            // state and contents of its own jobs (submitted_by = its login) it reads through my_jobs,
+            // and it cancels or reschedules them through the functions, which refuse anyone else's.
             PRODUCER, "REVOKE ALL ON jobs FROM fj_producer;"
                     + "GRANT INSERT (due_at, resource, payload, unique_key) ON jobs TO fj_producer;"
-                    + "GRANT SELECT (unique_key) ON jobs TO fj_producer;",
+                    + "GRANT SELECT (id, unique_key) ON jobs TO fj_producer;"
+                    + "REVOKE ALL ON my_jobs FROM fj_producer;"
+                    + "GRANT SELECT ON my_jobs TO fj_producer;"
+                    + "GRANT EXECUTE ON FUNCTION cancel_job(bigint), cancel_job_by_key(varchar), reschedule_job(bigint, timestamptz), "
+                    + "reschedule_job_by_key(varchar, timestamptz) TO fj_producer;",
             // The consumer's own tables, each with what its work needs: the fence rows are never
             // deleted (a trigger refuses it too), decisions and records of what happened are
             // appended, and only the processed ids are purged.

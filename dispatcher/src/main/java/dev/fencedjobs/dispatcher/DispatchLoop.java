@@ -49,8 +49,11 @@ import org.slf4j.MDC;
  * ms while the position is in use, and always after a new grant, a failure, or the LISTEN connection
  * coming back.
  *
+ * <p><b>Schedules.</b> While it leads, a {@link ScheduleFirer} thread beside the loop turns the
+ * occurrences of recurring schedules into jobs; they reach this loop as any inserted job does.
+ *
  * <p><b>Retention.</b> While it leads, a {@link Purger} thread beside the loop deletes completed
- * jobs past {@code JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first, on a {@link
+ * and cancelled jobs past {@code JOBS_RETENTION}, {@value #PURGE_CHUNK} at a time, the oldest first, on a {@link
  * PurgeSchedule}: again 50 ms later while each delete finds a full chunk (so it keeps up with any
  * completion rate a leader reaches, 40,000 jobs/s), otherwise once a minute or half the retention,
  * whichever is shorter. Each delete is one statement on completed rows, which no batch locks, on a
@@ -90,6 +93,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Duration jobsRetention;
     private final Ticker ticker;
     private final Purger purger;
+    private final ScheduleFirer schedules;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     /** The notifications since the last batch began, to check against the position and the {@link ScanChain}; at most {@value #MAX_QUEUED}. */
@@ -119,8 +123,10 @@ final class DispatchLoop implements LeaderService.Worker {
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
 
-    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry) {
+    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry,
+            ScheduleFirer schedules) {
         this.leadership = leadership;
+        this.schedules = schedules;
         this.batches = batches;
         this.batchSize = batchSize;
         this.jobsRetention = jobsRetention;
@@ -151,6 +157,10 @@ final class DispatchLoop implements LeaderService.Worker {
      */
     @Override
     public void onNotification(String channel, String payload) {
+        if (ScheduleFirer.SCHEDULES_CHANGED.equals(channel)) {
+            schedules.wake();
+            return;
+        }
         Notified n = Notified.parse(payload);
         if (n == null) {
             earliestNotified.set(CATCH_UP);
@@ -170,6 +180,7 @@ final class DispatchLoop implements LeaderService.Worker {
     /** The notification stream restarted: whatever it missed is found by one batch. */
     @Override
     public void onListenerConnected() {
+        schedules.wake();
         earliestNotified.set(CATCH_UP);
         fromStartNext.set(true);
         wakeup.signal();
@@ -200,6 +211,7 @@ final class DispatchLoop implements LeaderService.Worker {
         Map<String, Long> back = new java.util.TreeMap<>();
         sentBack.forEach((why, c) -> back.put(why, (long) c.count()));
         status.put("batchesSentBack", back);
+        status.put("schedules", schedules.status());
         LastBatch b = lastBatch;
         if (b != null) {
             Map<String, Object> batch = new LinkedHashMap<>();
@@ -222,9 +234,11 @@ final class DispatchLoop implements LeaderService.Worker {
             warmedUp = true;
         }
         purger.start();
+        schedules.start();
         try {
             work();
         } finally {
+            schedules.close();
             purger.close(PURGER_STOP);
         }
         log.debug("Dispatch loop stopped");

@@ -10,7 +10,8 @@ import java.util.function.UnaryOperator;
 
 /**
  * One dispatcher replica: leadership of the {@code scheduler} role and the {@link DispatchLoop}
- * that completes due jobs while this replica leads, woken by {@code jobs_due} notifications.
+ * that completes due jobs while this replica leads, woken by {@code jobs_due} notifications, with
+ * the {@link ScheduleFirer} beside it that turns schedules' occurrences into jobs.
  */
 public final class Dispatcher extends LeasedService {
 
@@ -29,9 +30,10 @@ public final class Dispatcher extends LeasedService {
     static Dispatcher start(DispatcherConfig config, String holderId, Ticker ticker,
             UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> jobBatches) {
         LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(),
-                config.lease(), config.safetyMargin(), List.of(JOBS_DUE), ticker, leaseOps);
+                config.lease(), config.safetyMargin(), List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED), ticker, leaseOps);
         return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),
                 jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), config.jobsRetention(), parts.ticker(),
-                parts.registry())));
+                parts.registry(), new ScheduleFirer(parts.leadership(), parts.lease(), parts.dsl(), config.misfireGrace(), parts.ticker(),
+                        parts.registry()))));
     }
 }

@@ -56,6 +56,7 @@ final class FencedJobBatches implements JobBatches {
 
     static final String PENDING = "pending";
     static final String COMPLETED = "completed";
+    static final String CANCELLED = "cancelled";
 
     private static final Position WARM_UP_POSITION = new Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
 
@@ -182,17 +183,28 @@ final class FencedJobBatches implements JobBatches {
 
     private static int purgeCompleted(DSLContext dsl, java.time.Duration retention, int limit) {
         preferIndexOrder(dsl);
-        return purgeStatement(dsl, retention, limit).execute();
+        return purgeStatement(dsl, retention, limit).execute() + purgeCancelledStatement(dsl, retention, limit).execute();
     }
 
-    /** The purge's delete, not yet run. */
+    /** The purge's delete of completed jobs, not yet run. */
     static org.jooq.Query purgeStatement(DSLContext dsl, java.time.Duration retention, int limit) {
+        return purgeStatement(dsl, COMPLETED, JOBS.COMPLETED_AT, retention, limit);
+    }
+
+    /** The purge of cancelled jobs (by the time they were cancelled, through {@code jobs_cancelled_at}), not yet run. */
+    static org.jooq.Query purgeCancelledStatement(DSLContext dsl, java.time.Duration retention, int limit) {
+        return purgeStatement(dsl, CANCELLED, JOBS.CANCELLED_AT, retention, limit);
+    }
+
+    /** Jobs in {@code state} whose {@code since} is older than the retention, the oldest first, through that state's partial index. */
+    private static org.jooq.Query purgeStatement(DSLContext dsl, String state, org.jooq.TableField<JobsRecord, OffsetDateTime> since,
+            java.time.Duration retention, int limit) {
         return dsl.deleteFrom(JOBS)
                 .where(JOBS.ID.in(select(JOBS.ID)
                         .from(JOBS)
-                        .where(JOBS.STATE.eq(COMPLETED))
-                        .and(JOBS.COMPLETED_AT.lt(CLOCK_TIMESTAMP.minus(val(org.jooq.types.DayToSecond.valueOf(retention)))))
-                        .orderBy(JOBS.COMPLETED_AT)
+                        .where(JOBS.STATE.eq(state))
+                        .and(since.lt(CLOCK_TIMESTAMP.minus(val(org.jooq.types.DayToSecond.valueOf(retention)))))
+                        .orderBy(since)
                         .limit(limit)));
     }
 

@@ -44,6 +44,22 @@ class JobsRetentionTest {
     }
 
     @Test
+    void cancelledJobsArePurgedByTheTimeTheyWereCancelled() throws Exception {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
+            fixture.dsl().execute("INSERT INTO jobs (due_at, unique_key) SELECT clock_timestamp() + interval '1 day', 'cancel-' || g"
+                    + " FROM generate_series(1, 300) g");
+            fixture.dsl().execute("SELECT count(cancel_job_by_key('cancel-' || g)) FROM generate_series(1, 200) g");
+            DispatcherConfig config = new DispatcherConfig(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500)
+                    .service(), new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500, Duration.ofSeconds(2));
+            Dispatcher d = fixture.start(config, UnaryOperator.identity(), UnaryOperator.identity());
+            await().atMost(Duration.ofSeconds(30)).until(() -> (long) d.status().get("jobsPurged") == 200);
+            assertThat(fixture.dsl().fetchCount(JOBS, JOBS.STATE.eq("cancelled"))).isZero();
+            assertThat(fixture.pending()).as("the pending ones stay").isEqualTo(100);
+        }
+    }
+
+    @Test
     void aPurgeThatHangsHoldsUpNoBatch() throws Exception {
         var db = postgres.database();
         CountDownLatch purging = new CountDownLatch(1);
