@@ -229,4 +229,23 @@ CREATE TRIGGER schedules_guard
     BEFORE UPDATE ON schedules
     FOR EACH ROW EXECUTE FUNCTION schedules_guard();
 
+-- Dispatchers and producers upgraded before `fenced-jobs migrate --roles` is run again: where the
+-- roles exist, they get what this migration's features need now (the same grants as Roles).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fj_dispatcher') THEN
+        GRANT INSERT (due_at, resource, payload, unique_key, submitted_by) ON jobs TO fj_dispatcher;
+        GRANT SELECT ON schedules TO fj_dispatcher;
+        GRANT UPDATE (next_fire_at, fired, skipped, last_fired_at, resumed_at, error) ON schedules TO fj_dispatcher;
+        GRANT INSERT ON schedule_skips TO fj_dispatcher;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fj_producer') THEN
+        GRANT SELECT (id) ON jobs TO fj_producer;
+        GRANT SELECT ON my_jobs TO fj_producer;
+        GRANT EXECUTE ON FUNCTION cancel_job(bigint), cancel_job_by_key(varchar), reschedule_job(bigint, timestamptz),
+            reschedule_job_by_key(varchar, timestamptz) TO fj_producer;
+    END IF;
+END
+$$;
+
 /* [jooq ignore stop] */

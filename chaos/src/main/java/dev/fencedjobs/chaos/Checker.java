@@ -45,7 +45,7 @@ public final class Checker {
 
     /** What the checker counted and found. */
     public record Result(
-            String seed, int submitted, int jobs, int completed, int effects, Map<String, Integer> faults,
+            String seed, int submitted, int scheduled, int jobs, int completed, int effects, Map<String, Integer> faults,
             Map<String, Integer> takeovers, long duplicatesAbsorbed, int staleRejected, int deadLetters, int forged,
             List<Violation> violations) {
 
@@ -57,7 +57,8 @@ public final class Checker {
         public String summary() {
             int faultTotal = faults.values().stream().mapToInt(Integer::intValue).sum();
             return "chaos " + (ok() ? "PASS" : "FAIL") + " seed=" + seed
-                    + " jobs=" + jobs + " completed=" + completed + " effects=" + effects
+                    + " jobs=" + jobs + " (inserted " + submitted + ", from schedules " + scheduled + ")"
+                    + " completed=" + completed + " effects=" + effects
                     + " faults=" + faultTotal + " " + faults
                     + " takeovers=" + takeovers
                     + " duplicates-absorbed=" + duplicatesAbsorbed
@@ -114,7 +115,8 @@ public final class Checker {
         long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
         long distinctJobs = history.topic.stream().map(TopicRecord::jobId).filter(Objects::nonNull).distinct().count();
         int completed = (int) history.jobs.stream().filter(j -> "completed".equals(j.state())).count();
-        return new Result(history.seed, history.submitted.size(), history.jobs.size(), completed, history.effects.size(),
+        int scheduled = (int) history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")).count();
+        return new Result(history.seed, history.submitted.size(), scheduled, history.jobs.size(), completed, history.effects.size(),
                 history.faultCounts(), takeoverCounts, validRecords - distinctJobs, history.rejections.size(),
                 history.deadLetters.size(), history.forged.size(), List.copyOf(c.violations));
     }

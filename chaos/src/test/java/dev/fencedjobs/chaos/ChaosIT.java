@@ -33,7 +33,8 @@ class ChaosIT {
         assertThat(result.violations()).as(result.summary()).isEmpty();
         assertThat(result.faults().keySet()).as("fault kinds injected")
                 .containsAll(options.faults().stream().map(k -> k.label).toList());
-        assertThat(result.completed()).isEqualTo(result.jobs()).isEqualTo(result.submitted()).isPositive();
+        assertThat(result.scheduled()).as("jobs from schedules").isPositive();
+        assertThat(result.completed()).isEqualTo(result.jobs()).isEqualTo(result.submitted() + result.scheduled()).isPositive();
         assertThat(result.staleRejected()).as("forged stale records rejected").isPositive();
         assertThat(result.deadLetters()).as("forged malformed records dead-lettered").isPositive();
     }

@@ -58,6 +58,15 @@ public final class Cli {
                 "      schedule:<name>@<fire time>. --zone defaults to UTC, --misfire (occurrences missed while no",
                 "      dispatcher led for longer than SCHEDULE_MISFIRE_GRACE) to latest. Occurrences of a paused",
                 "      schedule are skipped and recorded in schedule_skips."));
+        HELP.put("dead-letters", String.join("\n",
+                "  dead-letters list [filters] [--limit <n>] | show <id>",
+                "  dead-letters replay (<id>... | filters | --all) [--by <name>]",
+                "  dead-letters discard (<id>... | filters | --all) [--by <name>]",
+                "      The consumer's dead letters. Filters: --reason <text> (part of the reason), --resource <r>,",
+                "      --job <id>, --status dead|replay_requested|replayed|discarded, --since/--until <time or 2h ago>.",
+                "      replay asks a running consumer to process each again through the same dedup and fence path as",
+                "      a fresh record (never applied twice); discard marks it handled. Both record who and when, act",
+                "      only on letters still dead, and delete nothing."));
         HELP.put("status", String.join("\n",
                 "  status",
                 "      Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and",
@@ -106,6 +115,9 @@ public final class Cli {
             if (command.equals("schedule")) {
                 return new ScheduleCommands(this::connectDatabase, out).run(args);
             }
+            if (command.equals("dead-letters")) {
+                return new DeadLetterCommands(this::connectConsumerDatabase, out).run(args);
+            }
             options = options(command, java.util.Arrays.copyOfRange(args, 1, args.length));
             if (options.containsKey("help")) {
                 out.println(commandHelp(command));
@@ -149,7 +161,7 @@ public final class Cli {
             "cancel", List.of("id", "key"),
             "reschedule", List.of("id", "key", "due"));
 
-    private static final List<String> FLAGS = List.of("roles", "help");
+    private static final List<String> FLAGS = List.of("roles", "help", "all");
 
     static Map<String, String> options(String command, String[] args) {
         return options(command, OPTIONS.get(command), args);
@@ -200,6 +212,12 @@ public final class Cli {
 
     private Connection connectDatabase() throws SQLException {
         return connect(database());
+    }
+
+    /** Where the consumer's tables are: CONSUMER_DATABASE_URL's database when set. */
+    private Connection connectConsumerDatabase() throws SQLException {
+        Connection consumer = consumerConnection();
+        return consumer != null ? consumer : connect(database());
     }
 
     private Connection connect(DatabaseConfig db) throws SQLException {

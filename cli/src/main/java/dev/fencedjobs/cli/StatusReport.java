@@ -24,7 +24,10 @@ final class StatusReport {
             + "coalesce(round(extract(epoch FROM clock_timestamp() - (SELECT min(completed_at) FROM outbox_unpublished))::numeric, 1), 0), "
             + "(SELECT count(*) FROM outbox WHERE publish_error IS NOT NULL)";
     static final String CONSUMER = "SELECT count(*) FILTER (WHERE outcome = 'applied'), count(*) FILTER (WHERE outcome = 'rejected'), "
-            + "(SELECT count(*) FROM consumer_dead_letter), (SELECT count(*) FROM ledger) FROM consumer_processed";
+            + "(SELECT count(*) FROM consumer_dead_letter WHERE status IN ('dead', 'replay_requested')), (SELECT count(*) FROM ledger), "
+            + "(SELECT value FROM consumer_counters WHERE name = 'duplicates'), "
+            + "(SELECT count(*) FROM consumer_dead_letter WHERE status = 'replayed'), (SELECT count(*) FROM consumer_dead_letter WHERE status = 'discarded') "
+            + "FROM consumer_processed";
 
     private final Connection jobs;
     private final Connection consumer;
@@ -75,9 +78,9 @@ final class StatusReport {
         Connection c = consumer != null ? consumer : jobs;
         try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(CONSUMER)) {
             rs.next();
-            out.printf("Consumer: %d applied (%d ledger rows), %d stale rejected, %d dead letters; "
-                    + "duplicates absorbed are counted in fencedjobs_consumer_duplicates_total%n",
-                    rs.getLong(1), rs.getLong(4), rs.getLong(2), rs.getLong(3));
+            out.printf("Consumer: %d applied (%d ledger rows), %d duplicates absorbed, %d stale rejected; "
+                    + "%d dead letters to act on (%d replayed, %d discarded: fenced-jobs dead-letters list)%n",
+                    rs.getLong(1), rs.getLong(4), rs.getLong(5), rs.getLong(2), rs.getLong(3), rs.getLong(6), rs.getLong(7));
         } catch (SQLException e) {
             out.println("Consumer: no consumer tables here (set CONSUMER_DATABASE_URL if they live in another database)");
         } finally {

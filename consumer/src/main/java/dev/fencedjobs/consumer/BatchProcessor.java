@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_COUNTERS;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
@@ -231,6 +232,11 @@ final class BatchProcessor {
             deadLetter(tx, u.getKey(), null, u.getValue());
         }
         writeFences(tx, fences, decided.locked());
+        if (duplicates > 0) {
+            // With the batch, so `fenced-jobs status` counts exactly the duplicates that committed.
+            tx.update(CONSUMER_COUNTERS).set(CONSUMER_COUNTERS.VALUE, CONSUMER_COUNTERS.VALUE.plus(duplicates))
+                    .where(CONSUMER_COUNTERS.NAME.eq("duplicates")).execute();
+        }
         return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size());
     }
 

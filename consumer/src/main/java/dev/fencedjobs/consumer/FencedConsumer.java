@@ -73,6 +73,8 @@ public final class FencedConsumer implements ServiceMain.Running {
     private static final int PURGE_CHUNK = 5_000;
     /** How long the stop waits for a purge delete in flight. */
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
+    /** How often the replayer looks for dead letters an operator asked to replay. */
+    public static final Duration REPLAY_POLL = Duration.ofSeconds(5);
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
@@ -100,6 +102,9 @@ public final class FencedConsumer implements ServiceMain.Running {
     private volatile Map<String, Object> lastBatch;
     private final PurgeSchedule purges;
     private final Purger purger;
+    /** Replays the dead letters an operator asked for, beside the loop: one at a time, every few seconds while none is asked. */
+    private final Purger replayer;
+    private final Counter replayed;
 
     private final Counter applied;
     private final Counter duplicates;
@@ -151,6 +156,12 @@ public final class FencedConsumer implements ServiceMain.Running {
         this.thread = new Thread(this::run, "consumer-loop");
         this.purger = new Purger("consumer-purge", purges, running::get, this::purgeOnce, rows -> { },
                 e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
+        this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
+                .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
+        DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
+        this.replayer = new Purger("consumer-replay", new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), dev.fencedjobs.db.Ticker.system()),
+                running::get, replay::replayOne, replayed::increment,
+                e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
     }
 
     public static FencedConsumer start(ConsumerConfig config) {
@@ -165,6 +176,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         FencedConsumer c = new FencedConsumer(config, effect, committer);
         c.thread.start();
         c.purger.start();
+        c.replayer.start();
         return c;
     }
 
@@ -353,7 +365,9 @@ public final class FencedConsumer implements ServiceMain.Running {
         org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
                 org.jooq.impl.DSL.val(DayToSecond.valueOf(config.recordsRetention())));
         records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
-        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT.lt(recordsCutoff)).execute();
+        // A dead letter nobody acted on stays until somebody does.
+        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.STATUS.in("replayed", "discarded"))
+                .and(CONSUMER_DEAD_LETTER.STATUS_AT.lt(recordsCutoff)).execute();
         records += dsl.deleteFrom(CONSUMER_LATE).where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff)).execute();
         records += dsl.deleteFrom(CONSUMER_REUSED).where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff)).execute();
         if (processed + records > 0) {
@@ -395,6 +409,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         status.put("deadLettered", (long) deadLettered.count());
         status.put("late", (long) late.count());
         status.put("reused", (long) reused.count());
+        status.put("deadLettersReplayed", (long) replayed.count());
         Map<String, Object> b = lastBatch;
         if (b != null) {
             status.put("lastBatch", b);
@@ -420,6 +435,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        replayer.close(PURGER_STOP);
         purger.close(PURGER_STOP);
         ops.close();
         pool.close();

@@ -1,0 +1,111 @@
+package dev.fencedjobs.consumer;
+
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+
+import dev.fencedjobs.runtime.Faults;
+import java.util.List;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.jooq.DSLContext;
+import org.jooq.Record;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Replays the dead letters an operator asked for ({@code fenced-jobs dead-letters replay}), one at
+ * a time, through the same path as a fresh record: in one transaction, the letter is locked, the
+ * claim its dead-lettering left on the job id is released (only a claim with outcome {@code
+ * dead_letter}, whose effect never ran), and the stored record is processed as the batch processor
+ * processes any record: deduplicated by job id, fenced by the resource's highest token, applied at
+ * most once. A replay can therefore never apply an effect twice: an id applied meanwhile is a
+ * duplicate, a token below the resource's highest is rejected as stale and recorded.
+ *
+ * <p>The letter ends {@code replayed}, with the outcome; or {@code dead} again with why (the record
+ * is still unreadable, or the effect failed again and everything was rolled back).
+ */
+final class DeadLetterReplay {
+
+    static final String DEAD = "dead";
+    static final String REQUESTED = "replay_requested";
+    static final String REPLAYED = "replayed";
+
+    private static final Logger log = LoggerFactory.getLogger(DeadLetterReplay.class);
+
+    private final DSLContext dsl;
+    private final BatchProcessor processor;
+
+    DeadLetterReplay(DSLContext dsl, BatchProcessor processor) {
+        this.dsl = dsl;
+        this.processor = processor;
+    }
+
+    /** Replays the oldest requested letter, if any; returns how many it replayed (0 or 1). */
+    int replayOne() {
+        Long id = dsl.select(CONSUMER_DEAD_LETTER.ID).from(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                .orderBy(CONSUMER_DEAD_LETTER.ID).limit(1).fetchOptional(CONSUMER_DEAD_LETTER.ID).orElse(null);
+        if (id == null) {
+            return 0;
+        }
+        try {
+            return dsl.transactionResult(c -> replay(c.dsl(), id));
+        } catch (BatchProcessor.EffectFailure e) {
+            String why = "effect failed on replay: " + Faults.describe(e.getCause());
+            log.warn("Replay of dead letter {} rolled back, it stays a dead letter: {}", id, why);
+            dsl.update(CONSUMER_DEAD_LETTER)
+                    .set(CONSUMER_DEAD_LETTER.STATUS, DEAD)
+                    .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, truncate(why))
+                    .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
+                    .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                    .execute();
+            return 1;
+        }
+    }
+
+    private int replay(DSLContext tx, long id) {
+        Record r = tx.select(CONSUMER_DEAD_LETTER.TOPIC, CONSUMER_DEAD_LETTER.KAFKA_PARTITION, CONSUMER_DEAD_LETTER.KAFKA_OFFSET,
+                        CONSUMER_DEAD_LETTER.RECORD_KEY, CONSUMER_DEAD_LETTER.RECORD_VALUE, CONSUMER_DEAD_LETTER.JOB_ID, CONSUMER_DEAD_LETTER.REASON)
+                .from(CONSUMER_DEAD_LETTER)
+                .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                .forUpdate().skipLocked()
+                .fetchOne();
+        if (r == null) {
+            return 0; // another consumer has it, or the operator changed their mind
+        }
+        Long jobId = r.get(CONSUMER_DEAD_LETTER.JOB_ID);
+        if (jobId != null) {
+            tx.deleteFrom(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(jobId))
+                    .and(CONSUMER_PROCESSED.OUTCOME.eq("dead_letter")).execute();
+            tx.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
+                    .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter")).execute();
+        }
+        ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
+                r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE));
+        BatchProcessor.Counts counts = processor.process(tx, List.of(record));
+        String outcome;
+        String status = REPLAYED;
+        if (counts.applied() > 0) {
+            outcome = "applied" + (counts.late() > 0 ? " (late: a later row of its resource had been applied)" : "");
+        } else if (counts.rejected() > 0) {
+            outcome = "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)";
+        } else if (counts.duplicates() > 0) {
+            outcome = "duplicate: its job had been processed meanwhile, nothing applied";
+        } else {
+            status = DEAD;
+            outcome = "still unreadable: " + r.get(CONSUMER_DEAD_LETTER.REASON);
+        }
+        tx.update(CONSUMER_DEAD_LETTER)
+                .set(CONSUMER_DEAD_LETTER.STATUS, status)
+                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, truncate(outcome))
+                .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
+                .where(CONSUMER_DEAD_LETTER.ID.eq(id))
+                .execute();
+        log.info("Replayed dead letter {} ({}-{}@{}, job {}): {}", id, record.topic(), record.partition(), record.offset(), jobId, outcome);
+        return 1;
+    }
+
+    private static String truncate(String s) {
+        return s.length() <= 2000 ? s : s.substring(0, 1999) + "…";
+    }
+}
