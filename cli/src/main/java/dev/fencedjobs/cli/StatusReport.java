@@ -28,6 +28,8 @@ final class StatusReport {
             + "(SELECT value FROM consumer_counters WHERE name = 'duplicates'), "
             + "(SELECT count(*) FROM consumer_dead_letter WHERE status = 'replayed'), (SELECT count(*) FROM consumer_dead_letter WHERE status = 'discarded') "
             + "FROM consumer_processed";
+    static final String WAITING = "SELECT count(*), count(DISTINCT resource), "
+            + "coalesce(round(extract(epoch FROM clock_timestamp() - min(first_failed_at))::numeric), 0), max(attempts) FROM consumer_waiting";
 
     private final Connection jobs;
     private final Connection consumer;
@@ -81,6 +83,12 @@ final class StatusReport {
             out.printf("Consumer: %d applied (%d ledger rows), %d duplicates absorbed, %d stale rejected; "
                     + "%d dead letters to act on (%d replayed, %d discarded: fenced-jobs dead-letters list)%n",
                     rs.getLong(1), rs.getLong(4), rs.getLong(5), rs.getLong(2), rs.getLong(3), rs.getLong(6), rs.getLong(7));
+            try (ResultSet w = s.executeQuery(WAITING)) {
+                w.next();
+                out.printf(w.getLong(1) == 0 ? "Patient retries: nothing waiting%n"
+                        : "Patient retries: %d records of %d resources waiting, the oldest failing for %d s, up to %d tries so far%n",
+                        w.getLong(1), w.getLong(2), w.getLong(3), w.getLong(4));
+            }
         } catch (SQLException e) {
             out.println("Consumer: no consumer tables here (set CONSUMER_DATABASE_URL if they live in another database)");
         } finally {

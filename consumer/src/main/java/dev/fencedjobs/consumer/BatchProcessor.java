@@ -8,6 +8,7 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_WAITING;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static org.jooq.impl.DSL.val;
 
@@ -69,12 +70,16 @@ final class BatchProcessor {
     enum Outcome { APPLIED, REJECTED, DEAD_LETTER }
 
     /** What one batch did. */
-    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused) {
-        static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0);
+    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting) {
+        static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0, 0);
+
+        Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused) {
+            this(applied, duplicates, rejected, deadLettered, late, reused, 0);
+        }
 
         Counts plus(Counts o) {
             return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered,
-                    late + o.late, reused + o.reused);
+                    late + o.late, reused + o.reused, waiting + o.waiting);
         }
     }
 
@@ -175,6 +180,16 @@ final class BatchProcessor {
 
     /** Processes the batch in the caller's transaction. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records) {
+        return process(tx, records, null);
+    }
+
+    /**
+     * Processes the batch in the caller's transaction. A record of a resource that has records
+     * waiting for a patient retry ({@code consumer_waiting}) waits behind them instead, undecided,
+     * so that the resource's effects stay in order; except for {@code retrying}, the resource whose
+     * first waiting record the caller is trying again.
+     */
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying) {
         Map<ConsumerRecord<String, byte[]>, String> unreadable = new LinkedHashMap<>();
         List<Candidate> distinct = new ArrayList<>();
         Map<Long, List<Job>> seen = new HashMap<>();
@@ -196,13 +211,29 @@ final class BatchProcessor {
         }
 
         Decisions decided = decide(tx, distinct);
-        Claims claims = claim(tx, decided.list());
+        // After decide(): the fence rows are locked, and a retry that empties a resource's queue holds that lock too.
+        Set<String> waitingResources = waiting(tx, decided.locked().keySet(), retrying);
+        List<Decision> deciding = decided.list();
+        int parked = 0;
+        if (!waitingResources.isEmpty()) {
+            deciding = new ArrayList<>();
+            for (Decision d : decided.list()) {
+                if (!waitingResources.contains(d.candidate().job().resource())) {
+                    deciding.add(d);
+                } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null)) {
+                    parked++;
+                } else {
+                    duplicates++; // already waiting
+                }
+            }
+        }
+        Claims claims = claim(tx, deciding);
         List<Job> toApply = new ArrayList<>();
         List<Decision> rejected = new ArrayList<>();
         List<Decision> late = new ArrayList<>();
         List<Reuse> reused = new ArrayList<>(claims.reused());
         Map<String, Fence> fences = new HashMap<>();
-        for (Decision d : decided.list()) {
+        for (Decision d : deciding) {
             Job job = d.candidate().job();
             if (!claims.claimed().contains(d)) {
                 duplicates++;
@@ -237,7 +268,54 @@ final class BatchProcessor {
             tx.update(CONSUMER_COUNTERS).set(CONSUMER_COUNTERS.VALUE, CONSUMER_COUNTERS.VALUE.plus(duplicates))
                     .where(CONSUMER_COUNTERS.NAME.eq("duplicates")).execute();
         }
-        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size());
+        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size(), parked);
+    }
+
+    /** Which of these resources have records waiting, {@code retrying} left out. */
+    private static Set<String> waiting(DSLContext tx, java.util.Collection<String> resources, String retrying) {
+        if (resources.isEmpty()) {
+            return Set.of();
+        }
+        Set<String> found = new java.util.HashSet<>(tx.selectDistinct(CONSUMER_WAITING.RESOURCE).from(CONSUMER_WAITING)
+                .where(CONSUMER_WAITING.RESOURCE.eq(DSL.any(DSL.val(resources.toArray(String[]::new)))))
+                .fetch(CONSUMER_WAITING.RESOURCE));
+        if (retrying != null) {
+            found.remove(retrying);
+        }
+        return found;
+    }
+
+    /**
+     * Puts a record at the end of its resource's queue of records waiting for a patient retry.
+     * {@code nextAttemptAt} null: at once, when it is first in the queue. False when its job is
+     * already waiting (a redelivery).
+     */
+    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, java.time.Duration wait) {
+        var nextAttempt = wait == null ? CLOCK_TIMESTAMP : CLOCK_TIMESTAMP.plus(val(org.jooq.types.DayToSecond.valueOf(wait)));
+        return tx.insertInto(CONSUMER_WAITING)
+                .set(CONSUMER_WAITING.JOB_ID, job.jobId())
+                .set(CONSUMER_WAITING.JOB_CREATED_AT, job.createdAt())
+                .set(CONSUMER_WAITING.RESOURCE, job.resource())
+                .set(CONSUMER_WAITING.TOPIC, record.topic())
+                .set(CONSUMER_WAITING.KAFKA_PARTITION, record.partition())
+                .set(CONSUMER_WAITING.KAFKA_OFFSET, record.offset())
+                .set(CONSUMER_WAITING.RECORD_KEY, record.key() == null ? null : truncate(record.key(), 1000))
+                .set(CONSUMER_WAITING.RECORD_VALUE, record.value())
+                .set(CONSUMER_WAITING.ATTEMPTS, attempts)
+                .set(CONSUMER_WAITING.FIRST_FAILED_AT, CLOCK_TIMESTAMP)
+                .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, nextAttempt)
+                .set(CONSUMER_WAITING.LAST_ERROR, truncate(error, 2000))
+                .onConflictDoNothing()
+                .execute() == 1;
+    }
+
+    /** Locks (creating where new) one resource's fence row, as a batch of that resource would. */
+    static void lockFence(DSLContext tx, String resource) {
+        tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.UPDATED_AT)
+                .values(DSL.val(resource), val(0L), CLOCK_TIMESTAMP)
+                .onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
+                .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
+                .execute();
     }
 
     /** The decisions in record order, and each resource's fence as locked at the start. */

@@ -21,9 +21,11 @@ import java.time.Duration;
  *     partitions move to the others
  * @param recordsRetention how long the records of what happened are kept: rejections, dead
  *     letters, late records and reuses ({@code RECORDS_RETENTION})
+ * @param retries patient retries after the quick ones ({@code EFFECT_RETRY_MAX_AGE}, {@code EFFECT_RETRY_MAX_BACKOFF})
  */
 public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention) {
+        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention,
+        EffectRetries retries) {
 
     public static final String GROUP = "CONSUMER_GROUP";
     public static final String BATCH_SIZE = "BATCH_SIZE";
@@ -50,6 +52,20 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
         Settings.requirePositive(PROCESSED_RETENTION, processedRetention);
         java.util.Objects.requireNonNull(membership, "membership");
         Settings.requirePositive(RECORDS_RETENTION, recordsRetention);
+        java.util.Objects.requireNonNull(retries, "retries");
+    }
+
+    /** With the default patient retries. */
+    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
+            Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention) {
+        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership, recordsRetention,
+                EffectRetries.DEFAULT);
+    }
+
+    /** The same with other patient retries. */
+    public ConsumerConfig withRetries(EffectRetries other) {
+        return new ConsumerConfig(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership,
+                recordsRetention, other);
     }
 
     /** With the default retention of rejections, dead letters, late records and reuses. */
@@ -74,6 +90,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
                 settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
                 settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION),
                 GroupMembership.from(settings),
-                settings.duration(RECORDS_RETENTION, DEFAULT_RECORDS_RETENTION));
+                settings.duration(RECORDS_RETENTION, DEFAULT_RECORDS_RETENTION),
+                EffectRetries.from(settings));
     }
 }

@@ -75,6 +75,8 @@ public final class FencedConsumer implements ServiceMain.Running {
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
     /** How often the replayer looks for dead letters an operator asked to replay. */
     public static final Duration REPLAY_POLL = Duration.ofSeconds(5);
+    /** How often the retrier looks for a waiting record whose next attempt is due. */
+    static final Duration RETRY_POLL = Duration.ofSeconds(1);
     private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
@@ -105,6 +107,10 @@ public final class FencedConsumer implements ServiceMain.Running {
     /** Replays the dead letters an operator asked for, beside the loop: one at a time, every few seconds while none is asked. */
     private final Purger replayer;
     private final Counter replayed;
+    /** Tries again the records waiting for a patient retry, beside the loop. */
+    private final Purger retrier;
+    private final PatientRetries patient;
+    private final Counter parked;
 
     private final Counter applied;
     private final Counter duplicates;
@@ -159,6 +165,14 @@ public final class FencedConsumer implements ServiceMain.Running {
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
         DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
+        this.parked = Counter.builder("fencedjobs_consumer_waiting")
+                .description("records put to wait for a patient retry: their effect kept failing, or an earlier record of their resource waits")
+                .register(registry);
+        this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
+                () -> java.util.concurrent.ThreadLocalRandom.current().nextDouble());
+        this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), dev.fencedjobs.db.Ticker.system()),
+                running::get, patient::retryOne, n -> { },
+                e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
         this.replayer = new Purger("consumer-replay", new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), dev.fencedjobs.db.Ticker.system()),
                 running::get, replay::replayOne, replayed::increment,
                 e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
@@ -177,6 +191,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         c.thread.start();
         c.purger.start();
         c.replayer.start();
+        c.retrier.start();
         return c;
     }
 
@@ -264,6 +279,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         deadLettered.increment(counts.deadLettered());
         late.increment(counts.late());
         reused.increment(counts.reused());
+        parked.increment(counts.waiting());
         try {
             committer.commit(consumer, nextOffsets(polled));
         } catch (KafkaException e) {
@@ -281,6 +297,7 @@ public final class FencedConsumer implements ServiceMain.Running {
         batch.put("deadLettered", counts.deadLettered());
         batch.put("late", counts.late());
         batch.put("reused", counts.reused());
+        batch.put("waiting", counts.waiting());
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
@@ -315,6 +332,17 @@ public final class FencedConsumer implements ServiceMain.Running {
         }
         String reason = "effect failed " + config.effectMaxAttempts() + " times: " + Faults.describe(last.getCause());
         Job job = BatchProcessor.jobOf(record);
+        if (config.retries().enabled() && job != null) {
+            Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
+                    java.util.concurrent.ThreadLocalRandom.current().nextDouble());
+            log.warn("Effect of {} failed {} times; it waits for a patient retry in {} ms, and its resource's later records behind it: {}",
+                    BatchProcessor.describe(record), config.effectMaxAttempts(), wait.toMillis(), Faults.describe(last.getCause()));
+            boolean waits = dsl.transactionResult(c -> {
+                BatchProcessor.lockFence(c.dsl(), job.resource());
+                return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait);
+            });
+            return waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0);
+        }
         log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
         boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
         return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
@@ -410,6 +438,12 @@ public final class FencedConsumer implements ServiceMain.Running {
         status.put("late", (long) late.count());
         status.put("reused", (long) reused.count());
         status.put("deadLettersReplayed", (long) replayed.count());
+        Map<String, Object> retry = new LinkedHashMap<>();
+        retry.put("maxAge", config.retries().maxAge().toString());
+        retry.put("putToWait", (long) parked.count());
+        retry.put("succeeded", patient.succeeded());
+        retry.put("deadLettered", patient.deadLettered());
+        status.put("patientRetries", retry);
         Map<String, Object> b = lastBatch;
         if (b != null) {
             status.put("lastBatch", b);
@@ -436,6 +470,7 @@ public final class FencedConsumer implements ServiceMain.Running {
             Thread.currentThread().interrupt();
         }
         replayer.close(PURGER_STOP);
+        retrier.close(PURGER_STOP);
         purger.close(PURGER_STOP);
         ops.close();
         pool.close();

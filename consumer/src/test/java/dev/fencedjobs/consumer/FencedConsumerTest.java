@@ -182,7 +182,8 @@ class FencedConsumerTest {
                 ledger.apply(tx, job);
             }
         };
-        FencedConsumer consumer = fixture.start(fixture.config(500), failingForJob3, KafkaConsumer::commitSync);
+        // Patient retries off: the quick tries, then the dead letter (PatientRetriesTest has the default).
+        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), failingForJob3, KafkaConsumer::commitSync);
         for (long job = 1; job <= 6; job++) {
             fixture.send(job, "same", 1);
         }

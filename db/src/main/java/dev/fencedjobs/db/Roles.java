@@ -73,7 +73,7 @@ public final class Roles {
             // appended, and only the processed ids are purged.
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
                     + "REVOKE ALL ON consumer_resource_fence, consumer_processed, consumer_processed_reissued, consumer_rejected, "
-                    + "consumer_dead_letter, consumer_late, consumer_reused, consumer_counters, ledger FROM fj_consumer; "
+                    + "consumer_dead_letter, consumer_late, consumer_reused, consumer_counters, consumer_waiting, ledger FROM fj_consumer; "
                     + "GRANT SELECT, INSERT, UPDATE ON consumer_resource_fence TO fj_consumer; "
                     + "GRANT SELECT, INSERT, DELETE ON consumer_processed, consumer_processed_reissued TO fj_consumer; "
                     + "GRANT UPDATE (outcome) ON consumer_processed TO fj_consumer; "
@@ -81,6 +81,8 @@ public final class Roles {
                     // Replays an operator asked for: the outcome, on the letter.
                     + "GRANT UPDATE (status, status_at, replay_outcome) ON consumer_dead_letter TO fj_consumer; "
                     + "GRANT SELECT, UPDATE (value) ON consumer_counters TO fj_consumer; "
+                    // Patient retries: records waiting behind a failing effect, taken out when done.
+                    + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_waiting TO fj_consumer; "
                     + "GRANT SELECT, INSERT ON ledger TO fj_consumer; "
                     + "END IF; END $$;");
 

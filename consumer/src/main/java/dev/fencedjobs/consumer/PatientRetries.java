@@ -1,0 +1,129 @@
+package dev.fencedjobs.consumer;
+
+import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_WAITING;
+import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+
+import dev.fencedjobs.consumer.jooq.tables.records.ConsumerWaitingRecord;
+import dev.fencedjobs.runtime.Faults;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.function.DoubleSupplier;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.jooq.DSLContext;
+import org.jooq.Record;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Tries again the first waiting record of each resource whose next attempt is due, one at a time:
+ * in one transaction it locks the resource's fence row (as a batch of that resource would, so the
+ * poll loop cannot decide a record of it meanwhile), takes the record out of {@code
+ * consumer_waiting} and processes it through the same dedup, fence and effect path as a fresh
+ * record. On success the next waiting record of the resource is first, due at once. On failure the
+ * transaction is rolled back and the record's next attempt is set after an exponential, jittered
+ * back-off ({@link EffectRetries}); once it first failed longer than the maximum age ago it is
+ * dead-lettered, and its resource moves on. Any consumer of the group may do this for any resource:
+ * the records are in the database, not in a partition's memory, so restarts and rebalances lose
+ * none.
+ */
+final class PatientRetries {
+
+    private static final Logger log = LoggerFactory.getLogger(PatientRetries.class);
+
+    private final DSLContext dsl;
+    private final BatchProcessor processor;
+    private final EffectRetries retries;
+    private final Duration base;
+    private final DoubleSupplier random;
+    /** Written by the retry thread only. */
+    private volatile int succeeded;
+    private volatile int deadLettered;
+
+    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random) {
+        this.dsl = dsl;
+        this.processor = processor;
+        this.retries = retries;
+        this.base = base;
+        this.random = random;
+    }
+
+    /** Tries the most overdue first waiting record, if one is due; returns how many it tried (0 or 1). */
+    int retryOne() {
+        Record due = dsl.fetchOne("SELECT seq, resource FROM (SELECT DISTINCT ON (resource) seq, resource, next_attempt_at "
+                + "FROM consumer_waiting ORDER BY resource, seq) head WHERE next_attempt_at <= clock_timestamp() ORDER BY next_attempt_at LIMIT 1");
+        if (due == null) {
+            return 0;
+        }
+        long seq = due.get("seq", Long.class);
+        String resource = due.get("resource", String.class);
+        try {
+            Boolean done = dsl.transactionResult(c -> attempt(c.dsl(), seq, resource));
+            if (done) {
+                succeeded++;
+            }
+        } catch (BatchProcessor.EffectFailure e) {
+            failed(seq, e);
+        }
+        return 1;
+    }
+
+    private boolean attempt(DSLContext tx, long seq, String resource) {
+        BatchProcessor.lockFence(tx, resource);
+        ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).fetchOne();
+        boolean first = w != null && !tx.fetchExists(CONSUMER_WAITING, CONSUMER_WAITING.RESOURCE.eq(resource).and(CONSUMER_WAITING.SEQ.lt(seq)));
+        if (!first) {
+            return false; // another consumer tried it meanwhile
+        }
+        tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
+        BatchProcessor.Counts counts = processor.process(tx, List.of(record(w)), resource);
+        log.info("Patient retry {} of job {} (resource {}) succeeded: {}", w.getAttempts() + 1, w.getJobId(), resource,
+                counts.applied() > 0 ? "applied" : counts.duplicates() > 0 ? "a duplicate" : counts.rejected() > 0 ? "rejected as stale" : "decided");
+        return true;
+    }
+
+    private void failed(long seq, BatchProcessor.EffectFailure e) {
+        String error = Faults.describe(e.getCause());
+        dsl.transaction(c -> {
+            DSLContext tx = c.dsl();
+            ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).forUpdate().fetchOne();
+            if (w == null) {
+                return;
+            }
+            int attempts = w.getAttempts() + 1;
+            OffsetDateTime now = tx.select(CLOCK_TIMESTAMP).fetchSingle().value1();
+            Duration age = Duration.between(w.getFirstFailedAt(), now);
+            if (age.compareTo(retries.maxAge()) >= 0) {
+                String reason = "effect failed " + attempts + " times over " + age.withNanos(0) + " (EFFECT_RETRY_MAX_AGE " + retries.maxAge()
+                        + "): " + error;
+                log.error("Dead-lettering job {} of resource {}: {}", w.getJobId(), w.getResource(), reason);
+                ConsumerRecord<String, byte[]> record = record(w);
+                BatchProcessor.deadLetter(tx, record, BatchProcessor.jobOf(record), reason);
+                tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
+                deadLettered++;
+                return;
+            }
+            Duration wait = retries.backoff(base, attempts, random.getAsDouble());
+            log.warn("Patient retry {} of job {} (resource {}) failed, next in {} ms; its resource's later records wait behind it: {}", attempts,
+                    w.getJobId(), w.getResource(), wait.toMillis(), error);
+            tx.update(CONSUMER_WAITING)
+                    .set(CONSUMER_WAITING.ATTEMPTS, attempts)
+                    .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(org.jooq.impl.DSL.val(org.jooq.types.DayToSecond.valueOf(wait))))
+                    .set(CONSUMER_WAITING.LAST_ERROR, error.length() <= 2000 ? error : error.substring(0, 1999) + "…")
+                    .where(CONSUMER_WAITING.SEQ.eq(seq))
+                    .execute();
+        });
+    }
+
+    private static ConsumerRecord<String, byte[]> record(ConsumerWaitingRecord w) {
+        return new ConsumerRecord<>(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue());
+    }
+
+    int succeeded() {
+        return succeeded;
+    }
+
+    int deadLettered() {
+        return deadLettered;
+    }
+}
