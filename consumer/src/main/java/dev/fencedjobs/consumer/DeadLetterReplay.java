@@ -89,6 +89,8 @@ final class DeadLetterReplay {
             outcome = "applied" + (counts.late() > 0 ? " (late: a later row of its resource had been applied)" : "");
         } else if (counts.rejected() > 0) {
             outcome = "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)";
+        } else if (counts.waiting() > 0) {
+            outcome = "waiting behind an earlier record of its resource for a patient retry (consumer_waiting)";
         } else if (counts.duplicates() > 0) {
             outcome = "duplicate: its job had been processed meanwhile, nothing applied";
         } else {

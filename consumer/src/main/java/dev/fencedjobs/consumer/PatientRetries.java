@@ -92,7 +92,9 @@ final class PatientRetries {
             }
             int attempts = w.getAttempts() + 1;
             OffsetDateTime now = tx.select(CLOCK_TIMESTAMP).fetchSingle().value1();
-            Duration age = Duration.between(w.getFirstFailedAt(), now);
+            // A record that waited behind another has not failed before: its age starts now, not when it began to wait.
+            OffsetDateTime firstFailed = w.getAttempts() == 0 ? now : w.getFirstFailedAt();
+            Duration age = Duration.between(firstFailed, now);
             if (age.compareTo(retries.maxAge()) >= 0) {
                 String reason = "effect failed " + attempts + " times over " + age.withNanos(0) + " (EFFECT_RETRY_MAX_AGE " + retries.maxAge()
                         + "): " + error;
@@ -108,6 +110,7 @@ final class PatientRetries {
                     w.getJobId(), w.getResource(), wait.toMillis(), error);
             tx.update(CONSUMER_WAITING)
                     .set(CONSUMER_WAITING.ATTEMPTS, attempts)
+                    .set(CONSUMER_WAITING.FIRST_FAILED_AT, firstFailed)
                     .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(org.jooq.impl.DSL.val(org.jooq.types.DayToSecond.valueOf(wait))))
                     .set(CONSUMER_WAITING.LAST_ERROR, error.length() <= 2000 ? error : error.substring(0, 1999) + "…")
                     .where(CONSUMER_WAITING.SEQ.eq(seq))

@@ -111,10 +111,14 @@ class PatientRetriesTest {
 
     @Test
     void aRecordPastTheMaximumAgeIsDeadLetteredAndItsResourceMovesOn() {
-        java.util.concurrent.atomic.AtomicBoolean job1Fails = new java.util.concurrent.atomic.AtomicBoolean(true);
+        java.util.concurrent.atomic.AtomicInteger job2Tries = new java.util.concurrent.atomic.AtomicInteger();
         Effect onlyJob1Fails = (tx, job) -> {
-            if (job.jobId() == 1 && job1Fails.get()) {
+            if (job.jobId() == 1) {
                 throw new IllegalStateException("refused for good");
+            }
+            // Job 2 waited behind job 1 past the maximum age; its own first failure starts its own age.
+            if (job.jobId() == 2 && job2Tries.incrementAndGet() == 1) {
+                throw new IllegalStateException("a blip for job 2");
             }
             new LedgerEffect().apply(tx, job);
         };
@@ -126,6 +130,8 @@ class PatientRetriesTest {
         String reason = fixture.dsl().select(CONSUMER_DEAD_LETTER.REASON).from(CONSUMER_DEAD_LETTER).fetchSingle().value1();
         assertThat(reason).startsWith("effect failed ").contains(" times over PT", "(EFFECT_RETRY_MAX_AGE PT2S): IllegalStateException: refused for good");
         assertThat(ledgerJobs()).containsExactly(2L);
+        assertThat(job2Tries.get()).as("job 2 failed once, after waiting longer than the maximum age, and was tried again").isEqualTo(2);
+        assertThat(fixture.dsl().fetchCount(CONSUMER_DEAD_LETTER)).isEqualTo(1);
         assertThat(fixture.dsl().fetchCount(CONSUMER_WAITING)).isZero();
         // Dead-lettered like any other: its claim makes a redelivery a duplicate, and a replay is the way back.
         assertThat(fixture.dsl().fetchOne("SELECT outcome FROM consumer_processed WHERE job_id = 1").get(0, String.class)).isEqualTo("dead_letter");
