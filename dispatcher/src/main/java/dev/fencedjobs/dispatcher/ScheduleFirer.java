@@ -200,6 +200,11 @@ final class ScheduleFirer implements AutoCloseable {
                 continue;
             }
             ScheduleDecision d = ScheduleDecision.decide(rule, nextFireAt, now, misfireGrace, policy, resumedAt, LIMIT);
+            List<Instant> late = d.jobs().stream().filter(t -> t.isBefore(now.minus(misfireGrace))).toList();
+            if (!late.isEmpty()) {
+                log.info("Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})", name,
+                        late.size(), late.get(0), late.get(late.size() - 1), policy.name().toLowerCase(java.util.Locale.ROOT));
+            }
             String resource = row.get("resource", String.class);
             String payload = row.get("payload", String.class);
             for (Instant at : d.jobs()) {
