@@ -287,7 +287,7 @@ final class BatchProcessor {
 
     /**
      * Puts a record at the end of its resource's queue of records waiting for a patient retry.
-     * {@code nextAttemptAt} null: at once, when it is first in the queue. False when its job is
+     * {@code wait} null: tried at once when it is first in the queue. False when its job is
      * already waiting (a redelivery).
      */
     static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, java.time.Duration wait) {
