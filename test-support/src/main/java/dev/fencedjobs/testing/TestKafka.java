@@ -65,7 +65,13 @@ public final class TestKafka {
         org.apache.kafka.common.utils.Exit.setHaltProcedure((code, message) ->
                 log.warn("In-JVM Kafka broker asked to halt with code {} ({}); ignored", code, message));
         try {
+            // A directory of our own: left to itself the test kit takes one whose deletion it registers
+            // as a JVM shutdown hook, which runs at once on Ctrl-C, beside the hook that is still
+            // stopping the services, and the broker, still running, failed on every checkpoint it wrote
+            // (./run-local printed their stack traces). Its close deletes this one after the broker stopped.
+            java.nio.file.Path base = java.nio.file.Files.createTempDirectory("fenced-jobs-kafka-");
             KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(new TestKitNodes.Builder()
+                            .setBaseDirectory(base)
                             .setCombined(true)
                             .setNumBrokerNodes(1)
                             .setNumControllerNodes(1)
@@ -77,6 +83,9 @@ public final class TestKafka {
                     .setConfigProp("transaction.state.log.num.partitions", "4")
                     .setConfigProp("group.initial.rebalance.delay.ms", "0")
                     .setConfigProp("auto.create.topics.enable", "false")
+                    // Checkpoints every 200 ms rather than 5 s: a directory deleted under a running broker
+                    // shows at once (LocalStackIT), not only when a stop happens to span a checkpoint.
+                    .setConfigProp("replica.high.watermark.checkpoint.interval.ms", "200")
                     .build();
             cluster.format();
             cluster.startup();
