@@ -147,7 +147,7 @@ public final class LocalStack {
         System.out.println("fenced-jobs is running: 2 dispatchers, 1 relay, 1 consumer (separate processes).");
         System.out.println("  JDBC URL  " + jdbcUrl + "  (user " + OWNER + ", password " + OWNER_PASSWORD + ")");
         System.out.println("  psql      psql \"postgresql://" + OWNER + ":" + OWNER_PASSWORD + "@localhost:" + port + "/" + DATABASE + "\"");
-        System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER) + " (may only insert jobs)");
+        System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER) + " (inserts jobs; reads, cancels and reschedules its own: my_jobs, cancel_job)");
         System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs");
         System.out.println("  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
         System.out.println("  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
