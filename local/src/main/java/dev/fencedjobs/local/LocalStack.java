@@ -200,8 +200,8 @@ public final class LocalStack {
             }
             c.process.destroyForcibly();
         }
-        // The test kit deletes the broker's directory while its last checkpoints are written; those
-        // errors say nothing about the stack, so they are not shown.
+        // What the in-JVM broker logs while it stops says nothing about the stack. (Its directory is no
+        // longer deleted under it by the test kit's shutdown hook: see TestKafka.startEmbedded.)
         for (String logger : new String[] {"kafka", "org.apache.kafka"}) {
             ((ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(logger)).setLevel(ch.qos.logback.classic.Level.OFF);
         }
