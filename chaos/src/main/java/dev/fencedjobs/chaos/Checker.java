@@ -403,7 +403,7 @@ public final class Checker {
                     : dev.fencedjobs.runtime.Occurrences.every(java.time.Duration.ofNanos(s.everyMicros() * 1000), start);
             Map<java.time.Instant, Job> byFireTime = new HashMap<>();
             for (Job j : jobsBySchedule.getOrDefault(s.name(), List.of())) {
-                java.time.Instant at = java.time.Instant.parse(j.uniqueKey().substring(j.uniqueKey().lastIndexOf('@') + 1));
+                java.time.Instant at = fireTime(j.uniqueKey());
                 if (byFireTime.put(at, j) != null) {
                     violation("10 schedule occurrences", "schedule " + s.name() + ": two jobs for the occurrence at " + at, evidence(j.id()));
                 }
@@ -415,7 +415,7 @@ public final class Checker {
             long asJobs = 0;
             for (java.time.Instant t = rule.first(); t != null && t.isBefore(next); t = rule.after(t)) {
                 occurrences++;
-                long micros = t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
+                long micros = micros(t);
                 List<History.ScheduleSkip> in = skips.stream().filter(k -> k.firstFireAt() <= micros && micros <= k.lastFireAt()).toList();
                 boolean job = byFireTime.remove(t) != null;
                 asJobs += job ? 1 : 0;
@@ -451,6 +451,15 @@ public final class Checker {
                 }
             });
         }
+    }
+
+    /** The fire time a schedule occurrence's key names: schedule:<name>@<fire time>. */
+    static java.time.Instant fireTime(String key) {
+        return java.time.Instant.parse(key.substring(key.lastIndexOf('@') + 1));
+    }
+
+    static long micros(java.time.Instant t) {
+        return t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
     }
 
     private static java.time.Instant instant(long micros) {

@@ -269,8 +269,7 @@ class CheckerTest {
     }
 
     private static long micros(String key) {
-        java.time.Instant t = java.time.Instant.parse(key.substring(key.lastIndexOf('@') + 1));
-        return t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
+        return Checker.micros(Checker.fireTime(key));
     }
 
     private Job completedJobOfAnEarlierToken() {

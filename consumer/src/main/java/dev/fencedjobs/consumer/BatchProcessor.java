@@ -311,23 +311,11 @@ final class BatchProcessor {
 
     /** Locks (creating where new) one resource's fence row, as a batch of that resource would. */
     static void lockFence(DSLContext tx, String resource) {
-        tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.UPDATED_AT)
-                .values(DSL.val(resource), val(0L), CLOCK_TIMESTAMP)
-                .onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
-                .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
-                .execute();
+        lockFences(tx, new TreeSet<>(Set.of(resource)));
     }
 
-    /** The decisions in record order, and each resource's fence as locked at the start. */
-    private record Decisions(List<Decision> list, Map<String, Fence> locked) {}
-
-    /** Locks (creating where new) the fence rows of the batch's resources and decides each record in order. */
-    private static Decisions decide(DSLContext tx, java.util.Collection<Candidate> candidates) {
-        if (candidates.isEmpty()) {
-            return new Decisions(List.of(), Map.of());
-        }
-        TreeSet<String> resources = new TreeSet<>();
-        candidates.forEach(c -> resources.add(c.job().resource()));
+    /** Locks (creating where new) the fence rows of these resources and returns them as they are. */
+    private static Map<String, Fence> lockFences(DSLContext tx, java.util.SortedSet<String> resources) {
         // In sorted order, so that two consumers lock shared resources in the same order; one array bound.
         org.jooq.Field<String> resource = DSL.field(DSL.name("u", "resource"), String.class);
         var values = tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
@@ -345,6 +333,20 @@ final class BatchProcessor {
                 .fetch()) {
             locked.put(r.value1(), new Fence(r.value2(), r.value3(), r.value4(), new Tenure(r.value5(), r.value6())));
         }
+        return locked;
+    }
+
+    /** The decisions in record order, and each resource's fence as locked at the start. */
+    private record Decisions(List<Decision> list, Map<String, Fence> locked) {}
+
+    /** Locks (creating where new) the fence rows of the batch's resources and decides each record in order. */
+    private static Decisions decide(DSLContext tx, java.util.Collection<Candidate> candidates) {
+        if (candidates.isEmpty()) {
+            return new Decisions(List.of(), Map.of());
+        }
+        TreeSet<String> resources = new TreeSet<>();
+        candidates.forEach(c -> resources.add(c.job().resource()));
+        Map<String, Fence> locked = lockFences(tx, resources);
         Map<String, Fence> fence = new HashMap<>(locked);
         List<Decision> decisions = new ArrayList<>(candidates.size());
         for (Candidate c : candidates) {
@@ -694,7 +696,7 @@ final class BatchProcessor {
         return micros;
     }
 
-    private static String truncate(String s, int max) {
+    static String truncate(String s, int max) {
         return s.length() <= max ? s : s.substring(0, max - 1) + "…";
     }
 

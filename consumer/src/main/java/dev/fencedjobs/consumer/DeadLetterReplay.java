@@ -55,7 +55,7 @@ final class DeadLetterReplay {
             log.warn("Replay of dead letter {} rolled back, it stays a dead letter: {}", id, why);
             dsl.update(CONSUMER_DEAD_LETTER)
                     .set(CONSUMER_DEAD_LETTER.STATUS, DEAD)
-                    .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, truncate(why))
+                    .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, BatchProcessor.truncate(why, 2000))
                     .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                     .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                     .execute();
@@ -99,15 +99,11 @@ final class DeadLetterReplay {
         }
         tx.update(CONSUMER_DEAD_LETTER)
                 .set(CONSUMER_DEAD_LETTER.STATUS, status)
-                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, truncate(outcome))
+                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, BatchProcessor.truncate(outcome, 2000))
                 .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id))
                 .execute();
         log.info("Replayed dead letter {} ({}-{}@{}, job {}): {}", id, record.topic(), record.partition(), record.offset(), jobId, outcome);
         return 1;
-    }
-
-    private static String truncate(String s) {
-        return s.length() <= 2000 ? s : s.substring(0, 1999) + "…";
     }
 }

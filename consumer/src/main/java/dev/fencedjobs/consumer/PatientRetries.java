@@ -112,7 +112,7 @@ final class PatientRetries {
                     .set(CONSUMER_WAITING.ATTEMPTS, attempts)
                     .set(CONSUMER_WAITING.FIRST_FAILED_AT, firstFailed)
                     .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(org.jooq.impl.DSL.val(org.jooq.types.DayToSecond.valueOf(wait))))
-                    .set(CONSUMER_WAITING.LAST_ERROR, error.length() <= 2000 ? error : error.substring(0, 1999) + "…")
+                    .set(CONSUMER_WAITING.LAST_ERROR, BatchProcessor.truncate(error, 2000))
                     .where(CONSUMER_WAITING.SEQ.eq(seq))
                     .execute();
         });
