@@ -17,8 +17,7 @@ final class BenchSql {
     private BenchSql() {}
 
     static DatabaseConfig database(String url, String user, String password) {
-        return new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(2),
-                Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+        return DatabaseConfig.of(url, user, password);
     }
 
     static void migrate(DatabaseConfig db) {

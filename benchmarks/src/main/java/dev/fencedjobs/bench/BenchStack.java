@@ -99,8 +99,8 @@ final class BenchStack implements AutoCloseable {
         setUps++;
         topic = setUps == 1 ? TOPIC : TOPIC + "-" + setUps;
         url = pg.freshDatabase("e2e");
-        DatabaseConfig owner = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
-                Duration.ofSeconds(10), Duration.ofSeconds(60));
+        DatabaseConfig owner = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+                .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
         Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
         Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         try (Connection c = owner(); Statement s = c.createStatement()) {

@@ -5,7 +5,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -72,8 +72,7 @@ public final class DispatcherBenchmark {
     }
 
     private DatabaseConfig database(String url, String user, String password) {
-        return new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(2),
-                Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+        return DatabaseConfig.of(url, user, password);
     }
 
     private Dispatcher dispatcher(DatabaseConfig db, int batch) {
@@ -104,7 +103,7 @@ public final class DispatcherBenchmark {
         long tickNanos = TimeUnit.SECONDS.toNanos(1) * perTick / rate;
         int inserted = 0;
         try (Dispatcher d = dispatcher(db, 500); Connection c = connect(db); Statement s = c.createStatement()) {
-            waitFor(() -> d.leadership().state() == Leadership.State.LEADER, Duration.ofSeconds(30));
+            waitFor(() -> d.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
             String insert = "INSERT INTO jobs (due_at) SELECT clock_timestamp() + interval '" + dueAfterMillis
                     + " milliseconds' FROM generate_series(1, " + perTick + ")";
             long start = System.nanoTime();
@@ -148,7 +147,7 @@ public final class DispatcherBenchmark {
         List<Dispatcher> replicas = new ArrayList<>();
         try {
             replicas.add(dispatcher(leaderDb, 500));
-            waitFor(() -> replicas.get(0).leadership().state() == Leadership.State.LEADER, Duration.ofSeconds(30));
+            waitFor(() -> replicas.get(0).state() == RunningService.State.LEADING, Duration.ofSeconds(30));
             replicas.add(dispatcher(followerDb, 500));
             Thread.sleep(5_000);
             try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password()); Statement s = c.createStatement()) {

@@ -62,8 +62,8 @@ final class PipelinedBound {
     /** Effect rows written per second over {@code seconds}, after {@code warmUpSeconds}. */
     static double postgresOnly(BenchPostgres pg, int warmUpSeconds, int seconds) throws Exception {
         String url = pg.freshDatabase("bound_pg");
-        DatabaseConfig db = new DatabaseConfig(url, pg.user(), pg.password(), 2, Duration.ofSeconds(5), Duration.ofSeconds(60),
-                Duration.ofSeconds(10), Duration.ofSeconds(60));
+        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+                .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
         Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
         Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         AtomicBoolean stop = new AtomicBoolean();

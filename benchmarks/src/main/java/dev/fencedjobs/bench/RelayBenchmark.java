@@ -6,7 +6,7 @@ import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.TestKafka;
@@ -63,7 +63,7 @@ public final class RelayBenchmark {
             BenchSql.migrate(db);
             try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-latency", 500));
                     Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
-                BenchSql.waitFor(() -> relay.leadership().state() == Leadership.State.LEADER, Duration.ofSeconds(30));
+                BenchSql.waitFor(() -> relay.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
                 int perTick = Math.max(1, rate / 100);
                 s.execute(CompletedJobs.LEASE);
                 double offered = BenchSql.offer(s, CompletedJobs.statement(perTick, "'r-' || (g % 100)", "'{}'::jsonb"), rate, perTick, seconds);

@@ -11,7 +11,7 @@ import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.StreamingPostgres;
 import dev.fencedjobs.testing.TestDatabase;
@@ -142,7 +142,7 @@ public final class AsyncFailover {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (System.nanoTime() < deadline) {
             for (AutoCloseable s : services) {
-                if (s instanceof Dispatcher d && d.leadership().state() == Leadership.State.LEADER) {
+                if (s instanceof Dispatcher d && d.state() == RunningService.State.LEADING) {
                     services.remove(d);
                     d.close();
                     services.add(Dispatcher.start(config));
@@ -283,8 +283,8 @@ public final class AsyncFailover {
     }
 
     private static DatabaseConfig database(String url, String user, String password) {
-        return new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(1), Duration.ofMillis(800), Duration.ofMillis(800),
-                Duration.ofSeconds(1));
+        return DatabaseConfig.of(url, user, password).withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(800), Duration.ofMillis(800), Duration.ofSeconds(1));
     }
 
     private static ServiceConfig service(String url, String role) {

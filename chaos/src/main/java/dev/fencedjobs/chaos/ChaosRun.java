@@ -322,8 +322,8 @@ public final class ChaosRun {
         postgres.executeOnPrimary("postgres", "CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
         postgres.executeOnPrimary("postgres", "CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
         ownerUrl = postgres.url(DATABASE);
-        DatabaseConfig owner = new DatabaseConfig(ownerUrl, OWNER, OWNER, 2, Duration.ofSeconds(5), Duration.ofSeconds(30),
-                Duration.ofSeconds(10), Duration.ofSeconds(30));
+        DatabaseConfig owner = DatabaseConfig.of(ownerUrl, OWNER, OWNER).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+                .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(10), Duration.ofSeconds(30));
         Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
         Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         try (Connection c = owner()) {

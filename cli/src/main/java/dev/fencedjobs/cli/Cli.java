@@ -431,10 +431,9 @@ public final class Cli {
         if (settings.get("CONSUMER_DATABASE_URL").isEmpty()) {
             return java.util.Optional.empty();
         }
-        return java.util.Optional.of(new DatabaseConfig(settings.required("CONSUMER_DATABASE_URL"),
+        return java.util.Optional.of(DatabaseConfig.of(settings.required("CONSUMER_DATABASE_URL"),
                 settings.string("CONSUMER_DATABASE_USER", database().user()),
-                settings.string("CONSUMER_DATABASE_PASSWORD", database().password()),
-                1, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2)));
+                settings.string("CONSUMER_DATABASE_PASSWORD", database().password())).withPoolSize(1));
     }
 
     private int release(Map<String, String> options) throws SQLException {

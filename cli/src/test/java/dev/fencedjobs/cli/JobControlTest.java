@@ -120,8 +120,8 @@ class JobControlTest {
     @Test
     void aCancelledJobIsNeverCompletedAndCancellingACompletedOneSaysSo() throws Exception {
         TestDatabase db = postgres.database();
-        DatabaseConfig dispatcherDb = new DatabaseConfig(db.url(), "fj_dispatcher", "d-secret", 4, Duration.ofSeconds(1),
-                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        DatabaseConfig dispatcherDb = DatabaseConfig.of(db.url(), "fj_dispatcher", "d-secret").withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         try (Connection billing = as("billing", "b-secret");
                 Connection owner = DriverManager.getConnection(db.url(), db.user(), db.password())) {
             // Due now and cancelled before any dispatcher runs: the first batch would complete it, were it pending.
@@ -147,8 +147,8 @@ class JobControlTest {
     @Test
     void theDispatchersRoleFiresSchedulesAndCanInsertNoOtherJob() throws Exception {
         TestDatabase db = postgres.database();
-        DatabaseConfig dispatcherDb = new DatabaseConfig(db.url(), "fj_dispatcher", "d-secret", 4, Duration.ofSeconds(1),
-                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        DatabaseConfig dispatcherDb = DatabaseConfig.of(db.url(), "fj_dispatcher", "d-secret").withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         try (Connection owner = DriverManager.getConnection(db.url(), db.user(), db.password());
                 Dispatcher dispatcher = Dispatcher.start(new DispatcherConfig(new ServiceConfig(dispatcherDb, 0, Duration.ofSeconds(10), false),
                         new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), 100))) {

@@ -257,8 +257,8 @@ class LeastPrivilegeTest {
         String bootstrap = TestKafka.shared().bootstrapServers();
         LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
         java.util.function.BiFunction<String, String, ServiceConfig> service = (user, password) -> new ServiceConfig(
-                new DatabaseConfig(db.url(), user, password, 2, Duration.ofSeconds(1), Duration.ofMillis(500), Duration.ofMillis(500),
-                        Duration.ofSeconds(1)), 0, Duration.ofSeconds(5), false);
+                DatabaseConfig.of(db.url(), user, password).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(1))
+                        .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)), 0, Duration.ofSeconds(5), false);
         List<AutoCloseable> services = new java.util.ArrayList<>();
         try {
             services.add(Dispatcher.start(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)));

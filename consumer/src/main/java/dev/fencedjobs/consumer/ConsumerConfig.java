@@ -9,7 +9,8 @@ import java.time.Duration;
 /**
  * Everything the consumer reads at start-up.
  *
- * @param service its own database (which may be the dispatcher's), ops port, shutdown timeout, migrations
+ * @param service its own database (which may be the dispatcher's; null when an application lends its
+ *     {@code DataSource}), ops port, shutdown timeout, migrations
  * @param kafka bootstrap servers and topic
  * @param groupId consumer group ({@code CONSUMER_GROUP}); instances in one group share the partitions
  * @param batchSize records per poll and per database transaction ({@code BATCH_SIZE})
@@ -39,6 +40,8 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
     public static final String RECORDS_RETENTION = "RECORDS_RETENTION";
     /** Long enough to look into what happened after a holiday. */
     public static final Duration DEFAULT_RECORDS_RETENTION = Duration.ofDays(30);
+    public static final int DEFAULT_EFFECT_MAX_ATTEMPTS = 3;
+    public static final Duration DEFAULT_EFFECT_RETRY_BACKOFF = Duration.ofMillis(200);
 
     public ConsumerConfig {
         if (groupId == null || groupId.isBlank()) {
@@ -86,8 +89,8 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
                 KafkaSettings.from(settings),
                 settings.string(GROUP, "fenced-jobs-consumer"),
                 settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
-                settings.integer(EFFECT_MAX_ATTEMPTS, 3),
-                settings.duration(EFFECT_RETRY_BACKOFF, Duration.ofMillis(200)),
+                settings.integer(EFFECT_MAX_ATTEMPTS, DEFAULT_EFFECT_MAX_ATTEMPTS),
+                settings.duration(EFFECT_RETRY_BACKOFF, DEFAULT_EFFECT_RETRY_BACKOFF),
                 settings.duration(PROCESSED_RETENTION, DEFAULT_PROCESSED_RETENTION),
                 GroupMembership.from(settings),
                 settings.duration(RECORDS_RETENTION, DEFAULT_RECORDS_RETENTION),

@@ -8,21 +8,20 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
-import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
-import dev.fencedjobs.runtime.OpsServer;
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
-import dev.fencedjobs.runtime.ServiceMain;
+import dev.fencedjobs.runtime.RunningService;
+import dev.fencedjobs.runtime.ServiceBuilder;
+import dev.fencedjobs.runtime.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
-import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
-import io.micrometer.prometheusmetrics.PrometheusConfig;
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -67,7 +66,7 @@ import org.slf4j.LoggerFactory;
  *       back to it, backs off and tries again. Nothing is committed to Kafka meanwhile.
  * </ul>
  */
-public final class FencedConsumer implements ServiceMain.Running {
+public final class FencedConsumer implements RunningService {
 
     private static final Logger log = LoggerFactory.getLogger(FencedConsumer.class);
     private static final int PURGE_CHUNK = 5_000;
@@ -77,7 +76,6 @@ public final class FencedConsumer implements ServiceMain.Running {
     public static final Duration REPLAY_POLL = Duration.ofSeconds(5);
     /** How often the retrier looks for a waiting record whose next attempt is due. */
     static final Duration RETRY_POLL = Duration.ofSeconds(1);
-    private static final int MIGRATE_CONNECT_RETRIES = 12;
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
     public static final String HISTORY_TABLE = "consumer_schema_history";
@@ -89,11 +87,10 @@ public final class FencedConsumer implements ServiceMain.Running {
 
     private final ConsumerConfig config;
     private final OffsetCommitter committer;
-    private final HikariDataSource pool;
+    private final ServiceRuntime runtime;
     private final DSLContext dsl;
     private final BatchProcessor processor;
     private final KafkaConsumer<String, byte[]> consumer;
-    private final OpsServer ops;
     private final Thread thread;
     private final AtomicBoolean running = new AtomicBoolean(true);
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -121,18 +118,17 @@ public final class FencedConsumer implements ServiceMain.Running {
     private final Counter failures;
     private final Timer batchLatency;
 
-    private FencedConsumer(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
+    private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, OffsetCommitter committer) {
         this.config = config;
         Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
                 : config.recordsRetention();
         this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, dev.fencedjobs.db.Ticker.system());
         this.committer = committer;
-        log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {} as {}", config.groupId(),
+        this.runtime = ServiceRuntime.open("consumer", config.service(), embedding, MIGRATIONS, HISTORY_TABLE);
+        log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}", config.groupId(),
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
-                config.kafka().redactedClient(), config.service().database().safeUrl(), config.service().database().user());
-        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        registry.config().commonTags("service", "consumer");
-        new JvmMemoryMetrics().bindTo(registry);
+                config.kafka().redactedClient(), runtime.describeDatabase());
+        MeterRegistry registry = runtime.registry();
         applied = Counter.builder("fencedjobs_consumer_applied").description("effects applied").register(registry);
         duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
         stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
@@ -145,18 +141,14 @@ public final class FencedConsumer implements ServiceMain.Running {
         failures = Counter.builder("fencedjobs_consumer_batch_failures").description("polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back").register(registry);
         batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
         Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
-        this.pool = Database.pool(config.service().database(), "consumer");
         try {
-            if (config.service().migrate()) {
-                Database.migrate(config.service().database(), MIGRATIONS, HISTORY_TABLE, MIGRATE_CONNECT_RETRIES);
-            }
             databaseOk = true;
-            this.dsl = Database.dsl(pool);
+            this.dsl = runtime.dsl();
             this.processor = new BatchProcessor(effect);
             this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
-            this.ops = OpsServer.start(config.service().httpPort(), registry, this::ready, this::status);
+            runtime.serve(this::ready, this::status, lag::get);
         } catch (RuntimeException e) {
-            pool.close();
+            runtime.close();
             throw e;
         }
         this.thread = new Thread(this::run, "consumer-loop");
@@ -183,11 +175,19 @@ public final class FencedConsumer implements ServiceMain.Running {
     }
 
     public static FencedConsumer start(ConsumerConfig config, Effect effect) {
-        return start(config, effect, KafkaConsumer::commitSync);
+        return start(config, Embedding.STANDALONE, effect, KafkaConsumer::commitSync);
     }
 
-    static FencedConsumer start(ConsumerConfig config, Effect effect, OffsetCommitter committer) {
-        FencedConsumer c = new FencedConsumer(config, effect, committer);
+    /**
+     * A consumer to embed in an application: {@code effect} applied once per job, records from
+     * {@code kafka}'s topic in group {@code groupId}. No ops endpoint unless asked.
+     */
+    public static Builder builder(KafkaSettings kafka, String groupId, Effect effect) {
+        return new Builder(kafka, groupId, effect);
+    }
+
+    static FencedConsumer start(ConsumerConfig config, Embedding embedding, Effect effect, OffsetCommitter committer) {
+        FencedConsumer c = new FencedConsumer(config, embedding, effect, committer);
         c.thread.start();
         c.purger.start();
         c.replayer.start();
@@ -414,15 +414,23 @@ public final class FencedConsumer implements ServiceMain.Running {
         }
     }
 
-    boolean ready() {
+    @Override
+    public boolean ready() {
         return databaseOk && kafka.healthy() && running.get();
     }
 
-    public int httpPort() {
-        return ops.port();
+    @Override
+    public State state() {
+        return running.get() ? State.RUNNING : State.STOPPED;
     }
 
-    Map<String, Object> status() {
+    @Override
+    public int httpPort() {
+        return runtime.httpPort();
+    }
+
+    @Override
+    public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("service", "consumer");
         status.put("group", config.groupId());
@@ -456,6 +464,11 @@ public final class FencedConsumer implements ServiceMain.Running {
         terminated.await();
     }
 
+    @Override
+    public boolean awaitTermination(Duration timeout) throws InterruptedException {
+        return terminated.await(timeout.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
     /** Finishes the batch in hand (database and offsets), leaves the group, and stops. */
     @Override
     public void close() {
@@ -472,9 +485,71 @@ public final class FencedConsumer implements ServiceMain.Running {
         replayer.close(PURGER_STOP);
         retrier.close(PURGER_STOP);
         purger.close(PURGER_STOP);
-        ops.close();
-        pool.close();
+        runtime.close();
         log.info("Consumer stopped");
         terminated.countDown();
+    }
+
+    /** Builds a {@link FencedConsumer}; each setting as its environment variable in the README's configuration. */
+    public static final class Builder extends ServiceBuilder<Builder> {
+
+        private final KafkaSettings kafka;
+        private final String groupId;
+        private final Effect effect;
+        private int batchSize = ConsumerConfig.DEFAULT_BATCH_SIZE;
+        private int effectMaxAttempts = ConsumerConfig.DEFAULT_EFFECT_MAX_ATTEMPTS;
+        private Duration effectRetryBackoff = ConsumerConfig.DEFAULT_EFFECT_RETRY_BACKOFF;
+        private Duration processedRetention = ConsumerConfig.DEFAULT_PROCESSED_RETENTION;
+        private Duration recordsRetention = ConsumerConfig.DEFAULT_RECORDS_RETENTION;
+        private GroupMembership membership = GroupMembership.DEFAULT;
+        private EffectRetries retries = EffectRetries.DEFAULT;
+
+        private Builder(KafkaSettings kafka, String groupId, Effect effect) {
+            this.kafka = java.util.Objects.requireNonNull(kafka, "kafka");
+            this.groupId = groupId;
+            this.effect = java.util.Objects.requireNonNull(effect, "effect");
+        }
+
+        /** {@code BATCH_SIZE}: records per poll and per transaction. */
+        public Builder batchSize(int batchSize) {
+            this.batchSize = batchSize;
+            return this;
+        }
+
+        /** {@code EFFECT_MAX_ATTEMPTS} quick tries, {@code EFFECT_RETRY_BACKOFF} apart. */
+        public Builder effectAttempts(int maxAttempts, Duration backoff) {
+            this.effectMaxAttempts = maxAttempts;
+            this.effectRetryBackoff = backoff;
+            return this;
+        }
+
+        /** Patient retries after the quick ones ({@link EffectRetries#OFF} dead-letters at once). */
+        public Builder retries(EffectRetries retries) {
+            this.retries = retries;
+            return this;
+        }
+
+        /** {@code PROCESSED_RETENTION} and {@code RECORDS_RETENTION}. */
+        public Builder retention(Duration processed, Duration records) {
+            this.processedRetention = processed;
+            this.recordsRetention = records;
+            return this;
+        }
+
+        /** Group protocol and the timings of a dead member's partitions moving. */
+        public Builder membership(GroupMembership membership) {
+            this.membership = membership;
+            return this;
+        }
+
+        /**
+         * Validates (a {@link dev.fencedjobs.db.ConfigException} names the bad setting), migrates the
+         * consumer's tables (in the lent pool's database too), and starts consuming.
+         */
+        public FencedConsumer start() {
+            ConsumerConfig config = new ConsumerConfig(serviceConfig(false), kafka, groupId, batchSize, effectMaxAttempts,
+                    effectRetryBackoff, processedRetention, membership, recordsRetention, retries);
+            return FencedConsumer.start(config, embedding(), effect, KafkaConsumer::commitSync);
+        }
     }
 }

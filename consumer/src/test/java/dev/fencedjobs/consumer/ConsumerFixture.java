@@ -35,8 +35,7 @@ final class ConsumerFixture implements AutoCloseable {
     private final List<FencedConsumer> consumers = new ArrayList<>();
 
     ConsumerFixture(TestDatabase db, String bootstrap, int partitions) throws Exception {
-        this.database = new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(2),
-                Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(2));
+        this.database = DatabaseConfig.of(db.url(), db.user(), db.password());
         this.pool = Database.pool(database, "consumer-fixture");
         Database.migrate(pool, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         this.dsl = Database.dsl(pool);
@@ -61,7 +60,7 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     FencedConsumer start(ConsumerConfig config, Effect effect, FencedConsumer.OffsetCommitter committer) {
-        FencedConsumer c = FencedConsumer.start(config, effect, committer);
+        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.Embedding.STANDALONE, effect, committer);
         consumers.add(c);
         return c;
     }

@@ -14,7 +14,7 @@ import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
@@ -35,8 +35,8 @@ class EndToEndTest {
     final PostgresExtension jobsDatabase = new PostgresExtension();
 
     private static DatabaseConfig database(TestDatabase db) {
-        return new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(1),
-                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
+        return DatabaseConfig.of(db.url(), db.user(), db.password()).withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
     }
 
     @Test
@@ -70,7 +70,7 @@ class EndToEndTest {
                 jobs.execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
                 // A graceful handoff of the dispatcher in the middle: later jobs carry a larger token.
                 await().atMost(Duration.ofSeconds(30)).until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) >= 1001);
-                Dispatcher leader = d1.leadership().state() == Leadership.State.LEADER ? d1 : d2;
+                Dispatcher leader = d1.state() == RunningService.State.LEADING ? d1 : d2;
                 leader.close();
 
                 DSLContext consumerSide = Database.dsl(consumerPool);

@@ -126,8 +126,7 @@ class SecuredKafkaTest {
 
     private DatabaseConfig database() {
         var db = postgres.database();
-        return new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(2), Duration.ofSeconds(2),
-                Duration.ofSeconds(1), Duration.ofSeconds(2));
+        return DatabaseConfig.of(db.url(), db.user(), db.password());
     }
 
     /** The relay's Kafka settings as environment variables: SASL_SSL with SCRAM-SHA-512. */

@@ -87,6 +87,93 @@ public record DatabaseConfig(
                 settings.duration(IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT));
     }
 
+    /**
+     * The defaults for everything but where and as whom: a pool of {@value #DEFAULT_POOL_SIZE}, a 2 s
+     * connect timeout, a 2 s statement timeout, a 1 s lock timeout and a 2 s idle-in-transaction
+     * timeout. Change one with the {@code with…} methods:
+     *
+     * <pre>{@code
+     * DatabaseConfig db = DatabaseConfig.of("jdbc:postgresql://db:5432/app", "fj_dispatcher", secret)
+     *         .withPoolSize(8);
+     * }</pre>
+     */
+    public static DatabaseConfig of(String url, String user, String password) {
+        return new DatabaseConfig(url, user, password, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT,
+                DEFAULT_LOCK_TIMEOUT, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT);
+    }
+
+    public DatabaseConfig withPoolSize(int poolSize) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    public DatabaseConfig withConnectTimeout(Duration connectTimeout) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    public DatabaseConfig withStatementTimeout(Duration statementTimeout) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    public DatabaseConfig withLockTimeout(Duration lockTimeout) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    public DatabaseConfig withIdleInTransactionTimeout(Duration idleInTransactionTimeout) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    /** The three server-side timeouts at once. */
+    public DatabaseConfig withServerTimeouts(Duration statementTimeout, Duration lockTimeout, Duration idleInTransactionTimeout) {
+        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
+                idleInTransactionTimeout);
+    }
+
+    /**
+     * What the sessions of an application's pool are, read from one of its connections: where (the
+     * URL without its parameters), as whom, and their server-side timeouts. A leased service (the
+     * dispatcher, the relay) lent a pool needs those bounded: its safety margin and the time it may
+     * hold the lease row lock are derived from them, and it does not set them on a pool it does not
+     * own. Set them on the pool (HikariCP's {@code connectionInitSql}), in the URL ({@code
+     * options=-c statement_timeout=2s}), or on the role ({@code ALTER ROLE … SET statement_timeout = '2s'}).
+     *
+     * @throws ConfigException when a timeout is 0 (none), naming the setting and how to set it
+     * @throws IllegalStateException when no connection can be had
+     */
+    public static DatabaseConfig ofSessions(javax.sql.DataSource dataSource) {
+        try (java.sql.Connection c = dataSource.getConnection(); java.sql.Statement s = c.createStatement();
+                java.sql.ResultSet rs = s.executeQuery("SELECT current_user, "
+                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'), "
+                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'lock_timeout'), "
+                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')")) {
+            rs.next();
+            String url = c.getMetaData().getURL();
+            int query = url.indexOf('?');
+            url = query < 0 ? url : url.substring(0, query);
+            String[] names = {"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"};
+            String[] settings = {STATEMENT_TIMEOUT, LOCK_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT};
+            Duration[] timeouts = new Duration[3];
+            for (int i = 0; i < 3; i++) {
+                long millis = rs.getLong(i + 2);
+                if (millis <= 0) {
+                    throw new ConfigException(settings[i], "the lent DataSource's sessions have " + names[i] + " = 0 (none); a leased "
+                            + "service needs it bounded and shorter than the lease: set it on the pool (HikariCP connectionInitSql "
+                            + "'SET " + names[i] + " = 2000'), in the URL (options=-c " + names[i] + "=2s) or on the role (ALTER ROLE "
+                            + rs.getString(1) + " SET " + names[i] + " = '2s')");
+                }
+                timeouts[i] = Duration.ofMillis(millis);
+            }
+            return new DatabaseConfig(url, rs.getString(1), "", 1, DEFAULT_CONNECT_TIMEOUT, timeouts[0], timeouts[1], timeouts[2]);
+        } catch (java.sql.SQLException e) {
+            throw new IllegalStateException("the lent DataSource gave no connection to read its sessions' settings from: "
+                    + e.getMessage(), e);
+        }
+    }
+
     /** The URL without any password or query parameters, fit for logs. */
     public String safeUrl() {
         return redact(url);

@@ -29,8 +29,8 @@ class ConcurrentMigrationTest {
     @Test
     void replicasStartingTogetherAllMigrateEvenWithShortSessionTimeouts() throws Exception {
         TestDatabase db = postgres.database();
-        DatabaseConfig strict = new DatabaseConfig(db.url(), db.user(), db.password(), 2, Duration.ofSeconds(2),
-                Duration.ofMillis(300), Duration.ofMillis(300), Duration.ofMillis(300));
+        DatabaseConfig strict = DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(2)
+                .withServerTimeouts(Duration.ofMillis(300), Duration.ofMillis(300), Duration.ofMillis(300));
         int replicas = 6;
         ExecutorService pool = Executors.newFixedThreadPool(replicas);
         CyclicBarrier start = new CyclicBarrier(replicas);

@@ -34,8 +34,8 @@ final class MigratedDatabase implements BeforeAllCallback, AfterAllCallback {
     }
 
     static DatabaseConfig config(TestDatabase db) {
-        return new DatabaseConfig(db.url(), db.user(), db.password(), 16, Duration.ofSeconds(5),
-                Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
+        return DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(16).withConnectTimeout(Duration.ofSeconds(5))
+                .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
     }
 
     DSLContext dsl() {

@@ -1,10 +1,14 @@
 package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.db.HolderId;
+import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.LeasedService;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceBuilder;
+import java.time.Duration;
 import java.util.List;
 import java.util.function.UnaryOperator;
 
@@ -12,6 +16,17 @@ import java.util.function.UnaryOperator;
  * One dispatcher replica: leadership of the {@code scheduler} role and the {@link DispatchLoop}
  * that completes due jobs while this replica leads, woken by {@code jobs_due} notifications, with
  * the {@link ScheduleFirer} beside it that turns schedules' occurrences into jobs.
+ *
+ * <p>In an application of its own:
+ *
+ * <pre>{@code
+ * Dispatcher dispatcher = Dispatcher.builder()
+ *         .database(DatabaseConfig.of(url, "fj_dispatcher", password)) // or .dataSource(pool)
+ *         .meterRegistry(registry)                                    // optional
+ *         .start();
+ * ...
+ * dispatcher.close(); // finishes the batch in hand, releases the lease
+ * }</pre>
  */
 public final class Dispatcher extends LeasedService {
 
@@ -21,19 +36,69 @@ public final class Dispatcher extends LeasedService {
         super(service);
     }
 
-    /** Starts a replica with a fresh holder id. */
+    /** Starts a replica with a fresh holder id, on its own pool, registry and ops endpoint. */
     public static Dispatcher start(DispatcherConfig config) {
-        return start(config, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity());
+        return start(config, Embedding.STANDALONE, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity());
+    }
+
+    /** A replica to embed in an application: no ops endpoint unless asked, the defaults of the environment variables otherwise. */
+    public static Builder builder() {
+        return new Builder();
     }
 
     /** Starts a replica whose lease operations and batches pass through the given decorators. */
-    static Dispatcher start(DispatcherConfig config, String holderId, Ticker ticker,
+    static Dispatcher start(DispatcherConfig config, Embedding embedding, String holderId, Ticker ticker,
             UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> jobBatches) {
-        LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(),
+        LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(), embedding,
                 config.lease(), config.safetyMargin(), List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED), ticker, leaseOps);
         return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),
                 jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), config.jobsRetention(), parts.ticker(),
                 parts.registry(), new ScheduleFirer(parts.leadership(), parts.lease(), parts.dsl(), config.misfireGrace(), parts.ticker(),
                         parts.registry()))));
+    }
+
+    /** Builds a {@link Dispatcher}; each setting as its environment variable in the README's configuration. */
+    public static final class Builder extends ServiceBuilder<Builder> {
+
+        private LeaseConfig lease = new LeaseConfig(LeaseConfig.DEFAULT_DURATION, LeaseConfig.DEFAULT_RENEW_INTERVAL);
+        private int batchSize = DispatcherConfig.DEFAULT_BATCH_SIZE;
+        private Duration jobsRetention = DispatcherConfig.DEFAULT_JOBS_RETENTION;
+        private Duration misfireGrace = DispatcherConfig.DEFAULT_MISFIRE_GRACE;
+
+        private Builder() {}
+
+        /** {@code LEASE_DURATION} and {@code RENEW_INTERVAL}. */
+        public Builder lease(LeaseConfig lease) {
+            this.lease = lease;
+            return this;
+        }
+
+        /** {@code BATCH_SIZE}. */
+        public Builder batchSize(int batchSize) {
+            this.batchSize = batchSize;
+            return this;
+        }
+
+        /** {@code JOBS_RETENTION}. */
+        public Builder jobsRetention(Duration jobsRetention) {
+            this.jobsRetention = jobsRetention;
+            return this;
+        }
+
+        /** {@code SCHEDULE_MISFIRE_GRACE}. */
+        public Builder misfireGrace(Duration misfireGrace) {
+            this.misfireGrace = misfireGrace;
+            return this;
+        }
+
+        /**
+         * Validates (a {@link dev.fencedjobs.db.ConfigException} names the bad setting), migrates,
+         * and starts following; it leads once it holds the lease.
+         */
+        public Dispatcher start() {
+            DispatcherConfig config = new DispatcherConfig(serviceConfig(true), lease, batchSize, jobsRetention, misfireGrace);
+            return Dispatcher.start(config, embedding(), HolderId.generate(), Ticker.system(), UnaryOperator.identity(),
+                    UnaryOperator.identity());
+        }
     }
 }

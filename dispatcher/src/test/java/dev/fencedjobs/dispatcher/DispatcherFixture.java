@@ -10,7 +10,9 @@ import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -32,8 +34,8 @@ final class DispatcherFixture implements AutoCloseable {
     private int started;
 
     DispatcherFixture(String url, String user, String password) {
-        this.database = new DatabaseConfig(url, user, password, 4, Duration.ofSeconds(1),
-                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        this.database = DatabaseConfig.of(url, user, password).withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         this.pool = Database.pool(database, "test-fixture");
         Database.migrate(pool);
         this.dsl = Database.dsl(pool);
@@ -48,7 +50,7 @@ final class DispatcherFixture implements AutoCloseable {
     }
 
     Dispatcher start(DispatcherConfig config, UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
-        Dispatcher d = Dispatcher.start(config, "replica-" + (++started), Ticker.system(), leaseOps, batches);
+        Dispatcher d = Dispatcher.start(config, Embedding.STANDALONE, "replica-" + (++started), Ticker.system(), leaseOps, batches);
         replicas.add(d);
         return d;
     }
@@ -59,7 +61,7 @@ final class DispatcherFixture implements AutoCloseable {
 
     /** The replica that is leader now, if any. */
     java.util.Optional<Dispatcher> leader() {
-        return replicas.stream().filter(d -> d.leadership().state() == Leadership.State.LEADER).findFirst();
+        return replicas.stream().filter(d -> d.state() == RunningService.State.LEADING).findFirst();
     }
 
     long currentToken() {

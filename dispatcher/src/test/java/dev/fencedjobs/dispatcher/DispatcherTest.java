@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.db.LeaseConfig;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import java.time.Duration;
@@ -71,8 +71,8 @@ class DispatcherTest {
         PauseSwitch pause = new PauseSwitch();
         Dispatcher a = fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 100),
                 pause::lease, pause::batches);
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
-        long tokenA = a.leadership().lastGrant().orElseThrow().token();
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
+        long tokenA = a.token().orElseThrow();
 
         // A stops in its tracks: its worker will block in the next batch, holding its grant.
         pause.pause();
@@ -80,33 +80,33 @@ class DispatcherTest {
         await().atMost(Duration.ofSeconds(10)).until(() -> pause.blocked() >= 1);
 
         Dispatcher b = fixture.start();
-        await().atMost(Duration.ofSeconds(15)).until(() -> b.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(15)).until(() -> b.state() == RunningService.State.LEADING);
         await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
-        long tokenB = b.leadership().lastGrant().orElseThrow().token();
+        long tokenB = b.token().orElseThrow();
         assertThat(tokenB).isEqualTo(tokenA + 1);
 
         // A resumes with its stale grant: its guard fails, it writes nothing and steps down.
         fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 100)");
         pause.resume();
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.FOLLOWING);
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
         assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenA))).as("jobs completed by the paused leader").isZero();
         assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenB))).isEqualTo(1100);
         fixture.assertExactlyOnceWithOutbox(1100);
-        assertThat(a.leadership().state()).isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(a.state()).isEqualTo(RunningService.State.FOLLOWING);
     }
 
     @Test
     void gracefulShutdownHandsOverLongBeforeTheLeaseWouldExpire() {
         LeaseConfig longLease = new LeaseConfig(Duration.ofSeconds(30), Duration.ofSeconds(5));
         Dispatcher a = fixture.start(fixture.config(longLease, 500), UnaryOperator.identity(), UnaryOperator.identity());
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         Dispatcher b = fixture.start(fixture.config(longLease, 500), UnaryOperator.identity(), UnaryOperator.identity());
         long tokenA = fixture.currentToken();
 
         long stopped = System.nanoTime();
         a.close();
-        await().atMost(Duration.ofSeconds(5)).until(() -> b.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(5)).until(() -> b.state() == RunningService.State.LEADING);
         Duration handoff = Duration.ofNanos(System.nanoTime() - stopped);
         assertThat(handoff).as("handoff after a graceful stop, with a 30 s lease and 5 s renew interval").isLessThan(Duration.ofSeconds(3));
         assertThat(fixture.currentToken()).isEqualTo(tokenA + 1);
@@ -121,7 +121,7 @@ class DispatcherTest {
         // Renewals every 10 s: a completion within a second cannot come from a renewal tick.
         LeaseConfig slow = new LeaseConfig(Duration.ofSeconds(30), Duration.ofSeconds(10));
         Dispatcher a = fixture.start(fixture.config(slow, 500), UnaryOperator.identity(), UnaryOperator.identity());
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         // The leader now sleeps until a job due in an hour.
         fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp() + interval '1 hour', 'later')");
         sleep(300);
@@ -158,7 +158,7 @@ class DispatcherTest {
     @Test
     void theOpsEndpointServesHealthMetricsAndStatus() throws Exception {
         Dispatcher a = fixture.start();
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 10)");
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
 

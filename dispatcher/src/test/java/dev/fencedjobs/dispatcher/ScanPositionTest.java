@@ -6,7 +6,7 @@ import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.LeaseConfig;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -63,7 +63,7 @@ class ScanPositionTest {
                         return delegate.nextDue(after);
                     }
                 });
-        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.leadership().state() == Leadership.State.LEADER).orElse(false));
+        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.state() == RunningService.State.LEADING).orElse(false));
         // A steady stream of jobs due at once keeps the leader busy, so that its batches start after a position.
         load = new Thread(() -> {
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {

@@ -133,8 +133,7 @@ public final class LocalStack {
     }
 
     DatabaseConfig database(String user, String password) {
-        return new DatabaseConfig(jdbcUrl, user, password, 2, Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1),
-                Duration.ofSeconds(2));
+        return DatabaseConfig.of(jdbcUrl, user, password).withPoolSize(2);
     }
 
     Connection connect() throws SQLException {

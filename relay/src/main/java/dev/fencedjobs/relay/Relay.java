@@ -1,11 +1,17 @@
 package dev.fencedjobs.relay;
 
 import dev.fencedjobs.db.HolderId;
+import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Embedding;
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.LeasedService;
 import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.ServiceBuilder;
+import java.time.Duration;
 import java.util.List;
+import java.util.Objects;
 import java.util.function.UnaryOperator;
 
 /**
@@ -20,18 +26,86 @@ public final class Relay extends LeasedService {
         super(service);
     }
 
+    /** Starts a replica with a fresh holder id, on its own pool, registry and ops endpoint. */
     public static Relay start(RelayConfig config) {
-        return start(config, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity(),
+        return start(config, Embedding.STANDALONE, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity(),
                 UnaryOperator.identity());
     }
 
+    /** A replica to embed in an application, publishing to {@code kafka}'s topic; no ops endpoint unless asked. */
+    public static Builder builder(KafkaSettings kafka) {
+        return new Builder(kafka);
+    }
+
     /** A replica whose lease operations, outbox store and publisher pass through the given decorators. */
-    static Relay start(RelayConfig config, String holderId, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps,
+    static Relay start(RelayConfig config, Embedding embedding, String holderId, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps,
             UnaryOperator<OutboxStore> store, UnaryOperator<Publisher> publisher) {
-        LeaderService.Spec spec = new LeaderService.Spec("relay", RelayConfig.ROLE, holderId, config.service(), config.lease(),
+        LeaderService.Spec spec = new LeaderService.Spec("relay", RelayConfig.ROLE, holderId, config.service(), embedding, config.lease(),
                 config.service().database().statementTimeout(), List.of(OUTBOX_INSERTED), ticker, leaseOps);
         return new Relay(LeaderService.start(spec, parts -> new RelayLoop(config, parts.leadership(),
                 store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())), publisher.apply(new KafkaPublisher(config)),
                 parts.ticker(), parts.registry())));
+    }
+
+    /** Builds a {@link Relay}; each setting as its environment variable in the README's configuration. */
+    public static final class Builder extends ServiceBuilder<Builder> {
+
+        private final KafkaSettings kafka;
+        private LeaseConfig lease = new LeaseConfig(LeaseConfig.DEFAULT_DURATION, LeaseConfig.DEFAULT_RENEW_INTERVAL);
+        private int partitions = RelayConfig.DEFAULT_PARTITIONS;
+        private short replication = RelayConfig.DEFAULT_REPLICATION;
+        private int batchSize = RelayConfig.DEFAULT_BATCH_SIZE;
+        private Duration pollInterval = RelayConfig.DEFAULT_POLL_INTERVAL;
+        private int maxRecordBytes = RelayConfig.DEFAULT_MAX_RECORD_BYTES;
+        private Duration retention = RelayConfig.DEFAULT_RETENTION;
+
+        private Builder(KafkaSettings kafka) {
+            this.kafka = Objects.requireNonNull(kafka, "kafka");
+        }
+
+        /** {@code LEASE_DURATION} and {@code RENEW_INTERVAL}. */
+        public Builder lease(LeaseConfig lease) {
+            this.lease = lease;
+            return this;
+        }
+
+        /** {@code KAFKA_TOPIC_PARTITIONS} and {@code KAFKA_TOPIC_REPLICATION}, when the relay creates the topic. */
+        public Builder topicLayout(int partitions, short replication) {
+            this.partitions = partitions;
+            this.replication = replication;
+            return this;
+        }
+
+        /** {@code BATCH_SIZE}. */
+        public Builder batchSize(int batchSize) {
+            this.batchSize = batchSize;
+            return this;
+        }
+
+        /** {@code POLL_INTERVAL}. */
+        public Builder pollInterval(Duration pollInterval) {
+            this.pollInterval = pollInterval;
+            return this;
+        }
+
+        /** {@code MAX_RECORD_BYTES}. */
+        public Builder maxRecordBytes(int maxRecordBytes) {
+            this.maxRecordBytes = maxRecordBytes;
+            return this;
+        }
+
+        /** {@code OUTBOX_RETENTION}. */
+        public Builder retention(Duration retention) {
+            this.retention = retention;
+            return this;
+        }
+
+        /** Validates (a {@link dev.fencedjobs.db.ConfigException} names the bad setting), migrates, and starts following. */
+        public Relay start() {
+            RelayConfig config = new RelayConfig(serviceConfig(true), lease, kafka, partitions, replication, batchSize, pollInterval,
+                    maxRecordBytes, retention);
+            return Relay.start(config, embedding(), HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity(),
+                    UnaryOperator.identity());
+        }
     }
 }

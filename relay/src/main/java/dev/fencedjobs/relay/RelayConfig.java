@@ -38,6 +38,10 @@ public record RelayConfig(
     /** Kafka's default limit on a produce request, less room for the batch framing. */
     public static final int DEFAULT_MAX_RECORD_BYTES = 1_000_000;
     static final int PRODUCER_MAX_REQUEST_BYTES = 1_048_576;
+    public static final int DEFAULT_PARTITIONS = 6;
+    public static final short DEFAULT_REPLICATION = 1;
+    public static final Duration DEFAULT_POLL_INTERVAL = Duration.ofSeconds(10);
+    public static final Duration DEFAULT_RETENTION = Duration.ofHours(1);
 
     public RelayConfig {
         lease.requireTimeoutsWithin(service.database());
@@ -55,7 +59,7 @@ public record RelayConfig(
     }
 
     public static RelayConfig from(Settings settings) {
-        int replication = settings.integer(REPLICATION, 1);
+        int replication = settings.integer(REPLICATION, DEFAULT_REPLICATION);
         if (replication > Short.MAX_VALUE) {
             throw new ConfigException(REPLICATION, "is too large: " + replication);
         }
@@ -63,11 +67,11 @@ public record RelayConfig(
                 ServiceConfig.from(settings),
                 LeaseConfig.from(settings),
                 KafkaSettings.from(settings),
-                settings.integer(PARTITIONS, 6),
+                settings.integer(PARTITIONS, DEFAULT_PARTITIONS),
                 (short) replication,
                 settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
-                settings.duration(POLL_INTERVAL, Duration.ofSeconds(10)),
+                settings.duration(POLL_INTERVAL, DEFAULT_POLL_INTERVAL),
                 settings.integer(MAX_RECORD_BYTES, DEFAULT_MAX_RECORD_BYTES),
-                settings.duration(RETENTION, Duration.ofHours(1)));
+                settings.duration(RETENTION, DEFAULT_RETENTION));
     }
 }

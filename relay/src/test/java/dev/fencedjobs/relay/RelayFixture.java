@@ -10,6 +10,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.runtime.ServiceConfig;
@@ -40,8 +41,8 @@ final class RelayFixture implements AutoCloseable {
     private int started;
 
     RelayFixture(TestDatabase db, String bootstrap) {
-        this.database = new DatabaseConfig(db.url(), db.user(), db.password(), 4, Duration.ofSeconds(1),
-                Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofMillis(1000));
+        this.database = DatabaseConfig.of(db.url(), db.user(), db.password()).withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         this.pool = Database.pool(database, "relay-fixture");
         Database.migrate(pool);
         this.dsl = Database.dsl(pool);
@@ -60,7 +61,7 @@ final class RelayFixture implements AutoCloseable {
 
     Relay start(RelayConfig config, UnaryOperator<Leadership.LeaseOps> lease, UnaryOperator<OutboxStore> store,
             UnaryOperator<Publisher> publisher) {
-        Relay relay = Relay.start(config, "relay-" + (++started), Ticker.system(), lease, store, publisher);
+        Relay relay = Relay.start(config, Embedding.STANDALONE, "relay-" + (++started), Ticker.system(), lease, store, publisher);
         relays.add(relay);
         return relay;
     }

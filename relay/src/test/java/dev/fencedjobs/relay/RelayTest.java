@@ -6,7 +6,7 @@ import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.runtime.Envelope;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;
@@ -101,9 +101,9 @@ class RelayTest {
                     .containsExactlyElementsOf(new TreeSet<>(unmarked.get(0)));
             assertThat(RelayFixture.countsByOutboxId(records).values()).containsOnly(1, 2);
         }
-        assertThat(b.leadership().state()).isEqualTo(Leadership.State.LEADER);
+        assertThat(b.state()).isEqualTo(RunningService.State.LEADING);
         dead.open();
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.FOLLOWING);
     }
 
     @Test
@@ -124,22 +124,22 @@ class RelayTest {
             }
         };
         Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), pauseAfterRead, UnaryOperator.identity());
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         Relay b = fixture.start();
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
-        assertThat(b.leadership().state()).as("the other replica stays a follower").isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(b.state()).as("the other replica stays a follower").isEqualTo(RunningService.State.FOLLOWING);
         assertThat(metric(b, "fencedjobs_relay_published_total")).as("a follower publishes nothing").isZero();
 
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
-        await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
+        await().atMost(Duration.ofSeconds(30)).until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
         double publishedByA = metric(a, "fencedjobs_relay_published_total");
 
         // A resumes holding rows it read under a grant whose local deadline has passed: it sends
         // none of them, marks nothing and becomes a follower.
         pausedA.open();
-        await().atMost(Duration.ofSeconds(15)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        await().atMost(Duration.ofSeconds(15)).until(() -> a.state() == RunningService.State.FOLLOWING);
         assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
         try (TopicReader reader = fixture.reader()) {
             List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000, Duration.ofSeconds(30));
@@ -178,14 +178,14 @@ class RelayTest {
             }
         };
         Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), UnaryOperator.identity(), pauseBeforeSend);
-        await().atMost(Duration.ofSeconds(10)).until(() -> a.leadership().state() == Leadership.State.LEADER);
+        await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         Relay b = fixture.start();
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
 
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
-        await().atMost(Duration.ofSeconds(30)).until(() -> b.leadership().state() == Leadership.State.LEADER && fixture.unpublished() == 0);
+        await().atMost(Duration.ofSeconds(30)).until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
         org.jooq.Record markedByB = fixture.position();
         double publishedByA = metric(a, "fencedjobs_relay_published_total");
 
@@ -195,7 +195,7 @@ class RelayTest {
         // the worker reaches its mark: wait for the mark's refusal itself.
         pausedA.open();
         await().atMost(Duration.ofSeconds(15)).until(() -> metric(a, "fencedjobs_guard_rejections_total") == 1.0);
-        await().atMost(Duration.ofSeconds(5)).until(() -> a.leadership().state() == Leadership.State.FOLLOWER);
+        await().atMost(Duration.ofSeconds(5)).until(() -> a.state() == RunningService.State.FOLLOWING);
         assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
         assertThat(fixture.position()).as("the position as B set it").isEqualTo(markedByB);
         try (TopicReader reader = fixture.reader()) {

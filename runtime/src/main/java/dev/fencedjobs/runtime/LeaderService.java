@@ -1,14 +1,11 @@
 package dev.fencedjobs.runtime;
 
-import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
-import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
-import io.micrometer.prometheusmetrics.PrometheusConfig;
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -23,9 +20,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A service whose work only the holder of a role's lease may do (the dispatcher, the relay): the
- * pool, the migrations, {@link Leadership}, the LISTEN connection, the ops endpoint, the worker
- * thread, and the graceful stop.
+ * A service whose work only the holder of a role's lease may do (the dispatcher, the relay):
+ * {@link Leadership}, the worker thread and the graceful stop, on a {@link ServiceRuntime} (the
+ * pool, the migrations, the LISTEN connection, the ops endpoint).
  *
  * <p>Graceful stop ({@link #close()}): the worker stops starting work and finishes what is in
  * flight; then, and only then, the lease is released conditionally, whose trigger notifies
@@ -36,9 +33,6 @@ public final class LeaderService implements AutoCloseable {
 
     /** The channel on which a lease release is announced; the payload is the role. */
     public static final String LEASE_RELEASED = "lease_released";
-    /** Start-up waits for an unreachable database for about a minute and a half before it gives up. */
-    private static final int MIGRATE_CONNECT_RETRIES = 12;
-
     private static final Logger log = LoggerFactory.getLogger(LeaderService.class);
 
     /** The service's own work, run on a thread of its own. */
@@ -62,35 +56,33 @@ public final class LeaderService implements AutoCloseable {
     }
 
     /** What a worker is built from. */
-    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, PrometheusMeterRegistry registry, Ticker ticker) {}
+    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, MeterRegistry registry, Ticker ticker) {}
 
-    /** How a service is put together; the decorators let tests pause or break its lease and work. */
-    public record Spec(String service, String role, String holderId, ServiceConfig config, LeaseConfig lease,
+    /**
+     * How a service is put together; the decorators let tests pause or break its lease and work.
+     *
+     * @param config its database (when {@code embedding} lends none, the pool's; else what the lent
+     *     pool's sessions are, {@link dev.fencedjobs.db.DatabaseConfig#ofSessions}), ops port, stop and migrations
+     */
+    public record Spec(String service, String role, String holderId, ServiceConfig config, Embedding embedding, LeaseConfig lease,
             Duration safetyMargin, List<String> channels, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps) {}
 
     private final Spec spec;
-    private final HikariDataSource pool;
+    private final ServiceRuntime runtime;
     private final Leadership leadership;
     private final Worker worker;
     private final Thread workerThread;
     private final PgListener listener;
-    private final OpsServer ops;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch terminated = new CountDownLatch(1);
 
     private LeaderService(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
         this.spec = spec;
-        log.info("{} {} starting: database {} as {}", spec.service(), spec.holderId(), spec.config().database().safeUrl(),
-                spec.config().database().user());
-        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        registry.config().commonTags("service", spec.service());
-        new JvmMemoryMetrics().bindTo(registry);
-        this.pool = Database.pool(spec.config().database(), spec.service());
+        this.runtime = ServiceRuntime.open(spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
+        log.info("{} {} starting: database {}", spec.service(), spec.holderId(), runtime.describeDatabase());
+        MeterRegistry registry = runtime.registry();
         try {
-            if (spec.config().migrate()) {
-                Database.migrate(spec.config().database(), Database.MIGRATIONS, Database.HISTORY_TABLE, MIGRATE_CONNECT_RETRIES);
-            }
-            DSLContext dsl = Database.dsl(pool);
+            DSLContext dsl = runtime.dsl();
             Lease lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
             this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(new Leadership.LeaseOps() {
                 @Override
@@ -113,14 +105,14 @@ public final class LeaderService implements AutoCloseable {
             channels.add(LEASE_RELEASED);
             // A release notification sent while the listener was away is lost: a follower that waits
             // for the holder's expiry tries once now instead.
-            this.listener = new PgListener(spec.config().database(), spec.service(), channels, this::onNotification, () -> {
+            this.listener = runtime.listener(channels, this::onNotification, () -> {
                 worker.onListenerConnected();
                 leadership.attemptNow();
             });
             this.workerThread = new Thread(worker, spec.service() + "-worker");
-            this.ops = OpsServer.start(spec.config().httpPort(), registry, this::ready, this::status);
+            runtime.serve(this::ready, this::status, null);
         } catch (RuntimeException e) {
-            pool.close();
+            runtime.close();
             throw e;
         }
     }
@@ -151,8 +143,13 @@ public final class LeaderService implements AutoCloseable {
         return leadership;
     }
 
+    /** The ops endpoint's port, or -1 when the embedding turned it off. */
     public int httpPort() {
-        return ops.port();
+        return runtime.httpPort();
+    }
+
+    public ServiceRuntime runtime() {
+        return runtime;
     }
 
     public Map<String, Object> status() {
@@ -178,6 +175,10 @@ public final class LeaderService implements AutoCloseable {
         terminated.await();
     }
 
+    public boolean awaitTermination(Duration timeout) throws InterruptedException {
+        return terminated.await(timeout.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+    }
+
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
@@ -198,8 +199,7 @@ public final class LeaderService implements AutoCloseable {
             leadership.stopAndRelease();
         }
         listener.close();
-        ops.close();
-        pool.close();
+        runtime.close();
         log.info("{} {} stopped", spec.service(), spec.holderId());
         terminated.countDown();
     }

@@ -1,9 +1,11 @@
 package dev.fencedjobs.runtime;
 
+import java.time.Duration;
 import java.util.Map;
+import java.util.OptionalLong;
 
 /** What a started leased service (dispatcher, relay) offers its owner; the work is in {@link LeaderService}. */
-public abstract class LeasedService implements ServiceMain.Running {
+public abstract class LeasedService implements RunningService {
 
     private final LeaderService service;
 
@@ -11,18 +13,31 @@ public abstract class LeasedService implements ServiceMain.Running {
         this.service = service;
     }
 
-    public Leadership leadership() {
-        return service.leadership();
+    @Override
+    public State state() {
+        return switch (service.leadership().state()) {
+            case LEADER -> State.LEADING;
+            case FOLLOWER -> State.FOLLOWING;
+            case STOPPED -> State.STOPPED;
+        };
     }
 
+    /** The fencing token of the latest grant it held (it may have lost it since: {@link #state()} says). */
+    public OptionalLong token() {
+        return service.leadership().lastGrant().map(g -> OptionalLong.of(g.token())).orElse(OptionalLong.empty());
+    }
+
+    @Override
     public int httpPort() {
         return service.httpPort();
     }
 
+    @Override
     public boolean ready() {
         return service.ready();
     }
 
+    @Override
     public Map<String, Object> status() {
         return service.status();
     }
@@ -30,6 +45,11 @@ public abstract class LeasedService implements ServiceMain.Running {
     @Override
     public void awaitTermination() throws InterruptedException {
         service.awaitTermination();
+    }
+
+    @Override
+    public boolean awaitTermination(Duration timeout) throws InterruptedException {
+        return service.awaitTermination(timeout);
     }
 
     @Override

@@ -23,8 +23,10 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code GET /health/live}: 200 while the process runs;
  *   <li>{@code GET /health/ready}: 200 when connected to the database, else 503;
- *   <li>{@code GET /metrics}: Prometheus text format;
- *   <li>{@code GET /status}: JSON from the service.
+ *   <li>{@code GET /metrics}: Prometheus text format (404 when the service's meters go to a registry
+ *       of the application that embeds it);
+ *   <li>{@code GET /status}: JSON from the service;
+ *   <li>{@code GET /}: the dashboard, one self-contained page that reads {@code /dashboard.json}.
  * </ul>
  */
 public final class OpsServer implements AutoCloseable {
@@ -40,9 +42,20 @@ public final class OpsServer implements AutoCloseable {
         this.server = server;
     }
 
-    /** Starts on {@code port} (0 picks a free one). */
+    /** Starts on {@code port} (0 picks a free one), with no dashboard. */
     public static OpsServer start(int port, PrometheusMeterRegistry registry, BooleanSupplier ready,
             Supplier<Map<String, Object>> status) {
+        return start(port, registry::scrape, ready, status, null);
+    }
+
+    /**
+     * Starts on {@code port} (0 picks a free one).
+     *
+     * @param metrics the Prometheus text, or null when the meters are not ours to show
+     * @param dashboard what {@code /dashboard.json} answers, or null for no dashboard
+     */
+    public static OpsServer start(int port, Supplier<String> metrics, BooleanSupplier ready, Supplier<Map<String, Object>> status,
+            Supplier<Map<String, Object>> dashboard) {
         try {
             HttpServer server = HttpServer.create(new InetSocketAddress(port), 0);
             server.setExecutor(Executors.newSingleThreadExecutor(r -> {
@@ -55,11 +68,29 @@ public final class OpsServer implements AutoCloseable {
                 boolean ok = ready.getAsBoolean();
                 respond(ex, ok ? 200 : 503, "text/plain", ok ? "ready\n" : "not ready: database unreachable\n");
             });
-            server.createContext("/metrics", ex -> respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", registry.scrape()));
+            server.createContext("/metrics", ex -> {
+                if (metrics == null) {
+                    respond(ex, 404, "text/plain", "this service's meters go to the registry of the application that embeds it\n");
+                } else {
+                    respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", metrics.get());
+                }
+            });
             server.createContext("/status", ex -> respond(ex, 200, "application/json", JSON.writeValueAsString(status.get()) + "\n"));
-            server.createContext("/", ex -> respond(ex, 404, "text/plain", "try /health/live, /health/ready, /metrics or /status\n"));
+            if (dashboard != null) {
+                server.createContext("/dashboard.json", ex -> respond(ex, 200, "application/json",
+                        JSON.writeValueAsString(dashboard.get()) + "\n"));
+            }
+            server.createContext("/", ex -> {
+                String path = ex.getRequestURI().getPath();
+                if (dashboard != null && ("/".equals(path) || "/index.html".equals(path))) {
+                    respond(ex, 200, "text/html; charset=utf-8", DashboardPage.html());
+                } else {
+                    respond(ex, 404, "text/plain", "try /, /health/live, /health/ready, /metrics or /status\n");
+                }
+            });
             server.start();
-            log.info("Ops endpoint on port {}: /health/live /health/ready /metrics /status", server.getAddress().getPort());
+            log.info("Ops endpoint on port {}: {}/health/live /health/ready /metrics /status", server.getAddress().getPort(),
+                    dashboard == null ? "" : "/ (dashboard) ");
             return new OpsServer(server);
         } catch (IOException e) {
             throw new UncheckedIOException("HTTP_PORT " + port + ": cannot listen (" + e.getMessage() + ")", e);

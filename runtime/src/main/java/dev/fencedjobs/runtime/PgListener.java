@@ -25,7 +25,12 @@ public final class PgListener implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(PgListener.class);
 
-    private final DatabaseConfig config;
+    /** Where the listener's connection comes from. */
+    public interface Connections {
+        Connection open() throws SQLException;
+    }
+
+    private final Connections connections;
     private final List<String> channels;
     private final BiConsumer<String, String> onNotification;
     private final Runnable onConnected;
@@ -34,9 +39,16 @@ public final class PgListener implements AutoCloseable {
     private volatile boolean connected;
     private volatile Connection connection;
 
+    /** Over a connection of its own, outside any pool. */
     public PgListener(DatabaseConfig config, String name, List<String> channels, BiConsumer<String, String> onNotification,
             Runnable onConnected) {
-        this.config = config;
+        this(() -> open(config, channels), name, channels, onNotification, onConnected);
+    }
+
+    /** Over a connection from {@code connections} (an application's pool lent to the service: it keeps one of its connections). */
+    public PgListener(Connections connections, String name, List<String> channels, BiConsumer<String, String> onNotification,
+            Runnable onConnected) {
+        this.connections = connections;
         this.channels = List.copyOf(channels);
         this.onNotification = onNotification;
         this.onConnected = onConnected;
@@ -55,7 +67,7 @@ public final class PgListener implements AutoCloseable {
     private void run() {
         Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
         while (running) {
-            try (Connection c = open()) {
+            try (Connection c = connections.open()) {
                 connection = c;
                 try (Statement s = c.createStatement()) {
                     for (String channel : channels) {
@@ -98,7 +110,7 @@ public final class PgListener implements AutoCloseable {
         }
     }
 
-    private Connection open() throws SQLException {
+    private static Connection open(DatabaseConfig config, List<String> channels) throws SQLException {
         Properties props = new Properties();
         props.setProperty("user", config.user());
         props.setProperty("password", config.password());

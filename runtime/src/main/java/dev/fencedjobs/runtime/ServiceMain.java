@@ -12,19 +12,11 @@ import org.slf4j.LoggerFactory;
  */
 public final class ServiceMain {
 
-    /** A started service. */
-    public interface Running extends AutoCloseable {
-        void awaitTermination() throws InterruptedException;
-
-        @Override
-        void close();
-    }
-
     private static final Logger log = LoggerFactory.getLogger(ServiceMain.class);
 
     private ServiceMain() {}
 
-    public static <C> void run(String name, Function<Settings, C> config, Function<C, Running> start) throws InterruptedException {
+    public static <C> void run(String name, Function<Settings, C> config, Function<C, ? extends RunningService> start) throws InterruptedException {
         C parsed;
         try {
             parsed = config.apply(Settings.fromEnvironment());
@@ -33,7 +25,7 @@ public final class ServiceMain {
             System.exit(2);
             return;
         }
-        Running service;
+        RunningService service;
         try {
             service = start.apply(parsed);
         } catch (ConfigException e) {

@@ -1,0 +1,140 @@
+package dev.fencedjobs.consumer;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.dispatcher.Dispatcher;
+import dev.fencedjobs.relay.Relay;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RunningService;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestKafka;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The dashboard at {@code /}, opened in headless Chromium (Debian's {@code chromium}) against a
+ * dispatcher, a relay and a consumer sharing one database: what the page shows after it ran its
+ * script, and a screenshot ({@code target/dashboard.png}; the README's is {@code docs/dashboard.png}).
+ */
+class DashboardBrowserTest {
+
+    private static final Path CHROMIUM = Path.of("/usr/bin/chromium");
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    @Test
+    void thePageShowsRolesTokensTakeoversLagsDeadLettersAndStaleRejections() throws Exception {
+        assumeTrue(Files.isExecutable(CHROMIUM), "needs Debian's chromium: apt-get install chromium");
+        TestDatabase db = postgres.database();
+        DatabaseConfig database = DatabaseConfig.of(db.url(), db.user(), db.password());
+        String topic = "dashboard-" + UUID.randomUUID();
+        String bootstrap = TestKafka.shared().bootstrapServers();
+        TestKafka.createTopic(bootstrap, topic, 3);
+        LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(5), Duration.ofSeconds(1));
+        List<RunningService> services = new ArrayList<>();
+        try {
+            Dispatcher first = Dispatcher.builder().database(database).lease(lease).opsServer(0).start();
+            services.add(first);
+            services.add(Relay.builder(new KafkaSettings(bootstrap, topic)).database(database).lease(lease).topicLayout(3, (short) 1)
+                    .pollInterval(Duration.ofSeconds(1)).opsServer(0).start());
+            FencedConsumer consumer = FencedConsumer.builder(new KafkaSettings(bootstrap, topic), "dashboard", new LedgerEffect())
+                    .database(database).retries(EffectRetries.OFF).opsServer(0).start();
+            services.add(consumer);
+            await().atMost(Duration.ofSeconds(30)).until(() -> first.state() == RunningService.State.LEADING);
+            // A handoff, for the timeline: the second replica takes over with token 2 once the first released the lease.
+            Dispatcher dispatcher = Dispatcher.builder().database(database).lease(lease).start();
+            services.add(dispatcher);
+            first.close();
+            await().atMost(Duration.ofSeconds(30)).until(() -> dispatcher.state() == RunningService.State.LEADING);
+            assertThat(dispatcher.token()).hasValue(2);
+            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+                s.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 5), '{}', clock_timestamp() "
+                        + "FROM generate_series(1, 50) g");
+            }
+            await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("applied")).longValue() == 50);
+            // A record the fence rejects (token 3 after token 5 of its resource) and one it cannot read.
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+                producer.send(new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_000, "elsewhere", 5)));
+                producer.send(new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_001, "elsewhere", 3)));
+                producer.send(new ProducerRecord<>(topic, "account-2", "not an envelope".getBytes(StandardCharsets.UTF_8)));
+            }
+            await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("staleRejected")).longValue() == 1
+                    && ((Number) consumer.status().get("deadLettered")).longValue() == 1);
+
+            String url = "http://localhost:" + consumer.httpPort() + "/";
+            HttpResponse<String> page = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url)).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertThat(page.statusCode()).isEqualTo(200);
+            assertThat(page.body()).as("self-contained: nothing fetched from elsewhere").doesNotContain("src=\"http", "href=\"http", "@import");
+            long token = dispatcher.token().orElseThrow();
+
+            String dom = chromium("--dump-dom", url);
+            assertThat(dom).contains("data-loaded=\"true\"");
+            assertThat(dom).containsPattern("<tr data-role=\"scheduler\"><td>scheduler</td><td class=\"token\">" + token + "</td>");
+            assertThat(dom).contains("<tr data-role=\"relay\">");
+            assertThat(dom).contains("class=\"live\"");
+            assertThat(dom).as("the takeover timeline").containsPattern("<td>scheduler</td><td>2</td>")
+                    .containsPattern("<td>scheduler</td><td>1</td>");
+            assertThat(dom).contains("id=\"dead-letters\">1<", "id=\"stale\">1<");
+            assertThat(dom).as("all three series sampled").contains("data-chart=\"dueBacklog\"><div class=\"label\"><span>Due backlog",
+                    "data-chart=\"consumerLag\"><div class=\"label\"><span>Consumer lag (records behind)</span><span class=\"value\">");
+            assertThat(dom).containsPattern("data-chart=\"outboxLagSeconds\"><div class=\"label\"><span>[^<]*</span><span class=\"value\">");
+
+            Path shot = Path.of("target", "dashboard.png").toAbsolutePath();
+            Files.deleteIfExists(shot);
+            chromium("--screenshot=" + shot, "--window-size=1280,760", url);
+            assertThat(shot).exists();
+            assertThat(Files.size(shot)).isGreaterThan(10_000);
+        } finally {
+            for (RunningService s : services) {
+                s.close();
+            }
+        }
+    }
+
+    /** Runs headless Chromium on {@code url}, giving the page's script a few seconds of (virtual) time; returns its output. */
+    private static String chromium(String what, String... rest) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of(CHROMIUM.toString(), "--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-dev-shm-usage", "--hide-scrollbars", "--virtual-time-budget=4000", what));
+        command.addAll(List.of(rest));
+        Path out = Files.createTempFile("chromium", ".out");
+        Process process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.DISCARD).redirectOutput(out.toFile()).start();
+        if (!process.waitFor(90, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            throw new AssertionError("chromium did not finish: " + command);
+        }
+        String output = Files.readString(out);
+        Files.delete(out);
+        assertThat(process.exitValue()).as("chromium " + what + " exit code").isZero();
+        return output;
+    }
+}

@@ -1,0 +1,226 @@
+package dev.fencedjobs.runtime;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.LongSupplier;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What the ops endpoint's page at {@code /} shows ({@code /dashboard.json}), read from the service's
+ * own database with the plain SQL of {@code fenced-jobs status}: each role's holder and token, the
+ * takeover timeline, the due backlog, the outbox lag and, from a consumer, its lag, over the last
+ * minutes; dead letters and stale rejections. Each part shows when its tables are in this database
+ * and this service's role may read them; the consumer lag only on the consumer's own page.
+ *
+ * <p>Costs nothing while nobody looks: the first request starts a sampler (a few index reads every
+ * {@link #SAMPLE_EVERY}), which stops once no page asked for {@link #WATCHED_FOR}. The charts
+ * therefore begin when the page was first opened.
+ */
+public final class Dashboard implements AutoCloseable {
+
+    static final Duration SAMPLE_EVERY = Duration.ofSeconds(5);
+    static final Duration WATCHED_FOR = Duration.ofMinutes(10);
+    /** Ten minutes of samples. */
+    static final int SAMPLES = (int) (WATCHED_FOR.toMillis() / SAMPLE_EVERY.toMillis());
+    /** Counting stops here: the page says "at least". */
+    static final int COUNT_CAP = 100_000;
+
+    private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
+
+    static final String VISIBLE = "SELECT " + visible("leader_lease") + ", " + visible("lease_takeover") + ", " + visible("jobs") + ", "
+            + visible("outbox") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected");
+    static final String LEASES = "SELECT role, holder_id, fencing_token, expires_at > clock_timestamp(), "
+            + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease ORDER BY role";
+    static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
+            + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
+    static final String BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT "
+            + COUNT_CAP + ") due";
+    static final String OUTBOX_LAG = "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox_unpublished";
+    static final String DEAD_LETTERS = "SELECT count(*) FILTER (WHERE status IN ('dead', 'replay_requested')), "
+            + "count(*) FILTER (WHERE status = 'replayed'), count(*) FILTER (WHERE status = 'discarded') FROM consumer_dead_letter";
+    static final String STALE = "SELECT count(*), max(rejected_at) FROM consumer_rejected";
+
+    private final String service;
+    private final DataSource dataSource;
+    private final LongSupplier consumerLag;
+    private final ArrayDeque<Map<String, Object>> samples = new ArrayDeque<>();
+    private volatile long lastAskedNanos;
+    private Thread sampler;
+    private volatile boolean closed;
+
+    /**
+     * @param consumerLag the consumer's records behind the end of its partitions, or null for a
+     *     service that is not a consumer
+     */
+    public Dashboard(String service, DataSource dataSource, LongSupplier consumerLag) {
+        this.service = service;
+        this.dataSource = dataSource;
+        this.consumerLag = consumerLag;
+    }
+
+    private static String visible(String table) {
+        return "CASE WHEN to_regclass('" + table + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('" + table
+                + "'), 'SELECT') END";
+    }
+
+    /** What {@code /dashboard.json} answers; starts the sampler when nobody asked for a while. */
+    public Map<String, Object> snapshot() {
+        lastAskedNanos = System.nanoTime();
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("service", service);
+        out.put("at", Instant.now().toString());
+        synchronized (this) {
+            if (sampler == null && !closed) {
+                sampleOnce();
+                sampler = new Thread(this::sample, "dashboard-" + service);
+                sampler.setDaemon(true);
+                sampler.start();
+            }
+        }
+        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
+            boolean[] v = visibility(s);
+            out.put("roles", v[0] ? leases(s) : null);
+            out.put("timeline", v[1] ? timeline(s) : null);
+            out.put("deadLetters", v[4] ? deadLetters(s) : null);
+            out.put("staleRejected", v[5] ? stale(s) : null);
+            out.put("error", null);
+        } catch (SQLException | RuntimeException e) {
+            out.put("error", "database: " + Faults.describe(e));
+        }
+        synchronized (samples) {
+            out.put("samples", new ArrayList<>(samples));
+        }
+        out.put("sampleEverySeconds", SAMPLE_EVERY.toSeconds());
+        return out;
+    }
+
+    private void sample() {
+        try {
+            while (!closed && System.nanoTime() - lastAskedNanos < WATCHED_FOR.toNanos()) {
+                Thread.sleep(SAMPLE_EVERY.toMillis());
+                sampleOnce();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            synchronized (this) {
+                sampler = null;
+            }
+        }
+    }
+
+    private void sampleOnce() {
+        Map<String, Object> sample = new LinkedHashMap<>();
+        sample.put("at", Instant.now().toString());
+        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
+            boolean[] v = visibility(s);
+            sample.put("dueBacklog", v[2] ? single(s, BACKLOG).longValue() : null);
+            sample.put("outboxLagSeconds", v[3] ? Math.round(single(s, OUTBOX_LAG).doubleValue() * 10) / 10.0 : null);
+        } catch (SQLException | RuntimeException e) {
+            log.debug("dashboard sample failed: {}", Faults.describe(e));
+            sample.put("dueBacklog", null);
+            sample.put("outboxLagSeconds", null);
+        }
+        sample.put("consumerLag", consumerLag == null ? null : consumerLag.getAsLong());
+        synchronized (samples) {
+            samples.addLast(sample);
+            while (samples.size() > SAMPLES) {
+                samples.removeFirst();
+            }
+        }
+    }
+
+    private static boolean[] visibility(Statement s) throws SQLException {
+        try (ResultSet rs = s.executeQuery(VISIBLE)) {
+            rs.next();
+            boolean[] v = new boolean[6];
+            for (int i = 0; i < v.length; i++) {
+                v[i] = rs.getBoolean(i + 1);
+            }
+            return v;
+        }
+    }
+
+    private static Number single(Statement s, String sql) throws SQLException {
+        try (ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return (Number) rs.getObject(1);
+        }
+    }
+
+    private static List<Map<String, Object>> leases(Statement s) throws SQLException {
+        List<Map<String, Object>> roles = new ArrayList<>();
+        try (ResultSet rs = s.executeQuery(LEASES)) {
+            while (rs.next()) {
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("role", rs.getString(1));
+                r.put("holder", rs.getString(2));
+                r.put("token", rs.getLong(3));
+                r.put("live", rs.getBoolean(4));
+                r.put("expiresInSeconds", rs.getBigDecimal(5));
+                roles.add(r);
+            }
+        }
+        return roles;
+    }
+
+    private static List<Map<String, Object>> timeline(Statement s) throws SQLException {
+        List<Map<String, Object>> events = new ArrayList<>();
+        try (ResultSet rs = s.executeQuery(TIMELINE)) {
+            while (rs.next()) {
+                Map<String, Object> e = new LinkedHashMap<>();
+                e.put("role", rs.getString(1));
+                e.put("token", rs.getLong(2));
+                e.put("holder", rs.getString(3));
+                e.put("acquiredAt", rs.getObject(4, java.time.OffsetDateTime.class).toInstant().toString());
+                events.add(e);
+            }
+        }
+        return events;
+    }
+
+    private static Map<String, Object> deadLetters(Statement s) throws SQLException {
+        try (ResultSet rs = s.executeQuery(DEAD_LETTERS)) {
+            rs.next();
+            Map<String, Object> d = new LinkedHashMap<>();
+            d.put("toActOn", rs.getLong(1));
+            d.put("replayed", rs.getLong(2));
+            d.put("discarded", rs.getLong(3));
+            return d;
+        }
+    }
+
+    private static Map<String, Object> stale(Statement s) throws SQLException {
+        try (ResultSet rs = s.executeQuery(STALE)) {
+            rs.next();
+            Map<String, Object> d = new LinkedHashMap<>();
+            d.put("count", rs.getLong(1));
+            java.time.OffsetDateTime last = rs.getObject(2, java.time.OffsetDateTime.class);
+            d.put("last", last == null ? null : last.toInstant().toString());
+            return d;
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        Thread t;
+        synchronized (this) {
+            t = sampler;
+        }
+        if (t != null) {
+            t.interrupt();
+        }
+    }
+}

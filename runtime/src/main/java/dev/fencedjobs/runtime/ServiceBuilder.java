@@ -1,0 +1,100 @@
+package dev.fencedjobs.runtime;
+
+import dev.fencedjobs.db.ConfigException;
+import dev.fencedjobs.db.DatabaseConfig;
+import io.micrometer.core.instrument.MeterRegistry;
+import java.time.Duration;
+import java.util.Objects;
+import javax.sql.DataSource;
+
+/**
+ * What the dispatcher's, the relay's and the consumer's builders share: where the database is
+ * (a {@link DatabaseConfig} for a pool of the service's own, or the application's
+ * {@link DataSource}), where the meters go, and whether there is an ops endpoint. An embedded
+ * service has none unless asked ({@link #opsServer(int)}): the application has its own endpoints.
+ *
+ * @param <B> the concrete builder, for chaining
+ */
+public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
+
+    private DatabaseConfig database;
+    private DataSource dataSource;
+    private MeterRegistry meterRegistry;
+    private Integer httpPort;
+    private Duration shutdownTimeout = ServiceConfig.DEFAULT_SHUTDOWN_TIMEOUT;
+    private boolean migrate = true;
+
+    protected ServiceBuilder() {}
+
+    @SuppressWarnings("unchecked")
+    private B self() {
+        return (B) this;
+    }
+
+    /** A pool of the service's own (closed when it stops), with these server-side timeouts on every connection. */
+    public B database(DatabaseConfig database) {
+        this.database = Objects.requireNonNull(database, "database");
+        this.dataSource = null;
+        return self();
+    }
+
+    /**
+     * The application's pool; the service borrows connections from it and leaves it open when it
+     * stops. It keeps one connection for its LISTEN notifications (the consumer: none).
+     */
+    public B dataSource(DataSource dataSource) {
+        this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+        this.database = null;
+        return self();
+    }
+
+    /** The application's registry for the service's meters (each tagged {@code service}); they are removed when it stops. */
+    public B meterRegistry(MeterRegistry meterRegistry) {
+        this.meterRegistry = Objects.requireNonNull(meterRegistry, "meterRegistry");
+        return self();
+    }
+
+    /**
+     * An ops endpoint on {@code port} (0 picks a free one): health, status, the dashboard, and
+     * {@code /metrics} when no registry was lent.
+     */
+    public B opsServer(int port) {
+        this.httpPort = port;
+        return self();
+    }
+
+    /** How long {@code close()} waits for work in flight (default 10 s). */
+    public B shutdownTimeout(Duration shutdownTimeout) {
+        this.shutdownTimeout = Objects.requireNonNull(shutdownTimeout, "shutdownTimeout");
+        return self();
+    }
+
+    /** Whether to apply the schema migrations at start (default true). */
+    public B migrate(boolean migrate) {
+        this.migrate = migrate;
+        return self();
+    }
+
+    /** A lent pool, or none. */
+    protected Embedding embedding() {
+        return new Embedding(dataSource, meterRegistry, httpPort != null);
+    }
+
+    /**
+     * The service's settings. With a lent pool, {@code sessionsMustBeBounded} reads its sessions'
+     * timeouts ({@link DatabaseConfig#ofSessions}), which a leased service's arithmetic needs; the
+     * consumer's does not, and gets no {@code DatabaseConfig}.
+     */
+    protected ServiceConfig serviceConfig(boolean sessionsMustBeBounded) {
+        DatabaseConfig db;
+        if (dataSource != null) {
+            db = sessionsMustBeBounded ? DatabaseConfig.ofSessions(dataSource) : null;
+        } else if (database != null) {
+            db = database;
+        } else {
+            throw new ConfigException(DatabaseConfig.URL, "give the builder a database(DatabaseConfig.of(url, user, password)) "
+                    + "or the application's dataSource(…)");
+        }
+        return new ServiceConfig(db, httpPort == null ? 0 : httpPort, shutdownTimeout, migrate);
+    }
+}
