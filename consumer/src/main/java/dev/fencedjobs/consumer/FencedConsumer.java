@@ -490,7 +490,7 @@ public final class FencedConsumer implements RunningService {
         terminated.countDown();
     }
 
-    /** Builds a {@link FencedConsumer}; each setting as its environment variable in the README's configuration. */
+    /** Builds a {@link FencedConsumer}; each setting as its environment variable in docs/consumer.md. */
     public static final class Builder extends ServiceBuilder<Builder> {
 
         private final KafkaSettings kafka;

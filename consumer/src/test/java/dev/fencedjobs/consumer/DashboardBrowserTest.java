@@ -40,7 +40,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /**
  * The dashboard at {@code /}, opened in headless Chromium (Debian's {@code chromium}) against a
  * dispatcher, a relay and a consumer sharing one database: what the page shows after it ran its
- * script, and a screenshot ({@code target/dashboard.png}; the README's is {@code docs/dashboard.png}).
+ * script, and a screenshot ({@code target/dashboard.png}; the README's is {@code docs/dashboard.png}, a copy).
  */
 class DashboardBrowserTest {
 

@@ -57,7 +57,7 @@ public final class Dispatcher extends LeasedService {
                         parts.registry()))));
     }
 
-    /** Builds a {@link Dispatcher}; each setting as its environment variable in the README's configuration. */
+    /** Builds a {@link Dispatcher}; each setting as its environment variable in docs/dispatcher.md. */
     public static final class Builder extends ServiceBuilder<Builder> {
 
         private LeaseConfig lease = new LeaseConfig(LeaseConfig.DEFAULT_DURATION, LeaseConfig.DEFAULT_RENEW_INTERVAL);

@@ -49,7 +49,7 @@ import org.slf4j.LoggerFactory;
  * <p>Not transactional, on purpose: what an acknowledged non-transactional record needs to be
  * readable is only that it is in the log. A transactional record also needs its commit marker on
  * every partition, and the fault-injection suite once saw a committed batch's records on one
- * partition that {@code read_committed} readers never received (README, "Relay"). Duplicates
+ * partition that {@code read_committed} readers never received (docs/relay.md). Duplicates
  * that a resumed former relay may send are absorbed by the consumer's dedup by job id, which
  * at-least-once delivery needs anyway.
  */

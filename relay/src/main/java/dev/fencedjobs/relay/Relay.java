@@ -47,7 +47,7 @@ public final class Relay extends LeasedService {
                 parts.ticker(), parts.registry())));
     }
 
-    /** Builds a {@link Relay}; each setting as its environment variable in the README's configuration. */
+    /** Builds a {@link Relay}; each setting as its environment variable in docs/relay.md. */
     public static final class Builder extends ServiceBuilder<Builder> {
 
         private final KafkaSettings kafka;
