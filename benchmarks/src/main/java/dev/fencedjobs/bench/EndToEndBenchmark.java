@@ -437,11 +437,11 @@ final class EndToEndBenchmark {
         long token = 0;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (leaderName == null) {
-            try (Connection c = owner(); Statement s = c.createStatement();
-                    ResultSet r = s.executeQuery("SELECT holder_id, fencing_token FROM leader_lease WHERE role = 'scheduler' AND expires_at > clock_timestamp()")) {
-                if (r.next()) {
-                    long pid = dev.fencedjobs.db.HolderId.pid(r.getString(1));
-                    token = r.getLong(2);
+            try (Connection c = owner()) {
+                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(c, "scheduler");
+                if (lease.isPresent()) {
+                    long pid = lease.get().holderPid();
+                    token = lease.get().token();
                     for (Map.Entry<String, ServiceProcess> e : services.entrySet()) {
                         if (e.getValue().pid() == pid && e.getValue().isAlive()) {
                             leaderName = e.getKey();
@@ -498,10 +498,7 @@ final class EndToEndBenchmark {
         Map<String, Double> perSecond = new LinkedHashMap<>();
         try (Connection c = owner(); Statement s = c.createStatement()) {
             String leaderPid;
-            try (ResultSet r = s.executeQuery("SELECT holder_id FROM leader_lease WHERE role = 'scheduler'")) {
-                r.next();
-                leaderPid = Long.toString(dev.fencedjobs.db.HolderId.pid(r.getString(1)));
-            }
+            leaderPid = Long.toString(dev.fencedjobs.db.LeaseRow.of(c, "scheduler").orElseThrow().holderPid());
             s.execute("SELECT pg_stat_statements_reset()");
             long start = System.nanoTime();
             Thread.sleep(idleSeconds * 1000L);

@@ -585,16 +585,12 @@ public final class ChaosRun {
     private Service leader(String role) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
-            try (Connection c = owner();
-                    PreparedStatement s = c.prepareStatement("SELECT holder_id FROM leader_lease WHERE role = ? AND expires_at > clock_timestamp()")) {
-                s.setString(1, role);
-                try (ResultSet r = s.executeQuery()) {
-                    if (r.next()) {
-                        long pid = dev.fencedjobs.db.HolderId.pid(r.getString(1));
-                        for (Service service : services) {
-                            if (service.pid() == pid && service.alive()) {
-                                return service;
-                            }
+            try (Connection c = owner()) {
+                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(c, role);
+                if (lease.isPresent()) {
+                    for (Service service : services) {
+                        if (service.pid() == lease.get().holderPid() && service.alive()) {
+                            return service;
                         }
                     }
                 }

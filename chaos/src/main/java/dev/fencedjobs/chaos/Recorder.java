@@ -62,10 +62,8 @@ final class Recorder {
                     h.scheduleSkips.add(new History.ScheduleSkip(r.getString(1), r.getLong(2), r.getLong(3), r.getLong(4), r.getString(5)));
                 }
             }
-            try (ResultSet r = s.executeQuery("SELECT role, holder_id, fencing_token FROM leader_lease ORDER BY role")) {
-                while (r.next()) {
-                    h.leases.add(new History.Lease(r.getString(1), r.getString(2), r.getLong(3)));
-                }
+            for (dev.fencedjobs.db.LeaseRow l : dev.fencedjobs.db.LeaseRow.all(s.getConnection())) {
+                h.leases.add(new History.Lease(l.role(), l.holderId(), l.token()));
             }
             try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token, " + micros("applied_at")
                     + " FROM ledger ORDER BY id")) {

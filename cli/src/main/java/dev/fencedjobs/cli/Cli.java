@@ -445,18 +445,13 @@ public final class Cli {
             String holder = options.get("holder");
             long token;
             if (holder == null) {
-                try (PreparedStatement ps = c.prepareStatement(
-                        "SELECT holder_id, fencing_token, expires_at > clock_timestamp() FROM leader_lease WHERE role = ?")) {
-                    ps.setString(1, role);
-                    try (ResultSet rs = ps.executeQuery()) {
-                        if (!rs.next()) {
-                            err.println("fenced-jobs release: no lease for role " + role);
-                            return 1;
-                        }
-                        holder = rs.getString(1);
-                        token = rs.getLong(2);
-                    }
+                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.of(c, role);
+                if (lease.isEmpty()) {
+                    err.println("fenced-jobs release: no lease for role " + role);
+                    return 1;
                 }
+                holder = lease.get().holderId();
+                token = lease.get().token();
             } else {
                 try {
                     token = Long.parseLong(options.get("token"));

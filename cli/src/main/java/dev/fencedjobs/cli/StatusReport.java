@@ -1,5 +1,6 @@
 package dev.fencedjobs.cli;
 
+import dev.fencedjobs.db.LeaseRow;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -9,9 +10,6 @@ import java.sql.Statement;
 /** What {@code fenced-jobs status} prints, read with plain SQL an operator could run by hand. */
 final class StatusReport {
 
-    /** Each lease row, whether it is live in database time, and how long until it expires. */
-    static final String LEASES = "SELECT role, holder_id, fencing_token, expires_at > clock_timestamp(), "
-            + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease ORDER BY role";
     static final String HISTORY = "SELECT role, fencing_token, holder_id, acquired_at FROM ("
             + "SELECT *, row_number() OVER (PARTITION BY role ORDER BY fencing_token DESC) n FROM lease_takeover) t "
             + "WHERE n <= 5 ORDER BY role, fencing_token DESC";
@@ -44,16 +42,13 @@ final class StatusReport {
     void print() throws SQLException {
         try (Statement s = jobs.createStatement()) {
             out.println("Leases:");
-            try (ResultSet rs = s.executeQuery(LEASES)) {
-                boolean any = false;
-                while (rs.next()) {
-                    any = true;
-                    out.printf("  %-10s token %-6d holder %-32s %s%n", rs.getString(1), rs.getLong(3), rs.getString(2),
-                            rs.getBoolean(4) ? "live, " + rs.getBigDecimal(5) + " s left" : "expired (no leader)");
-                }
-                if (!any) {
-                    out.println("  none yet: no service has acquired a role");
-                }
+            java.util.List<LeaseRow> leases = LeaseRow.all(jobs);
+            for (LeaseRow l : leases) {
+                out.printf("  %-10s token %-6d holder %-32s %s%n", l.role(), l.token(), l.holderId(),
+                        l.live() ? "live, " + l.secondsLeft() + " s left" : "expired (no leader)");
+            }
+            if (leases.isEmpty()) {
+                out.println("  none yet: no service has acquired a role");
             }
             out.println("Token history (latest 5 per role):");
             try (ResultSet rs = s.executeQuery(HISTORY)) {

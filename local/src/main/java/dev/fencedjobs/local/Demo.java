@@ -62,14 +62,12 @@ final class Demo {
     private boolean killLeader(Statement s) throws Exception {
         String holder;
         long token;
-        try (ResultSet rs = s.executeQuery("SELECT holder_id, fencing_token FROM leader_lease WHERE role = 'scheduler' "
-                + "AND expires_at > clock_timestamp()")) {
-            if (!rs.next()) {
-                return false;
-            }
-            holder = rs.getString(1);
-            token = rs.getLong(2);
+        java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(s.getConnection(), "scheduler");
+        if (lease.isEmpty()) {
+            return false;
         }
+        holder = lease.get().holderId();
+        token = lease.get().token();
         Optional<LocalStack.Child> leader = stack.children().stream()
                 .filter(c -> c.process.isAlive() && holder.contains("-" + c.process.pid() + "-")).findFirst();
         if (leader.isEmpty()) {

@@ -58,12 +58,9 @@ class LocalStackIT {
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 200);
                 long token;
                 long leaderPid;
-                try (ResultSet rs = s.executeQuery("SELECT holder_id, fencing_token FROM leader_lease WHERE role = 'scheduler'")) {
-                    rs.next();
-                    String holder = rs.getString(1);
-                    token = rs.getLong(2);
-                    leaderPid = Long.parseLong(holder.split("-")[holder.split("-").length - 2]);
-                }
+                dev.fencedjobs.db.LeaseRow lease = dev.fencedjobs.db.LeaseRow.of(owner, "scheduler").orElseThrow();
+                token = lease.token();
+                leaderPid = lease.holderPid();
                 // Stop the leader process abruptly: no release, a follower takes over after the lease.
                 assertThat(ProcessHandle.of(leaderPid)).isPresent();
                 ProcessHandle.of(leaderPid).orElseThrow().destroyForcibly();
@@ -72,7 +69,7 @@ class LocalStackIT {
                             + "FROM generate_series(1, 200) g");
                 }
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 400);
-                assertThat(count(s, "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler'")).isGreaterThan(token);
+                assertThat(dev.fencedjobs.db.LeaseRow.of(owner, "scheduler").orElseThrow().token()).isGreaterThan(token);
                 assertThat(count(s, "SELECT count(DISTINCT job_id) FROM ledger")).isEqualTo(400);
                 assertThat(count(s, "SELECT count(*) FROM jobs j JOIN ledger l ON l.job_id = j.id AND l.fencing_token = j.completed_by_token"))
                         .as("every effect carries the token that completed its job").isEqualTo(400);

@@ -1,5 +1,6 @@
 package dev.fencedjobs.runtime;
 
+import dev.fencedjobs.db.LeaseRow;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -40,8 +41,6 @@ public final class Dashboard implements AutoCloseable {
 
     static final String VISIBLE = "SELECT " + visible("leader_lease") + ", " + visible("lease_takeover") + ", " + visible("jobs") + ", "
             + visible("outbox") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected");
-    static final String LEASES = "SELECT role, holder_id, fencing_token, expires_at > clock_timestamp(), "
-            + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease ORDER BY role";
     static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
     static final String BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT "
@@ -90,7 +89,7 @@ public final class Dashboard implements AutoCloseable {
         }
         try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
-            out.put("roles", v[0] ? leases(s) : null);
+            out.put("roles", v[0] ? leases(c) : null);
             out.put("timeline", v[1] ? timeline(s) : null);
             out.put("deadLetters", v[4] ? deadLetters(s) : null);
             out.put("staleRejected", v[5] ? stale(s) : null);
@@ -159,18 +158,16 @@ public final class Dashboard implements AutoCloseable {
         }
     }
 
-    private static List<Map<String, Object>> leases(Statement s) throws SQLException {
+    private static List<Map<String, Object>> leases(Connection c) throws SQLException {
         List<Map<String, Object>> roles = new ArrayList<>();
-        try (ResultSet rs = s.executeQuery(LEASES)) {
-            while (rs.next()) {
-                Map<String, Object> r = new LinkedHashMap<>();
-                r.put("role", rs.getString(1));
-                r.put("holder", rs.getString(2));
-                r.put("token", rs.getLong(3));
-                r.put("live", rs.getBoolean(4));
-                r.put("expiresInSeconds", rs.getBigDecimal(5));
-                roles.add(r);
-            }
+        for (LeaseRow l : LeaseRow.all(c)) {
+            Map<String, Object> r = new LinkedHashMap<>();
+            r.put("role", l.role());
+            r.put("holder", l.holderId());
+            r.put("token", l.token());
+            r.put("live", l.live());
+            r.put("expiresInSeconds", l.secondsLeft());
+            roles.add(r);
         }
         return roles;
     }
