@@ -67,7 +67,7 @@ final class EndToEndBenchmark {
     private final String phases;
     private final String serviceLogLevel;
 
-    private EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
+    EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
             String serviceLogLevel) {
         this.repo = repo;
         this.out = out;
@@ -79,36 +79,7 @@ final class EndToEndBenchmark {
         this.serviceLogLevel = serviceLogLevel;
     }
 
-    static void main(String[] args) throws Exception {
-        Path repo = Path.of(".");
-        Path out = Path.of("docs", "benchmarks");
-        int window = 60;
-        int trials = 10;
-        int idle = 60;
-        int[] loads = {100, 500, 1000, 2000, 4000, 8000, 12000};
-        String phases = "all";
-        String logLevel = "INFO";
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            switch (args[i]) {
-                case "--repo" -> repo = Path.of(args[i + 1]);
-                case "--out" -> out = Path.of(args[i + 1]);
-                case "--seconds" -> window = Integer.parseInt(args[i + 1]);
-                case "--trials" -> trials = Integer.parseInt(args[i + 1]);
-                case "--idle-seconds" -> idle = Integer.parseInt(args[i + 1]);
-                case "--loads" -> loads = Arrays.stream(args[i + 1].split(",")).mapToInt(Integer::parseInt).toArray();
-                case "--phases" -> phases = args[i + 1];
-                case "--service-log-level" -> logLevel = args[i + 1];
-                default -> {
-                    System.err.println("usage: e2e [--seconds 60] [--trials 10] [--idle-seconds 60] [--loads 100,500,...] [--out docs/benchmarks] [--repo .]"
-                            + " [--phases all|throughput,latency,failover,consumer-failover,idle] [--service-log-level INFO]");
-                    System.exit(2);
-                }
-            }
-        }
-        new EndToEndBenchmark(repo, out, window, trials, idle, loads, phases, logLevel).run();
-    }
-
-    private void run() throws Exception {
+    void run() throws Exception {
         stack = new BenchStack(repo, serviceLogLevel, Path.of("target", "e2e-logs"));
         pg = stack.pg();
         kafka = stack.kafka();

@@ -72,7 +72,7 @@ final class SoakBenchmark {
     private final java.util.concurrent.ConcurrentLinkedQueue<Double> insertMillis = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private BenchStack stack;
 
-    private SoakBenchmark(Path repo, Path out, int minutes, int windowSeconds, Duration retention, int fixedRate, long history,
+    SoakBenchmark(Path repo, Path out, int minutes, int windowSeconds, Duration retention, int fixedRate, long history,
             boolean defaultAutovacuum, String serviceLogLevel) {
         this.repo = repo;
         this.out = out;
@@ -85,51 +85,9 @@ final class SoakBenchmark {
         this.serviceLogLevel = serviceLogLevel;
     }
 
-    static void main(String[] args) throws Exception {
-        Path repo = Path.of(".");
-        Path out = Path.of("docs", "benchmarks");
-        int minutes = 30;
-        int window = 20;
-        Duration retention = Duration.ofMinutes(3);
-        int rate = 0;
-        long history = 0;
-        boolean defaultAutovacuum = false;
-        String logLevel = "INFO";
-        for (int i = 0; i < args.length; i += 2) {
-            String value = i + 1 < args.length ? args[i + 1] : null;
-            switch (value == null ? "--help" : args[i]) {
-                case "--repo" -> repo = Path.of(value);
-                case "--out" -> out = Path.of(value);
-                case "--minutes" -> minutes = Integer.parseInt(value);
-                case "--window-seconds" -> window = Integer.parseInt(value);
-                case "--retention" -> retention = Settings.parseDuration("--retention", value);
-                case "--rate" -> rate = Integer.parseInt(value);
-                case "--history" -> history = Long.parseLong(value);
-                case "--autovacuum" -> defaultAutovacuum = switch (value) {
-                    case "default" -> true;
-                    case "migrated" -> false;
-                    default -> throw new IllegalArgumentException("--autovacuum migrated|default");
-                };
-                case "--service-log-level" -> logLevel = value;
-                case "--chart-from" -> {
-                    redraw(Path.of(value));
-                    return;
-                }
-                default -> {
-                    System.err.println("usage: soak [--minutes 30] [--window-seconds 20] [--retention 3m] [--rate jobs/s (default: half the"
-                            + " saturation measured first)] [--history completed jobs kept throughout (0)] [--autovacuum migrated|default]"
-                            + " [--chart-from soak.json (only draws soak.svg again)]"
-                            + " [--out docs/benchmarks] [--repo .] [--service-log-level INFO]");
-                    System.exit(2);
-                }
-            }
-        }
-        new SoakBenchmark(repo, out, minutes, window, retention, rate, history, defaultAutovacuum, logLevel).run();
-    }
-
     /** Draws {@code soak.svg} again beside a {@code soak.json} this benchmark wrote. */
     @SuppressWarnings("unchecked")
-    private static void redraw(Path json) throws Exception {
+    static void redraw(Path json) throws Exception {
         Map<String, Object> saved = new ObjectMapper().readValue(json.toFile(), Map.class);
         Map<String, String> retentions = (Map<String, String>) saved.get("retentions");
         SoakBenchmark b = new SoakBenchmark(Path.of("."), json.toAbsolutePath().getParent(), 0, 20,
@@ -149,7 +107,7 @@ final class SoakBenchmark {
         System.out.println("Written: " + json.toAbsolutePath().getParent().resolve("soak.svg"));
     }
 
-    private void run() throws Exception {
+    void run() throws Exception {
         stack = new BenchStack(repo, serviceLogLevel, Path.of("target", "soak-logs"));
         try {
             machine();

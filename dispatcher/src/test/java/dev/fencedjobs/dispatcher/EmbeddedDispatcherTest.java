@@ -60,6 +60,23 @@ class EmbeddedDispatcherTest {
             assertThat(pool.isClosed()).isFalse();
             assertThat(completed(pool)).as("the application's pool still serves it").isEqualTo(20);
             assertThat(registry.getMeters()).as("a stopped dispatcher's meters are gone from the application's registry").isEmpty();
+            // Every connection of the pool (4), the one the dispatcher listened on among them: none listens any more.
+            java.util.List<Connection> all = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < 4; i++) {
+                    all.add(pool.getConnection());
+                }
+                for (Connection c : all) {
+                    try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
+                        rs.next();
+                        assertThat(rs.getLong(1)).as("channels still listened on by a connection given back to the application").isZero();
+                    }
+                }
+            } finally {
+                for (Connection c : all) {
+                    c.close();
+                }
+            }
         }
     }
 

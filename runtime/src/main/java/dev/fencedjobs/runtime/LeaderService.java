@@ -148,9 +148,6 @@ public final class LeaderService implements AutoCloseable {
         return runtime.httpPort();
     }
 
-    public ServiceRuntime runtime() {
-        return runtime;
-    }
 
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();

@@ -123,8 +123,39 @@ public final class ServiceRuntime implements AutoCloseable {
         return new PgListener(() -> {
             Connection c = dataSource.getConnection();
             c.setAutoCommit(true); // LISTEN takes effect at commit, and notifications arrive only between transactions
-            return c;
+            return unlistenOnClose(c);
         }, service, channels, onNotification, onConnected);
+    }
+
+    /**
+     * The connection, which on close first ends its LISTENs: a pool does not reset them, and the
+     * application's next borrower would otherwise be a session that listens and never reads, which
+     * holds back the server's notification queue until it fills.
+     */
+    static Connection unlistenOnClose(Connection c) {
+        return (Connection) java.lang.reflect.Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
+                (proxy, method, args) -> {
+                    if ("close".equals(method.getName()) && method.getParameterCount() == 0) {
+                        try {
+                            if (!c.isClosed()) {
+                                try (java.sql.Statement s = c.createStatement()) {
+                                    s.execute("UNLISTEN *");
+                                }
+                            }
+                        } catch (java.sql.SQLException e) {
+                            log.debug("UNLISTEN before returning the LISTEN connection to the application's pool failed "
+                                    + "(the pool drops a broken one): {}", e.toString());
+                        } finally {
+                            c.close();
+                        }
+                        return null;
+                    }
+                    try {
+                        return method.invoke(c, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
     }
 
     /**
