@@ -150,6 +150,10 @@ public final class LocalStack {
         System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs");
         System.out.println("  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
         System.out.println("  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
+        for (Child c : children) {
+            System.out.println(String.format("  %-9s http://localhost:%d/  (%s: dashboard; /status, /metrics)",
+                    c == children.get(0) ? "Dashboard" : "", c.httpPort, c.name));
+        }
         System.out.println("  Ctrl-C stops everything.");
         System.out.println();
     }
@@ -164,7 +168,8 @@ public final class LocalStack {
         env.put("DATABASE_USER", role);
         env.put("DATABASE_PASSWORD", ROLE_PASSWORDS.get(role));
         env.put("DATABASE_MIGRATE", "false");
-        env.put("HTTP_PORT", "0");
+        int httpPort = freePort();
+        env.put("HTTP_PORT", Integer.toString(httpPort));
         env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
         env.put("KAFKA_TOPIC_PARTITIONS", "3");
         env.put("LEASE_DURATION", "5s");
@@ -173,9 +178,16 @@ public final class LocalStack {
                 "-cp", System.getProperty("java.class.path"), mainClass);
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().putAll(env);
-        Child child = new Child(name, builder.start());
+        Child child = new Child(name, builder.start(), httpPort);
         children.add(child);
         return child;
+    }
+
+    /** A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child, with its message). */
+    private static int freePort() throws IOException {
+        try (java.net.ServerSocket socket = new java.net.ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
     }
 
     List<Child> children() {
@@ -220,10 +232,13 @@ public final class LocalStack {
     static final class Child {
         final String name;
         final Process process;
+        /** Its ops endpoint: health, status and the dashboard at {@code /}. */
+        final int httpPort;
 
-        Child(String name, Process process) {
+        Child(String name, Process process, int httpPort) {
             this.name = name;
             this.process = process;
+            this.httpPort = httpPort;
             Thread pump = new Thread(() -> {
                 try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
                     String line;

@@ -48,6 +48,26 @@ class LocalStackIT {
             assertThat(m.find()).isTrue();
             String url = m.group(1);
             assertThat(output).anyMatch(l -> l.contains("psql \"postgresql://"));
+            // The banner's dashboards answer, each with what its role may read.
+            await().atMost(Duration.ofSeconds(30)).until(() -> output.stream().anyMatch(l -> l.contains("(consumer: dashboard")));
+            for (String service : List.of("dispatcher-1", "relay", "consumer")) {
+                Matcher port = Pattern.compile("http://localhost:(\\d+)/  \\(" + service + ": dashboard").matcher(
+                        output.stream().filter(l -> l.contains("(" + service + ": dashboard")).findFirst().orElseThrow());
+                assertThat(port.find()).as(service).isTrue();
+                java.net.URI dashboard = java.net.URI.create("http://localhost:" + port.group(1) + "/dashboard.json");
+                String expected = switch (service) {
+                    case "dispatcher-1" -> "\"dueBacklog\" : 0";
+                    case "relay" -> "\"outboxLagSeconds\" : 0.0";
+                    default -> "\"toActOn\" : 0";
+                };
+                // The banner comes as the services start; each answers once it listens.
+                await().atMost(Duration.ofSeconds(60)).ignoreExceptions().until(() -> java.net.http.HttpClient.newHttpClient()
+                        .send(java.net.http.HttpRequest.newBuilder(dashboard).build(), java.net.http.HttpResponse.BodyHandlers.ofString())
+                        .body().contains(expected));
+                String json = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(dashboard).build(),
+                        java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+                assertThat(json).as(service).contains("\"service\" : \"" + service.replace("-1", "") + "\"");
+            }
 
             // Plain SQL as the producer role, exactly as the banner says.
             try (Connection producer = DriverManager.getConnection(url, "fj_producer", "producer"); Statement s = producer.createStatement()) {

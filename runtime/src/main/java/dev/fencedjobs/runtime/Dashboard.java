@@ -40,12 +40,14 @@ public final class Dashboard implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
 
     static final String VISIBLE = "SELECT " + visible("leader_lease") + ", " + visible("lease_takeover") + ", " + visible("jobs") + ", "
-            + visible("outbox") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected");
+            + visible("outbox_position") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected");
     static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
     static final String BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT "
             + COUNT_CAP + ") due";
-    static final String OUTBOX_LAG = "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox_unpublished";
+    /** The view {@code outbox_unpublished} written out: the roles may read its tables, not the view. */
+    static final String OUTBOX_LAG = "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(o.completed_at)), 0) FROM outbox o "
+            + "WHERE o.id > (SELECT p.published_through FROM outbox_position p WHERE p.role = 'relay')";
     static final String DEAD_LETTERS = "SELECT count(*) FILTER (WHERE status IN ('dead', 'replay_requested')), "
             + "count(*) FILTER (WHERE status = 'replayed'), count(*) FILTER (WHERE status = 'discarded') FROM consumer_dead_letter";
     static final String STALE = "SELECT count(*), max(rejected_at) FROM consumer_rejected";
@@ -122,14 +124,19 @@ public final class Dashboard implements AutoCloseable {
     private void sampleOnce() {
         Map<String, Object> sample = new LinkedHashMap<>();
         sample.put("at", Instant.now().toString());
+        sample.put("dueBacklog", null);
+        sample.put("outboxLagSeconds", null);
         try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
-            sample.put("dueBacklog", v[2] ? single(s, BACKLOG).longValue() : null);
-            sample.put("outboxLagSeconds", v[3] ? Math.round(single(s, OUTBOX_LAG).doubleValue() * 10) / 10.0 : null);
+            // Each on its own: one that fails (a grant the role lacks, a timeout) leaves the other.
+            if (v[2]) {
+                sample.put("dueBacklog", orNull(() -> single(s, BACKLOG).longValue()));
+            }
+            if (v[3]) {
+                sample.put("outboxLagSeconds", orNull(() -> Math.round(single(s, OUTBOX_LAG).doubleValue() * 10) / 10.0));
+            }
         } catch (SQLException | RuntimeException e) {
             log.debug("dashboard sample failed: {}", Faults.describe(e));
-            sample.put("dueBacklog", null);
-            sample.put("outboxLagSeconds", null);
         }
         sample.put("consumerLag", consumerLag == null ? null : consumerLag.getAsLong());
         synchronized (samples) {
@@ -137,6 +144,19 @@ public final class Dashboard implements AutoCloseable {
             while (samples.size() > SAMPLES) {
                 samples.removeFirst();
             }
+        }
+    }
+
+    private interface Query<T> {
+        T run() throws SQLException;
+    }
+
+    private static <T> T orNull(Query<T> query) {
+        try {
+            return query.run();
+        } catch (SQLException | RuntimeException e) {
+            log.debug("dashboard query failed: {}", Faults.describe(e));
+            return null;
         }
     }
 
