@@ -148,7 +148,6 @@ public final class LeaderService implements AutoCloseable {
         return runtime.httpPort();
     }
 
-
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("service", spec.service());
