@@ -52,7 +52,7 @@ class ComposeHealthCheckTest {
     void theHealthCheckRunsWithoutAShellAndTellsReadyFromNotReady() throws Exception {
         List<String> check = healthCheck();
         AtomicBoolean ready = new AtomicBoolean(true);
-        OpsServer ops = OpsServer.start(0, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT), ready::get, Map::of);
+        OpsServer ops = OpsServer.start(0, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT)::scrape, ready::get, Map::of, null);
         int port = ops.port();
         try {
             assertThat(run(check, port)).as("ready: healthy").isZero();

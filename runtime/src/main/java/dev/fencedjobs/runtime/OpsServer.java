@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
@@ -40,12 +39,6 @@ public final class OpsServer implements AutoCloseable {
 
     private OpsServer(HttpServer server) {
         this.server = server;
-    }
-
-    /** Starts on {@code port} (0 picks a free one), with no dashboard. */
-    public static OpsServer start(int port, PrometheusMeterRegistry registry, BooleanSupplier ready,
-            Supplier<Map<String, Object>> status) {
-        return start(port, registry::scrape, ready, status, null);
     }
 
     /**
