@@ -8,10 +8,9 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
-import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
@@ -19,14 +18,9 @@ import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import dev.fencedjobs.runtime.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -34,15 +28,10 @@ import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.jooq.DSLContext;
@@ -51,19 +40,15 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One consumer instance: polls a batch, handles it in one transaction of its own database
- * ({@link BatchProcessor}), then commits the Kafka offsets. A crash between the two commits
- * redelivers the batch, and the job ids recorded in the first commit make it a no-op.
+ * One consumer instance: its {@link ConsumerLoop} on a thread of its own (poll a batch, handle it
+ * in one transaction of its own database with {@link BatchProcessor}, then commit the Kafka
+ * offsets; effects that throw, database and Kafka faults as that class says), the purge, replay
+ * and patient-retry threads beside it, on a {@link ServiceRuntime}.
  *
  * <ul>
  *   <li>Auto-commit is off; {@code isolation.level=read_committed}, so that records of an aborted
  *       transaction from any other writer of the topic are never applied (the relay itself does
  *       not use transactions, and its records are read as soon as the broker acknowledged them).
- *   <li>An effect that throws rolls the batch back; its records are then retried one at a time,
- *       each up to {@code EFFECT_MAX_ATTEMPTS} times, and dead-lettered after that, so one bad
- *       job never blocks a partition.
- *   <li>A database fault is not the records' fault: the batch is rolled back, the consumer seeks
- *       back to it, backs off and tries again. Nothing is committed to Kafka meanwhile.
  * </ul>
  */
 public final class FencedConsumer implements RunningService {
@@ -80,25 +65,18 @@ public final class FencedConsumer implements RunningService {
     public static final String MIGRATIONS = "classpath:db/consumer";
     public static final String HISTORY_TABLE = "consumer_schema_history";
 
-    /** Commits the offsets of a handled batch; the default is {@code commitSync}. */
-    interface OffsetCommitter {
-        void commit(KafkaConsumer<String, byte[]> consumer, Map<TopicPartition, OffsetAndMetadata> offsets);
-    }
+    /** Commits the offsets of a handled batch: {@code commitSync}. */
+    static final ConsumerLoop.OffsetCommitter COMMIT_SYNC = org.apache.kafka.clients.consumer.Consumer::commitSync;
 
     private final ConsumerConfig config;
-    private final OffsetCommitter committer;
     private final ServiceRuntime runtime;
     private final DSLContext dsl;
     private final BatchProcessor processor;
     private final KafkaConsumer<String, byte[]> consumer;
+    private final ConsumerLoop loop;
     private final Thread thread;
     private final AtomicBoolean running = new AtomicBoolean(true);
     private final CountDownLatch terminated = new CountDownLatch(1);
-    private final AtomicLong lag = new AtomicLong();
-    private volatile boolean databaseOk;
-    private final KafkaHealth kafka = new KafkaHealth(log, "consumer", "nothing is consumed meanwhile; retrying");
-    private volatile List<String> assignment = List.of();
-    private volatile Map<String, Object> lastBatch;
     private final PurgeSchedule purges;
     private final Purger purger;
     /** Replays the dead letters an operator asked for, beside the loop: one at a time, every few seconds while none is asked. */
@@ -107,46 +85,24 @@ public final class FencedConsumer implements RunningService {
     /** Tries again the records waiting for a patient retry, beside the loop. */
     private final Purger retrier;
     private final PatientRetries patient;
-    private final Counter parked;
 
-    private final Counter applied;
-    private final Counter duplicates;
-    private final Counter stale;
-    private final Counter deadLettered;
-    private final Counter late;
-    private final Counter reused;
-    private final Counter failures;
-    private final Timer batchLatency;
-
-    private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, OffsetCommitter committer) {
+    private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer, Ticker ticker) {
         this.config = config;
         Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
                 : config.recordsRetention();
-        this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, dev.fencedjobs.db.Ticker.system());
-        this.committer = committer;
+        this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, ticker);
         this.runtime = ServiceRuntime.open("consumer", config.service(), embedding, MIGRATIONS, HISTORY_TABLE);
         log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}", config.groupId(),
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
                 config.kafka().redactedClient(), runtime.describeDatabase());
         MeterRegistry registry = runtime.registry();
-        applied = Counter.builder("fencedjobs_consumer_applied").description("effects applied").register(registry);
-        duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
-        stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
-        deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
-        late = Counter.builder("fencedjobs_consumer_late")
-                .description("records applied that arrived after a later outbox row of their resource").register(registry);
-        reused = Counter.builder("fencedjobs_consumer_reused")
-                .description("records whose job id or fencing token had been seen on another job or tenure: a database rolled back by a failover")
-                .register(registry);
-        failures = Counter.builder("fencedjobs_consumer_batch_failures").description("polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back").register(registry);
-        batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
-        Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
         try {
-            databaseOk = true;
             this.dsl = runtime.dsl();
             this.processor = new BatchProcessor(effect);
             this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
-            runtime.serve(this::ready, this::status, lag::get);
+            this.loop = new ConsumerLoop(consumer, new JooqStore(), committer, config.effectMaxAttempts(), config.effectRetryBackoff(),
+                    ticker, registry);
+            runtime.serve(this::ready, this::status, loop::lag);
         } catch (RuntimeException e) {
             runtime.close();
             throw e;
@@ -157,17 +113,41 @@ public final class FencedConsumer implements RunningService {
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
         DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
-        this.parked = Counter.builder("fencedjobs_consumer_waiting")
-                .description("records put to wait for a patient retry: their effect kept failing, or an earlier record of their resource waits")
-                .register(registry);
         this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
                 () -> java.util.concurrent.ThreadLocalRandom.current().nextDouble());
-        this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), dev.fencedjobs.db.Ticker.system()),
+        this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
                 running::get, patient::retryOne, n -> { },
                 e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
-        this.replayer = new Purger("consumer-replay", new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), dev.fencedjobs.db.Ticker.system()),
+        this.replayer = new Purger("consumer-replay", new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), ticker),
                 running::get, replay::replayOne, replayed::increment,
                 e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
+    }
+
+    /** The consumer's database: each call a transaction of its own. */
+    private final class JooqStore implements ConsumerLoop.Store {
+        @Override
+        public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
+            return dsl.transactionResult(c -> processor.process(c.dsl(), records));
+        }
+
+        @Override
+        public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
+            Job job = BatchProcessor.jobOf(record);
+            if (config.retries().enabled() && job != null) {
+                Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
+                        java.util.concurrent.ThreadLocalRandom.current().nextDouble());
+                log.warn("{}; {} waits for a patient retry in {} ms, and its resource's later records behind it", reason,
+                        BatchProcessor.describe(record), wait.toMillis());
+                boolean waits = dsl.transactionResult(c -> {
+                    BatchProcessor.lockFence(c.dsl(), job.resource());
+                    return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait);
+                });
+                return waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0);
+            }
+            log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
+            boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
+            return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
+        }
     }
 
     public static FencedConsumer start(ConsumerConfig config) {
@@ -175,7 +155,7 @@ public final class FencedConsumer implements RunningService {
     }
 
     public static FencedConsumer start(ConsumerConfig config, Effect effect) {
-        return start(config, Embedding.STANDALONE, effect, KafkaConsumer::commitSync);
+        return start(config, Embedding.STANDALONE, effect, COMMIT_SYNC, Ticker.system());
     }
 
     /**
@@ -186,8 +166,9 @@ public final class FencedConsumer implements RunningService {
         return new Builder(kafka, groupId, effect);
     }
 
-    static FencedConsumer start(ConsumerConfig config, Embedding embedding, Effect effect, OffsetCommitter committer) {
-        FencedConsumer c = new FencedConsumer(config, embedding, effect, committer);
+    static FencedConsumer start(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer,
+            Ticker ticker) {
+        FencedConsumer c = new FencedConsumer(config, embedding, effect, committer, ticker);
         c.thread.start();
         c.purger.start();
         c.replayer.start();
@@ -210,7 +191,6 @@ public final class FencedConsumer implements RunningService {
     }
 
     private void run() {
-        Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
         try {
             consumer.subscribe(List.of(config.kafka().topic()), new ConsumerRebalanceListener() {
                 @Override
@@ -223,31 +203,9 @@ public final class FencedConsumer implements RunningService {
                     log.info("Partitions assigned: {}", partitions);
                 }
             });
-            while (running.get()) {
-                ConsumerRecords<String, byte[]> records;
-                try {
-                    records = consumer.poll(Duration.ofSeconds(1));
-                } catch (WakeupException e) {
-                    break;
-                } catch (KafkaException e) {
-                    failures.increment();
-                    kafka.failed(e);
-                    sleep(backoff.nextNanos());
-                    continue;
-                }
-                kafka.succeeded();
-                updateLagAndAssignment();
-                if (records.isEmpty()) {
-                    continue;
-                }
-                if (handle(records)) {
-                    backoff.reset();
-                } else {
-                    sleep(backoff.nextNanos());
-                }
-            }
-        } catch (WakeupException e) {
-            // Stopping.
+            loop.run();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         } finally {
             try {
                 consumer.close(Duration.ofSeconds(5));
@@ -255,123 +213,6 @@ public final class FencedConsumer implements RunningService {
                 log.debug("closing the Kafka consumer: {}", e.toString());
             }
         }
-    }
-
-    /** True when the batch was committed to the database and to Kafka. */
-    private boolean handle(ConsumerRecords<String, byte[]> polled) {
-        long started = System.nanoTime();
-        List<ConsumerRecord<String, byte[]>> records = new ArrayList<>(polled.count());
-        polled.forEach(records::add);
-        BatchProcessor.Counts counts;
-        try {
-            counts = processWholeOrOneByOne(records);
-            databaseOk = true;
-        } catch (RuntimeException e) {
-            databaseOk = false;
-            failures.increment();
-            log.warn("Batch of {} records rolled back, will be retried: {}", records.size(), Faults.describe(e));
-            seekBack(polled);
-            return false;
-        }
-        applied.increment(counts.applied());
-        duplicates.increment(counts.duplicates());
-        stale.increment(counts.rejected());
-        deadLettered.increment(counts.deadLettered());
-        late.increment(counts.late());
-        reused.increment(counts.reused());
-        parked.increment(counts.waiting());
-        try {
-            committer.commit(consumer, nextOffsets(polled));
-        } catch (KafkaException e) {
-            // The database has the outcome; the records come again and are found processed.
-            failures.increment();
-            log.warn("Offset commit failed; the batch will be redelivered and deduplicated: {}", Faults.describe(e));
-        }
-        long elapsed = System.nanoTime() - started;
-        batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
-        Map<String, Object> batch = new LinkedHashMap<>();
-        batch.put("records", records.size());
-        batch.put("applied", counts.applied());
-        batch.put("duplicates", counts.duplicates());
-        batch.put("staleRejected", counts.rejected());
-        batch.put("deadLettered", counts.deadLettered());
-        batch.put("late", counts.late());
-        batch.put("reused", counts.reused());
-        batch.put("waiting", counts.waiting());
-        batch.put("millis", elapsed / 1e6);
-        batch.put("finishedAt", Instant.now().toString());
-        lastBatch = batch;
-        return true;
-    }
-
-    private BatchProcessor.Counts processWholeOrOneByOne(List<ConsumerRecord<String, byte[]>> records) {
-        try {
-            return dsl.transactionResult(c -> processor.process(c.dsl(), records));
-        } catch (BatchProcessor.EffectFailure e) {
-            log.warn("Effect failed in a batch of {} records; retrying them one at a time: {}", records.size(), Faults.describe(e));
-        }
-        BatchProcessor.Counts total = BatchProcessor.Counts.NONE;
-        for (ConsumerRecord<String, byte[]> record : records) {
-            total = total.plus(processOne(record));
-        }
-        return total;
-    }
-
-    private BatchProcessor.Counts processOne(ConsumerRecord<String, byte[]> record) {
-        RuntimeException last = null;
-        for (int attempt = 1; attempt <= config.effectMaxAttempts(); attempt++) {
-            try {
-                return dsl.transactionResult(c -> processor.process(c.dsl(), List.of(record)));
-            } catch (BatchProcessor.EffectFailure e) {
-                last = e;
-                log.debug("Effect attempt {} of {} failed for {}", attempt, config.effectMaxAttempts(), BatchProcessor.describe(record));
-                if (attempt < config.effectMaxAttempts()) {
-                    sleep(config.effectRetryBackoff().toNanos());
-                }
-            }
-        }
-        String reason = "effect failed " + config.effectMaxAttempts() + " times: " + Faults.describe(last.getCause());
-        Job job = BatchProcessor.jobOf(record);
-        if (config.retries().enabled() && job != null) {
-            Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
-                    java.util.concurrent.ThreadLocalRandom.current().nextDouble());
-            log.warn("Effect of {} failed {} times; it waits for a patient retry in {} ms, and its resource's later records behind it: {}",
-                    BatchProcessor.describe(record), config.effectMaxAttempts(), wait.toMillis(), Faults.describe(last.getCause()));
-            boolean waits = dsl.transactionResult(c -> {
-                BatchProcessor.lockFence(c.dsl(), job.resource());
-                return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait);
-            });
-            return waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0);
-        }
-        log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
-        boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
-        return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
-    }
-
-    private static Map<TopicPartition, OffsetAndMetadata> nextOffsets(ConsumerRecords<String, byte[]> records) {
-        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
-        for (TopicPartition tp : records.partitions()) {
-            List<ConsumerRecord<String, byte[]>> list = records.records(tp);
-            offsets.put(tp, new OffsetAndMetadata(list.get(list.size() - 1).offset() + 1));
-        }
-        return offsets;
-    }
-
-    private void seekBack(ConsumerRecords<String, byte[]> records) {
-        for (TopicPartition tp : records.partitions()) {
-            consumer.seek(tp, records.records(tp).get(0).offset());
-        }
-    }
-
-    private void updateLagAndAssignment() {
-        long total = 0;
-        List<String> assigned = new ArrayList<>();
-        for (TopicPartition tp : consumer.assignment()) {
-            assigned.add(tp.toString());
-            total += consumer.currentLag(tp).orElse(0);
-        }
-        lag.set(total);
-        assignment = assigned;
     }
 
     /**
@@ -405,18 +246,9 @@ public final class FencedConsumer implements RunningService {
         return processed;
     }
 
-    private void sleep(long nanos) {
-        try {
-            TimeUnit.NANOSECONDS.sleep(nanos);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            running.set(false);
-        }
-    }
-
     @Override
     public boolean ready() {
-        return databaseOk && kafka.healthy() && running.get();
+        return loop.healthy() && running.get();
     }
 
     @Override
@@ -436,23 +268,15 @@ public final class FencedConsumer implements RunningService {
         status.put("group", config.groupId());
         status.put("topic", config.kafka().topic());
         status.put("ready", ready());
-        status.put("kafka", kafka.state());
-        status.put("assignment", assignment);
-        status.put("lag", lag.get());
-        status.put("applied", (long) applied.count());
-        status.put("duplicates", (long) duplicates.count());
-        status.put("staleRejected", (long) stale.count());
-        status.put("deadLettered", (long) deadLettered.count());
-        status.put("late", (long) late.count());
-        status.put("reused", (long) reused.count());
+        status.putAll(loop.status());
         status.put("deadLettersReplayed", (long) replayed.count());
         Map<String, Object> retry = new LinkedHashMap<>();
         retry.put("maxAge", config.retries().maxAge().toString());
-        retry.put("putToWait", (long) parked.count());
+        retry.put("putToWait", loop.putToWait());
         retry.put("succeeded", patient.succeeded());
         retry.put("deadLettered", patient.deadLettered());
         status.put("patientRetries", retry);
-        Map<String, Object> b = lastBatch;
+        Map<String, Object> b = loop.lastBatch();
         if (b != null) {
             status.put("lastBatch", b);
         }
@@ -476,7 +300,7 @@ public final class FencedConsumer implements RunningService {
             return;
         }
         log.info("Consumer stopping: finishing the batch in hand");
-        consumer.wakeup();
+        loop.stop();
         try {
             thread.join(config.service().shutdownTimeout().toMillis());
         } catch (InterruptedException e) {
@@ -549,7 +373,7 @@ public final class FencedConsumer implements RunningService {
         public FencedConsumer start() {
             ConsumerConfig config = new ConsumerConfig(serviceConfig(false), kafka, groupId, batchSize, effectMaxAttempts,
                     effectRetryBackoff, processedRetention, membership, recordsRetention, retries);
-            return FencedConsumer.start(config, embedding(), effect, KafkaConsumer::commitSync);
+            return FencedConsumer.start(config, embedding(), effect, COMMIT_SYNC, Ticker.system());
         }
     }
 }

@@ -56,11 +56,11 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     FencedConsumer start() {
-        return start(config(500), new LedgerEffect(), org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+        return start(config(500), new LedgerEffect(), FencedConsumer.COMMIT_SYNC);
     }
 
-    FencedConsumer start(ConsumerConfig config, Effect effect, FencedConsumer.OffsetCommitter committer) {
-        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.Embedding.STANDALONE, effect, committer);
+    FencedConsumer start(ConsumerConfig config, Effect effect, ConsumerLoop.OffsetCommitter committer) {
+        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.Embedding.STANDALONE, effect, committer, dev.fencedjobs.db.Ticker.system());
         consumers.add(c);
         return c;
     }

@@ -74,7 +74,7 @@ class DeadLetterReplayTest {
 
     @Test
     void aReplayedEffectIsAppliedOnceAndNeitherItsRedeliveryNorASecondReplayAppliesItAgain() {
-        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, KafkaConsumer::commitSync);
+        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, FencedConsumer.COMMIT_SYNC);
         for (long job = 1; job <= 4; job++) {
             fixture.send(job, "acct", 1);
         }
@@ -112,7 +112,7 @@ class DeadLetterReplayTest {
 
     @Test
     void aReplayBelowTheResourcesFenceIsRejectedAsStaleAndAnUnreadableRecordStaysDead() {
-        fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, KafkaConsumer::commitSync);
+        fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, FencedConsumer.COMMIT_SYNC);
         fixture.send(30, "acct", 1); // outbox row 30, token 1: dead-lettered
         fixture.sendRaw("acct", "not json at all");
         fixture.flush();

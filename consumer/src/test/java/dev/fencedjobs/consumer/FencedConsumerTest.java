@@ -55,7 +55,7 @@ class FencedConsumerTest {
         ConsumerConfig base = fixture.config(500);
         fixture.start(new ConsumerConfig(base.service(), base.kafka(), base.groupId(), base.batchSize(), base.effectMaxAttempts(),
                 base.effectRetryBackoff(), Duration.ofDays(1), base.membership(), Duration.ofDays(30)), new LedgerEffect(),
-                org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+                FencedConsumer.COMMIT_SYNC);
 
         // Chunks of 5,000, again soon while they come back full: all gone well within the idle interval of a minute.
         await().atMost(Duration.ofSeconds(30)).until(() -> processed() == 1);
@@ -183,7 +183,7 @@ class FencedConsumerTest {
             }
         };
         // Patient retries off: the quick tries, then the dead letter (PatientRetriesTest has the default).
-        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), failingForJob3, KafkaConsumer::commitSync);
+        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), failingForJob3, FencedConsumer.COMMIT_SYNC);
         for (long job = 1; job <= 6; job++) {
             fixture.send(job, "same", 1);
         }
@@ -231,14 +231,14 @@ class FencedConsumerTest {
 
     @Test
     void twoConsumersAndAThirdJoiningMidStreamGiveExactlyOneEffectPerJob() throws Exception {
-        fixture.start(fixture.config(200), new LedgerEffect(), KafkaConsumer::commitSync);
-        fixture.start(fixture.config(200), new LedgerEffect(), KafkaConsumer::commitSync);
+        fixture.start(fixture.config(200), new LedgerEffect(), FencedConsumer.COMMIT_SYNC);
+        fixture.start(fixture.config(200), new LedgerEffect(), FencedConsumer.COMMIT_SYNC);
         for (long job = 1; job <= 5000; job++) {
             fixture.send(job, "r-" + (job % 50), 1);
         }
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() > 1000);
-        fixture.start(fixture.config(200), new LedgerEffect(), KafkaConsumer::commitSync);
+        fixture.start(fixture.config(200), new LedgerEffect(), FencedConsumer.COMMIT_SYNC);
         for (long job = 5001; job <= 10_000; job++) {
             fixture.send(job, "r-" + (job % 50), 1);
         }

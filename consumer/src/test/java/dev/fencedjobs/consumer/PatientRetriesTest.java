@@ -67,7 +67,7 @@ class PatientRetriesTest {
     @Test
     void aFailingResourceWaitsInOrderAcrossARestartWhileTheOthersFlow() {
         down.add("pay");
-        FencedConsumer first = fixture.start(config(new EffectRetries(Duration.ofHours(1), Duration.ofMillis(300))), effect, KafkaConsumer::commitSync);
+        FencedConsumer first = fixture.start(config(new EffectRetries(Duration.ofHours(1), Duration.ofMillis(300))), effect, FencedConsumer.COMMIT_SYNC);
         fixture.send(1, "pay", 1);
         fixture.send(2, "other", 1);
         fixture.send(3, "pay", 1);
@@ -91,7 +91,7 @@ class PatientRetriesTest {
 
         // A restart loses nothing: the waiting records are in the database, their offsets committed.
         first.close();
-        FencedConsumer second = fixture.start(config(new EffectRetries(Duration.ofHours(1), Duration.ofMillis(300))), effect, KafkaConsumer::commitSync);
+        FencedConsumer second = fixture.start(config(new EffectRetries(Duration.ofHours(1), Duration.ofMillis(300))), effect, FencedConsumer.COMMIT_SYNC);
         fixture.send(6, "other", 1);
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> ledgerJobs().contains(6L));
@@ -122,7 +122,7 @@ class PatientRetriesTest {
             }
             new LedgerEffect().apply(tx, job);
         };
-        fixture.start(config(new EffectRetries(Duration.ofSeconds(2), Duration.ofMillis(200))), onlyJob1Fails, KafkaConsumer::commitSync);
+        fixture.start(config(new EffectRetries(Duration.ofSeconds(2), Duration.ofMillis(200))), onlyJob1Fails, FencedConsumer.COMMIT_SYNC);
         fixture.send(1, "pay", 1);
         fixture.send(2, "pay", 1);
         fixture.flush();

@@ -107,7 +107,7 @@ class RolledBackIdentitiesTest {
         };
         // Patient retries off: the dead letter after the quick tries is what this test is about.
         FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), failsForTheSecondJob,
-                org.apache.kafka.clients.consumer.KafkaConsumer::commitSync);
+                FencedConsumer.COMMIT_SYNC);
         send(1, 5, "r", 1, T0, "a", ACQUIRED_A);
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 1);

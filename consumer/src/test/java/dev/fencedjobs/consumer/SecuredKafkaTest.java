@@ -103,7 +103,7 @@ class SecuredKafkaTest {
             List<ILoggingEvent> errors = logs.list.stream()
                     .filter(e -> e.getLevel() == Level.ERROR && e.getLoggerName().startsWith("dev.fencedjobs")).toList();
             assertThat(errors).extracting(ILoggingEvent::getLoggerName).as("one ERROR each, however often they retry")
-                    .containsExactlyInAnyOrder("dev.fencedjobs.relay.RelayLoop", "dev.fencedjobs.consumer.FencedConsumer");
+                    .containsExactlyInAnyOrder("dev.fencedjobs.relay.RelayLoop", "dev.fencedjobs.consumer.ConsumerLoop");
             assertThat(errors).allSatisfy(e -> assertThat(e.getFormattedMessage()).contains("Kafka refused").contains("KAFKA_SASL_"));
 
             List<String> shown = new java.util.ArrayList<>();

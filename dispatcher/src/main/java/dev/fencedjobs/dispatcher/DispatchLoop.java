@@ -5,7 +5,8 @@ import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.Grants;
+import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
@@ -35,6 +36,10 @@ import org.slf4j.MDC;
  * </ol>
  *
  * <p>While idle it sends nothing to the database: it wakes only for notifications and leadership.
+ *
+ * <p>Each pass is one {@link #step()}, which answers what to do next ({@link Next}: go again,
+ * sleep until, back off, stepped down, wait); {@link Next#drive} is the thread around it, and a
+ * test calls the step on a settable clock.
  *
  * <p><b>Where a batch starts.</b> A completed job's entry stays in {@code jobs_pending_due} until
  * VACUUM removes it, at the left of the index where a scan for the earliest due job begins; read
@@ -87,13 +92,13 @@ final class DispatchLoop implements LeaderService.Worker {
     /** How long the loop's stop waits for a purge delete in flight. */
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
-    private final Leadership leadership;
+    private final Grants leadership;
     private final JobBatches batches;
     private final int batchSize;
     private final Duration jobsRetention;
     private final Ticker ticker;
     private final Purger purger;
-    private final ScheduleFirer schedules;
+    private final Schedules schedules;
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     /** The notifications since the last batch began, to check against the position and the {@link ScanChain}; at most {@value #MAX_QUEUED}. */
@@ -111,6 +116,8 @@ final class DispatchLoop implements LeaderService.Worker {
     private volatile boolean running = true;
     private volatile boolean warmedUp;
     private volatile LastBatch lastBatch;
+    /** The loop thread's own: set while the leader sleeps until the next due time. */
+    private Idle idle;
 
     private final Counter jobsCompleted;
     private final Counter guardRejections;
@@ -123,8 +130,43 @@ final class DispatchLoop implements LeaderService.Worker {
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
 
-    DispatchLoop(Leadership leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry,
-            ScheduleFirer schedules) {
+    /**
+     * An idle leader's plan: under {@code token}, the earliest pending due time ({@link #NOTHING}
+     * when none; {@link #CATCH_UP} to run a batch at once) as of the database's {@code
+     * databaseNowMillis}, asked at {@code askedAtNanos} on the ticker.
+     */
+    private record Idle(long token, long dueMillis, long databaseNowMillis, long askedAtNanos) {}
+
+    /** The schedule firer beside the loop, as the loop sees it: started and stopped with it, woken by its channel. */
+    interface Schedules {
+        /** For a loop without schedules. */
+        Schedules NONE = new Schedules() {
+            @Override
+            public void start() {}
+
+            @Override
+            public void wake() {}
+
+            @Override
+            public Map<String, Object> status() {
+                return Map.of();
+            }
+
+            @Override
+            public void close() {}
+        };
+
+        void start();
+
+        void wake();
+
+        Map<String, Object> status();
+
+        void close();
+    }
+
+    DispatchLoop(Grants leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry,
+            Schedules schedules) {
         this.leadership = leadership;
         this.schedules = schedules;
         this.batches = batches;
@@ -236,35 +278,45 @@ final class DispatchLoop implements LeaderService.Worker {
         purger.start();
         schedules.start();
         try {
-            work();
+            Next.drive(this::step, wakeup, ticker);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         } finally {
+            MDC.clear();
             schedules.close();
             purger.close(PURGER_STOP);
         }
         log.debug("Dispatch loop stopped");
     }
 
-    private void work() {
-        while (running) {
-            Optional<Grant> grant = leadership.current();
-            try {
-                if (grant.isEmpty()) {
-                    wakeup.await(Long.MAX_VALUE);
-                    continue;
-                }
-                runBatches(grant.get());
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            } finally {
-                MDC.clear();
-            }
+    /**
+     * One step: no grant, wait for one; idle under this grant, sleep on until the earliest
+     * pending job is due (or a notification or the read from the start every second ends it);
+     * otherwise one batch, and after a batch that was not full, the next due time.
+     */
+    Next step() {
+        if (!running) {
+            return Next.stopped();
         }
-    }
-
-    private void runBatches(Grant grant) throws InterruptedException {
+        Optional<Grant> current = leadership.current();
+        if (current.isEmpty()) {
+            idle = null;
+            return Next.await();
+        }
+        Grant grant = current.get();
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
+        if (idle != null) {
+            Next sleep = idle.token() == grant.token() ? sleepUntilDue(idle) : null;
+            if (sleep != null) {
+                return sleep;
+            }
+            idle = null;
+        }
+        return runBatch(grant);
+    }
+
+    private Next runBatch(Grant grant) {
         long started = ticker.nanoTime();
         JobBatches.Position after = startFor(grant, started);
         JobBatches.BatchResult result;
@@ -274,15 +326,16 @@ final class DispatchLoop implements LeaderService.Worker {
             position = null;
             batchFailures.increment();
             log.warn("Batch under token {} failed, rolled back: {}", grant.token(), Faults.describe(e));
-            leadership.stepDown(grant, "batch failed (" + e.getClass().getSimpleName() + ")");
-            wakeup.await(backoff.nextNanos());
-            return;
+            String reason = "batch failed (" + e.getClass().getSimpleName() + ")";
+            leadership.stepDown(grant, reason);
+            return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), reason);
         }
         long elapsed = ticker.nanoTime() - started;
         if (!result.leaseHeld()) {
             guardRejections.increment();
-            leadership.stepDown(grant, "lease guard rejected token " + grant.token() + "; nothing was written");
-            return;
+            String reason = "lease guard rejected token " + grant.token() + "; nothing was written";
+            leadership.stepDown(grant, reason);
+            return Next.steppedDown(reason);
         }
         backoff.reset();
         if (after == null) {
@@ -300,9 +353,30 @@ final class DispatchLoop implements LeaderService.Worker {
             lastBatch = new LastBatch(grant.token(), result.completed(), elapsed / 1e6, Instant.now());
             log.debug("Completed {} jobs under token {} in {} ms", result.completed(), grant.token(), elapsed / 1_000_000);
         }
-        if (result.completed() < batchSize) {
-            sleepUntilDue(grant);
+        if (result.completed() >= batchSize) {
+            return Next.again();
         }
+        // The notification mark is reset before the query, so a job inserted after the query's
+        // snapshot still shortens the sleep.
+        earliestNotified.set(NOTHING);
+        JobBatches.NextDue next;
+        try {
+            next = batches.nextDue(position);
+        } catch (RuntimeException e) {
+            position = null;
+            batchFailures.increment();
+            log.warn("Reading the next due time failed: {}", Faults.describe(e));
+            String reason = "next-due query failed (" + e.getClass().getSimpleName() + ")";
+            leadership.stepDown(grant, reason);
+            return Next.steppedDown(reason);
+        }
+        idle = new Idle(grant.token(), next.earliestDueMillis(), next.databaseNowMillis(), ticker.nanoTime());
+        Next sleep = sleepUntilDue(idle);
+        if (sleep == null) {
+            idle = null;
+            return Next.again();
+        }
+        return sleep;
     }
 
     /**
@@ -337,51 +411,29 @@ final class DispatchLoop implements LeaderService.Worker {
     }
 
     /**
-     * Sleeps until the earliest pending job is due. The notification mark is reset before the
-     * query, so a job inserted after the query's snapshot still shortens the sleep.
+     * How long an idle leader sleeps: until the earliest pending job is due (the planned due time,
+     * lowered by any notification since), and while batches start after a position, no later than
+     * the next read from the start; {@code null} when a batch is due now.
      */
-    private void sleepUntilDue(Grant grant) throws InterruptedException {
-        earliestNotified.set(NOTHING);
-        JobBatches.NextDue next;
-        try {
-            next = batches.nextDue(position);
-        } catch (RuntimeException e) {
-            position = null;
-            batchFailures.increment();
-            log.warn("Reading the next due time failed: {}", Faults.describe(e));
-            leadership.stepDown(grant, "next-due query failed (" + e.getClass().getSimpleName() + ")");
-            return;
+    private Next sleepUntilDue(Idle plan) {
+        long planned = Math.min(plan.dueMillis(), earliestNotified.getAndSet(NOTHING));
+        idle = plan = new Idle(plan.token(), planned, plan.databaseNowMillis(), plan.askedAtNanos());
+        if (planned == CATCH_UP) {
+            return null;
         }
-        long askedAt = ticker.nanoTime();
-        long planned = next.earliestDueMillis();
-        while (running) {
-            planned = Math.min(planned, earliestNotified.getAndSet(NOTHING));
-            long waitNanos;
-            // While batches start after a position: the next batch from the start (at most a second away).
-            long untilOther = position == null ? Long.MAX_VALUE
-                    : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - ticker.nanoTime();
-            if (planned == NOTHING) {
-                waitNanos = untilOther;
-            } else {
-                // Due times are in database time: offset from the database's "now" at the query,
-                // plus a millisecond for the rounding of due_at to whole milliseconds.
-                long untilDue = TimeUnit.MILLISECONDS.toNanos(Math.max(-1, planned - next.databaseNowMillis()) + 1);
-                waitNanos = untilDue - (ticker.nanoTime() - askedAt);
-                if (planned == CATCH_UP || waitNanos <= 0) {
-                    return;
-                }
-                waitNanos = Math.min(waitNanos, untilOther);
-            }
-            if (waitNanos <= 0) {
-                return;
-            }
-            if (!wakeup.await(waitNanos)) {
-                return;
-            }
-            Optional<Grant> now = leadership.current();
-            if (now.isEmpty() || now.get().token() != grant.token()) {
-                return;
-            }
+        long now = ticker.nanoTime();
+        // While batches start after a position: the next batch from the start (at most a second away).
+        long fromStart = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS);
+        long at = fromStart;
+        if (planned != NOTHING) {
+            // Due times are in database time: offset from the database's "now" at the query,
+            // plus a millisecond for the rounding of due_at to whole milliseconds.
+            long untilDue = TimeUnit.MILLISECONDS.toNanos(Math.max(-1, planned - plan.databaseNowMillis()) + 1);
+            at = Math.min(at, plan.askedAtNanos() + untilDue);
         }
+        if (at == Long.MAX_VALUE) {
+            return Next.await();
+        }
+        return at - now > 0 ? Next.sleepUntil(at) : null;
     }
 }

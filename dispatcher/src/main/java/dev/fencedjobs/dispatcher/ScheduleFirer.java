@@ -6,7 +6,7 @@ import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.Grants;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -44,7 +44,7 @@ import org.slf4j.LoggerFactory;
  * connection was away). While there is nothing to decide it reads one row a minute and writes
  * nothing.
  */
-final class ScheduleFirer implements AutoCloseable {
+final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
 
     static final String SCHEDULES_CHANGED = "schedules_changed";
     static final String KEY_PREFIX = "schedule:";
@@ -54,7 +54,7 @@ final class ScheduleFirer implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(ScheduleFirer.class);
 
-    private final Leadership leadership;
+    private final Grants leadership;
     private final Lease lease;
     private final DSLContext dsl;
     private final Duration misfireGrace;
@@ -68,7 +68,7 @@ final class ScheduleFirer implements AutoCloseable {
     private volatile boolean running = true;
     private volatile Instant lastPassAt;
 
-    ScheduleFirer(Leadership leadership, Lease lease, DSLContext dsl, Duration misfireGrace, Ticker ticker, MeterRegistry registry) {
+    ScheduleFirer(Grants leadership, Lease lease, DSLContext dsl, Duration misfireGrace, Ticker ticker, MeterRegistry registry) {
         this.leadership = leadership;
         this.lease = lease;
         this.dsl = dsl;
@@ -85,17 +85,19 @@ final class ScheduleFirer implements AutoCloseable {
         leadership.onChange(wakeup::signal);
     }
 
-    ScheduleFirer start() {
+    @Override
+    public void start() {
         thread.start();
-        return this;
     }
 
     /** A schedule changed, or notifications may have been missed: look now. */
-    void wake() {
+    @Override
+    public void wake() {
         wakeup.signal();
     }
 
-    Map<String, Object> status() {
+    @Override
+    public Map<String, Object> status() {
         Map<String, Object> s = new LinkedHashMap<>();
         s.put("occurrencesFired", (long) fired.count());
         s.put("occurrencesSkipped", (long) skipped.count());

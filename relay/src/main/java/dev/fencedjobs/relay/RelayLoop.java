@@ -7,7 +7,8 @@ import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.runtime.Grants;
+import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
@@ -43,7 +44,8 @@ import org.slf4j.MDC;
  * </ol>
  *
  * <p>Kafka down: nothing is marked, the loop backs off and retries the same rows. Idle: it waits
- * for an {@code outbox_inserted} notification or the poll interval.
+ * for an {@code outbox_inserted} notification or the poll interval. Each pass is one {@link
+ * #step()}, which answers what to do next ({@link Next}); {@link Next#drive} is the thread around it.
  */
 final class RelayLoop implements LeaderService.Worker {
 
@@ -53,7 +55,7 @@ final class RelayLoop implements LeaderService.Worker {
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
     private final RelayConfig config;
-    private final Leadership leadership;
+    private final Grants leadership;
     private final OutboxStore store;
     private final Publisher publisher;
     private final Ticker ticker;
@@ -74,7 +76,7 @@ final class RelayLoop implements LeaderService.Worker {
     private final Timer batchLatency;
     private final LagCache lag;
 
-    RelayLoop(RelayConfig config, Leadership leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry) {
+    RelayLoop(RelayConfig config, Grants leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry) {
         this.config = config;
         this.leadership = leadership;
         this.store = store;
@@ -123,31 +125,7 @@ final class RelayLoop implements LeaderService.Worker {
     public void run() {
         purger.start();
         try {
-            while (running) {
-                Optional<Grant> grant = leadership.current();
-                if (grant.isEmpty()) {
-                    publisher.reset();
-                    preparedToken = -1;
-                    wakeup.await(Long.MAX_VALUE);
-                    continue;
-                }
-                MDC.put("role", grant.get().role());
-                MDC.put("token", String.valueOf(grant.get().token()));
-                if (preparedToken != grant.get().token()) {
-                    try {
-                        publisher.prepare(grant.get().token());
-                        preparedToken = grant.get().token();
-                        kafka.succeeded();
-                    } catch (RuntimeException e) {
-                        kafkaFailed(e);
-                        continue;
-                    }
-                }
-                int sent = relayBatch(grant.get());
-                if (sent < config.batchSize()) {
-                    wakeup.await(config.pollInterval().toNanos());
-                }
-            }
+            Next.drive(this::step, wakeup, ticker);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
@@ -157,8 +135,37 @@ final class RelayLoop implements LeaderService.Worker {
         }
     }
 
-    /** Returns the rows handled, or the batch size to go round again at once; waits out back-offs itself. */
-    private int relayBatch(Grant grant) throws InterruptedException {
+    /**
+     * One step: no grant, drop the producer and wait for one; a new grant, get the publisher ready
+     * for its token; then one batch. A batch shorter than the batch size sleeps for the poll
+     * interval (an {@code outbox_inserted} notification ends it); a full one goes again.
+     */
+    Next step() {
+        if (!running) {
+            return Next.stopped();
+        }
+        Optional<Grant> current = leadership.current();
+        if (current.isEmpty()) {
+            publisher.reset();
+            preparedToken = -1;
+            return Next.await();
+        }
+        Grant grant = current.get();
+        MDC.put("role", grant.role());
+        MDC.put("token", String.valueOf(grant.token()));
+        if (preparedToken != grant.token()) {
+            try {
+                publisher.prepare(grant.token());
+                preparedToken = grant.token();
+                kafka.succeeded();
+            } catch (RuntimeException e) {
+                return kafkaFailed(e);
+            }
+        }
+        return relayBatch(grant);
+    }
+
+    private Next relayBatch(Grant grant) {
         long started = ticker.nanoTime();
         List<OutboxStore.OutboxRow> rows;
         try {
@@ -167,7 +174,7 @@ final class RelayLoop implements LeaderService.Worker {
             return databaseFault(grant, "reading the outbox", e);
         }
         if (rows.isEmpty()) {
-            return 0;
+            return Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos());
         }
         List<ProducerRecord<String, byte[]>> records = new ArrayList<>(rows.size());
         List<Long> ids = new ArrayList<>(rows.size());
@@ -190,7 +197,7 @@ final class RelayLoop implements LeaderService.Worker {
             // leader sends them. A pause after this check can still let a resumed former leader
             // send a batch again; consumers drop such duplicates, and its mark fails the guard.
             log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
-            return config.batchSize();
+            return Next.again();
         }
         try {
             if (!records.isEmpty()) {
@@ -198,8 +205,7 @@ final class RelayLoop implements LeaderService.Worker {
             }
             kafka.succeeded();
         } catch (RuntimeException e) {
-            kafkaFailed(e);
-            return config.batchSize();
+            return kafkaFailed(e);
         }
         boolean held;
         try {
@@ -210,9 +216,10 @@ final class RelayLoop implements LeaderService.Worker {
         if (!held) {
             guardRejections.increment();
             publisher.reset();
-            leadership.stepDown(grant, "lease guard rejected token " + grant.token() + "; " + ids.size()
-                    + " sent rows stay unmarked and will be sent again by the next leader");
-            return config.batchSize();
+            String reason = "lease guard rejected token " + grant.token() + "; " + ids.size()
+                    + " sent rows stay unmarked and will be sent again by the next leader";
+            leadership.stepDown(grant, reason);
+            return Next.steppedDown(reason);
         }
         backoff.reset();
         published.increment(ids.size());
@@ -227,22 +234,22 @@ final class RelayLoop implements LeaderService.Worker {
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
-        return rows.size();
+        return rows.size() < config.batchSize() ? Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos()) : Next.again();
     }
 
-    /** Kafka failed: nothing is marked, and the loop waits out a back-off. */
-    private void kafkaFailed(RuntimeException e) throws InterruptedException {
+    /** Kafka failed: nothing is marked, and the loop waits out a back-off before it sends the same rows again. */
+    private Next kafkaFailed(RuntimeException e) {
         publishFailures.increment();
         kafka.failed(e);
-        wakeup.await(backoff.nextNanos());
+        return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), "Kafka: " + e.getClass().getSimpleName());
     }
 
-    private int databaseFault(Grant grant, String what, RuntimeException e) throws InterruptedException {
+    private Next databaseFault(Grant grant, String what, RuntimeException e) {
         storeFailures.increment();
         log.warn("{} failed: {}", what, Faults.describe(e));
-        leadership.stepDown(grant, what + " failed (" + e.getClass().getSimpleName() + ")");
-        wakeup.await(backoff.nextNanos());
-        return config.batchSize();
+        String reason = what + " failed (" + e.getClass().getSimpleName() + ")";
+        leadership.stepDown(grant, reason);
+        return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), reason);
     }
 
     private ProducerRecord<String, byte[]> toRecord(OutboxStore.OutboxRow row) {

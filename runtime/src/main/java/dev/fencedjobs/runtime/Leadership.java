@@ -31,7 +31,7 @@ import org.slf4j.LoggerFactory;
  * whose renewals stall stops starting work on its own. That is scheduling only; the in-transaction
  * guard is what protects data.
  */
-public final class Leadership implements AutoCloseable {
+public final class Leadership implements Grants, AutoCloseable {
 
     /** The two lease operations leadership needs; {@link dev.fencedjobs.db.Lease} provides them. */
     public interface LeaseOps {
@@ -126,11 +126,13 @@ public final class Leadership implements AutoCloseable {
     }
 
     /** Called on every transition, and when a renewal lifts a lapsed local deadline. */
+    @Override
     public void onChange(Runnable listener) {
         listeners.add(listener);
     }
 
     /** The grant to work under, if leader and within the local deadline. */
+    @Override
     public Optional<Grant> current() {
         Grant g = grant.get();
         if (g == null || state != State.LEADER || ticker.nanoTime() - (g.localDeadlineNanos() - safetyMarginNanos) >= 0) {
@@ -165,6 +167,7 @@ public final class Leadership implements AutoCloseable {
     }
 
     /** The worker saw that the grant no longer holds (guard rejected, or its transaction failed). */
+    @Override
     public void stepDown(Grant stale, String reason) {
         if (grant.compareAndSet(stale, null)) {
             transition(State.FOLLOWER, stale.token(), reason);
