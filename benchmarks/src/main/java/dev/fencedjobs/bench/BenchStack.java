@@ -1,9 +1,11 @@
 package dev.fencedjobs.bench;
 
-import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
+import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;
@@ -101,10 +103,8 @@ final class BenchStack implements AutoCloseable {
         url = pg.freshDatabase("e2e");
         DatabaseConfig owner = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
-        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
-        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
+        Bootstrap.all(owner, Bootstrap.everyRole("bench"), 0);
         try (Connection c = owner(); Statement s = c.createStatement()) {
-            Roles.apply(c, Map.of(Roles.DISPATCHER, "bench", Roles.RELAY, "bench", Roles.CONSUMER, "bench", Roles.PRODUCER, "bench"));
             s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
             for (String[] r : new String[][] {{"bench_dispatcher_1", Roles.DISPATCHER}, {"bench_dispatcher_2", Roles.DISPATCHER},
                     {"bench_relay", Roles.RELAY}, {"bench_consumer", Roles.CONSUMER}}) {
@@ -117,10 +117,10 @@ final class BenchStack implements AutoCloseable {
         start("dispatcher-1", "dispatcher", "bench_dispatcher_1", extraEnvironment);
         start("dispatcher-2", "dispatcher", "bench_dispatcher_2", extraEnvironment);
         Map<String, String> relay = new HashMap<>(extraEnvironment);
-        relay.put("KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS));
+        relay.put(RelayConfig.PARTITIONS, Integer.toString(PARTITIONS));
         start("relay", "relay", "bench_relay", relay);
         Map<String, String> consumer = new HashMap<>(extraEnvironment);
-        consumer.put("HTTP_PORT", Integer.toString(consumerPort));
+        consumer.put(ServiceConfig.HTTP_PORT, Integer.toString(consumerPort));
         start("consumer", "consumer", "bench_consumer", consumer);
         waitFor("a scheduler and a relay leader", () -> liveLeases() == 2, Duration.ofSeconds(60));
         // A first job through the whole pipeline: the consumer has joined its group.
@@ -131,16 +131,8 @@ final class BenchStack implements AutoCloseable {
     }
 
     void start(String name, String kind, String user, Map<String, String> extra) {
-        Map<String, String> env = new HashMap<>();
-        env.put("DATABASE_URL", url);
-        env.put("DATABASE_USER", user);
-        env.put("DATABASE_PASSWORD", "bench");
-        env.put("DATABASE_MIGRATE", "false");
-        env.put("HTTP_PORT", "0");
-        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
-        env.put("KAFKA_TOPIC", topic);
-        env.put("LOG_LEVEL", serviceLogLevel);
-        env.putAll(extra);
+        Map<String, String> env = ServiceEnvironment.database(url, user, "bench").migrate(false).httpPort(0)
+                .kafka(kafka.bootstrapServers(), topic).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
         environments.put(name, env);
         services.put(name, ServiceProcess.start(name, jar(kind), env, logs, List.of(HEAP)));
     }

@@ -1,15 +1,14 @@
 package dev.fencedjobs.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.ConfigException;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.runtime.Faults;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.io.PrintWriter;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -18,68 +17,64 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.Model.PositionalParamSpec;
+import picocli.CommandLine.ParseResult;
 
 /**
  * {@code fenced-jobs <command>}: the operator's tool. Exit codes: 0 done, 1 failed (the database
  * refused or could not be reached, or nothing was released), 2 bad usage.
+ *
+ * <p>The command line is parsed by picocli from the table below, one entry per command: its
+ * synopsis, what it does, its options and arguments, and the method that runs it with the options
+ * given (by long name, a flag as {@code "true"}).
  */
 public final class Cli {
 
-    /** One entry per command: its synopsis and what it does. */
-    private static final Map<String, String> HELP = new LinkedHashMap<>();
-
-    static {
-        HELP.put("migrate", String.join("\n",
-                "  migrate [--roles]",
-                "      Apply the schema: jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's",
-                "      database when it is set). With --roles, also create (or update) the least-privilege roles whose",
-                "      passwords are set: FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, FJ_PRODUCER_PASSWORD, and",
-                "      FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as the schema owner."));
-        HELP.put("submit", String.join("\n",
-                "  submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
-                "      Insert a job. <when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601",
-                "      time (2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing."));
-        HELP.put("cancel", String.join("\n",
-                "  cancel (--id <job id> | --key <unique key>)",
-                "      Cancel a pending job: it is never completed. Cancelling a job already completed fails and says so;",
-                "      cancelling a cancelled job again changes nothing. Run as a producer's login, only its own jobs."));
-        HELP.put("reschedule", String.join("\n",
-                "  reschedule (--id <job id> | --key <unique key>) --due <when>",
-                "      Move a pending job's due time (<when> as for submit). Fails for a completed or cancelled job."));
-        HELP.put("schedule", String.join("\n",
-                "  schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
-                "               [--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]",
-                "  schedule list | pause <name> | resume <name> | remove <name>",
-                "      Recurring schedules: the dispatcher leader turns each occurrence into one job, key",
-                "      schedule:<name>@<fire time>. --zone defaults to UTC, --misfire (occurrences missed while no",
-                "      dispatcher led for longer than SCHEDULE_MISFIRE_GRACE) to latest. Occurrences of a paused",
-                "      schedule are skipped and recorded in schedule_skips."));
-        HELP.put("dead-letters", String.join("\n",
-                "  dead-letters list [filters] [--limit <n>] | show <id>",
-                "  dead-letters replay (<id>... | filters | --all) [--by <name>]",
-                "  dead-letters discard (<id>... | filters | --all) [--by <name>]",
-                "      The consumer's dead letters. Filters: --reason <text> (part of the reason), --resource <r>,",
-                "      --job <id>, --status dead|replay_requested|replayed|discarded, --since/--until <time or 2h ago>.",
-                "      replay asks a running consumer to process each again through the same dedup and fence path as",
-                "      a fresh record (never applied twice); discard marks it handled. Both record who and when, act",
-                "      only on letters still dead, and delete nothing."));
-        HELP.put("status", String.join("\n",
-                "  status",
-                "      Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and",
-                "      the consumer's applied/stale/dead-letter counts."));
-        HELP.put("release", String.join("\n",
-                "  release --role <role> [--holder <id> --token <n>]",
-                "      End a live lease early so a follower takes over at once, only if it still has that holder and",
-                "      token (default: the current ones). A newer holder's lease is never touched."));
+    /** Runs a command with its arguments and the options given. */
+    private interface Handler {
+        int run(List<String> arguments, Map<String, String> options) throws SQLException;
     }
 
-    static final String USAGE = "usage: fenced-jobs <command> [options]\n\ncommands:\n" + String.join("\n", HELP.values())
-            + "\n\nEach command takes --help. The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD;\n"
-            + "the consumer's tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
+    /** An option: a flag when {@code label} is null. */
+    private record Opt(String name, String label, String description) {}
+
+    private static Opt opt(String name, String label, String description) {
+        return new Opt(name, label, description);
+    }
+
+    private static Opt flag(String name, String description) {
+        return new Opt(name, null, description);
+    }
+
+    /** Wide enough for the synopses as written. */
+    private static final int WIDTH = 120;
+    private static final String FOOTER = "The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD; the consumer's "
+            + "tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
+    private static final List<Opt> FILTERS = List.of(
+            opt("reason", "<text>", "part of the reason"),
+            opt("resource", "<r>", "the record's resource"),
+            opt("job", "<id>", "the job id"),
+            opt("status", "<status>", "dead, replay_requested, replayed or discarded"),
+            opt("since", "<time>", "dead-lettered at or after: an ISO-8601 time or how long ago (2h)"),
+            opt("until", "<time>", "dead-lettered before it"),
+            opt("limit", "<n>", "at most this many"));
+    private static final List<Opt> MARK = concat(FILTERS,
+            flag("all", "every letter still dead (instead of ids or filters)"),
+            opt("by", "<name>", "who acts (default: the database user)"));
+
+    private static List<Opt> concat(List<Opt> a, Opt... b) {
+        List<Opt> all = new ArrayList<>(a);
+        all.addAll(List.of(b));
+        return all;
+    }
 
     private final Settings settings;
     private final PrintStream out;
@@ -104,106 +99,177 @@ public final class Cli {
         }
     }
 
-    int run(String[] args) {
-        if (args.length == 0 || args[0].equals("help") || args[0].equals("--help") || args[0].equals("-h")) {
-            out.println(USAGE);
-            return args.length == 0 ? 2 : 0;
+    /** The command tree: each entry's spec carries its {@link Handler}. */
+    private CommandLine commands() {
+        ScheduleCommands schedules = new ScheduleCommands(this::connectDatabase, out);
+        DeadLetterCommands deadLetters = new DeadLetterCommands(this::connectConsumerDatabase, out);
+        CommandSpec root = spec("fenced-jobs", null, List.of("<command> [options]"),
+                List.of("The operator's tool for fenced-jobs.", "Each command takes --help."), List.of(), null);
+        root.usageMessage().footer("", FOOTER);
+        root.addSubcommand("migrate", spec("migrate", (a, o) -> migrate(o), List.of("migrate [--roles]"), List.of("Apply the schema.",
+                "Jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's database when it is set). With "
+                + "--roles, also create (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD, "
+                + "FJ_RELAY_PASSWORD, FJ_PRODUCER_PASSWORD, and FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as "
+                + "the schema owner."),
+                List.of(flag("roles", "also create or update the roles whose passwords are set")), null));
+        root.addSubcommand("submit", spec("submit", (a, o) -> submit(o),
+                List.of("submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]"), List.of("Insert a job.",
+                "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time (2026-12-01T09:00:00Z). "
+                + "With --key, submitting the same key again inserts nothing."),
+                List.of(opt("due", "<when>", "now, +30s, +5m, +2h or an ISO-8601 time"), opt("resource", "<r>", "default: default"),
+                        opt("payload", "<json>", "default: {}"), opt("key", "<unique key>", "the job's unique key")), null));
+        root.addSubcommand("cancel", spec("cancel", (a, o) -> cancel(o), List.of("cancel (--id <job id> | --key <unique key>)"), List.of("Cancel a pending job: it is never completed.",
+                "Cancelling a job already completed fails and says so; cancelling a cancelled job again changes nothing. Run as "
+                + "a producer's login, only its own jobs."),
+                List.of(opt("id", "<job id>", "the job's id"), opt("key", "<unique key>", "the job's unique key")), null));
+        root.addSubcommand("reschedule", spec("reschedule", (a, o) -> reschedule(o),
+                List.of("reschedule (--id <job id> | --key <unique key>) --due <when>"), List.of("Move a pending job's due time.",
+                "<when> as for submit. Fails for a completed or cancelled job."),
+                List.of(opt("id", "<job id>", "the job's id"), opt("key", "<unique key>", "the job's unique key"),
+                        opt("due", "<when>", "now, +30s, +5m, +2h or an ISO-8601 time")), null));
+        CommandSpec schedule = spec("schedule", null, List.of("schedule (add | list | pause | resume | remove) ..."), List.of("Recurring schedules.",
+                "The dispatcher leader turns each occurrence into one job, key schedule:<name>@<fire time>. Occurrences of a "
+                + "paused schedule are skipped and recorded in schedule_skips."), List.of(), null);
+        schedule.addSubcommand("add", spec("add", (a, o) -> schedules.run("add", a, o),
+                List.of("schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
+                        " ".repeat(32) + "[--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]"), List.of("Add a schedule.",
+                "--zone defaults to UTC; --misfire (occurrences missed while no dispatcher led for longer than "
+                + "SCHEDULE_MISFIRE_GRACE) to latest."),
+                List.of(opt("cron", "<cron>", "five fields: minute hour day month weekday"), opt("zone", "<tz>", "the cron's time zone"),
+                        opt("every", "<duration>", "an interval on absolute time (90s, 5m, 1h)"), opt("resource", "<r>", "the jobs' resource"),
+                        opt("payload", "<json>", "the jobs' payload"), opt("misfire", "<policy>", "all, latest or skip"),
+                        opt("starts", "<when>", "the first occurrence at or after it")), "<name>"));
+        schedule.addSubcommand("list", spec("list", (a, o) -> schedules.run("list", a, o), List.of("schedule list"),
+                List.of("The schedules, their rules, state and next occurrence."), List.of(), null));
+        for (String[] sub : new String[][] {{"pause", "Pause a schedule: its occurrences are skipped, and recorded."},
+                {"resume", "Resume a paused schedule."}, {"remove", "Remove a schedule; the jobs it made stay."}}) {
+            schedule.addSubcommand(sub[0], spec(sub[0], (a, o) -> schedules.run(sub[0], a, o), List.of("schedule " + sub[0] + " <name>"),
+                    List.of(sub[1]), List.of(), "<name>"));
         }
-        String command = args[0];
-        Map<String, String> options;
+        root.addSubcommand("schedule", schedule);
+        CommandSpec letters = spec("dead-letters", null, List.of("dead-letters (list | show | replay | discard) ..."), List.of("The consumer's dead letters.",
+                "replay asks a running consumer to process each again through the same dedup and fence path as a fresh record "
+                + "(never applied twice); discard marks it handled. Both record who and when, act only on letters still dead, "
+                + "and delete nothing."), List.of(), null);
+        letters.addSubcommand("list", spec("list", (a, o) -> deadLetters.run("list", a, o),
+                List.of("dead-letters list [filters] [--limit <n>]"), List.of("The dead letters the filters select, newest first."),
+                FILTERS, null));
+        letters.addSubcommand("show", spec("show", (a, o) -> deadLetters.run("show", a, o), List.of("dead-letters show <id>"),
+                List.of("One dead letter: its reason, its record's headers and bytes."), List.of(), "<id>"));
+        letters.addSubcommand("replay", spec("replay", (a, o) -> deadLetters.run("replay", a, o),
+                List.of("dead-letters replay (<id>... | filters | --all) [--by <name>]"),
+                List.of("Ask a running consumer to replay these letters."), MARK, "<id>..."));
+        letters.addSubcommand("discard", spec("discard", (a, o) -> deadLetters.run("discard", a, o),
+                List.of("dead-letters discard (<id>... | filters | --all) [--by <name>]"), List.of("Mark these letters handled."), MARK,
+                "<id>..."));
+        root.addSubcommand("dead-letters", letters);
+        root.addSubcommand("status", spec("status", (a, o) -> status(), List.of("status"), List.of("What runs and how far behind it is.",
+                "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
+                + "applied/stale/dead-letter counts."), List.of(), null));
+        root.addSubcommand("release", spec("release", (a, o) -> release(o), List.of("release --role <role> [--holder <id> --token <n>]"),
+                List.of("End a live lease early, so that a follower takes over at once.",
+                        "Only if it still has that holder and token (default: the current ones). A newer holder's lease is never "
+                        + "touched."),
+                List.of(opt("role", "<role>", "scheduler or relay"), opt("holder", "<id>", "the holder it must still have"),
+                        opt("token", "<n>", "the token it must still have")), null));
+        CommandLine line = new CommandLine(root);
+        line.setOut(new PrintWriter(out, true));
+        line.setErr(new PrintWriter(err, true));
+        return line;
+    }
+
+    /**
+     * One command's spec. {@code arguments}: the label of its positional arguments ({@code <id>...}
+     * for any number, else exactly one), or null for none.
+     */
+    private static CommandSpec spec(String name, Handler handler, List<String> synopsis, List<String> description, List<Opt> options,
+            String arguments) {
+        CommandSpec spec = handler == null ? CommandSpec.create() : CommandSpec.wrapWithoutInspection(handler);
+        spec.name(name);
+        spec.usageMessage().synopsisHeading("usage: fenced-jobs ").customSynopsis(synopsis.toArray(String[]::new))
+                .descriptionHeading("%n").description(description.toArray(String[]::new)).parameterListHeading("%narguments:%n")
+                .optionListHeading("%noptions:%n").commandListHeading("%ncommands:%n").width(WIDTH);
+        spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this and stop").build());
+        for (Opt o : options) {
+            OptionSpec.Builder b = OptionSpec.builder("--" + o.name()).description(o.description());
+            if (o.label() == null) {
+                b.arity("0").type(boolean.class);
+            } else {
+                b.paramLabel(o.label()).type(String.class);
+            }
+            spec.addOption(b.build());
+        }
+        if (arguments != null) {
+            boolean many = arguments.endsWith("...");
+            String label = many ? arguments.substring(0, arguments.length() - 3) : arguments;
+            spec.addPositional(PositionalParamSpec.builder().paramLabel(label).arity(many ? "0..*" : "1").required(!many)
+                    .description(many ? "dead letter ids" : label.equals("<id>") ? "a dead letter id" : "the schedule's name")
+                    .type(many ? String[].class : String.class).build());
+        }
+        return spec;
+    }
+
+    int run(String[] args) {
+        CommandLine commands = commands();
+        String command = args.length > 0 && !args[0].startsWith("-") ? args[0] : null;
         try {
-            if (command.equals("schedule")) {
-                return new ScheduleCommands(this::connectDatabase, out).run(args);
-            }
-            if (command.equals("dead-letters")) {
-                return new DeadLetterCommands(this::connectConsumerDatabase, out).run(args);
-            }
-            options = options(command, java.util.Arrays.copyOfRange(args, 1, args.length));
-            if (options.containsKey("help")) {
-                out.println(commandHelp(command));
+            ParseResult parsed = commands.parseArgs(args);
+            if (CommandLine.printHelpIfRequested(parsed)) {
                 return 0;
             }
-            switch (command) {
-                case "migrate":
-                    return migrate(options);
-                case "submit":
-                    return submit(options);
-                case "status":
-                    return status();
-                case "release":
-                    return release(options);
-                case "cancel":
-                    return cancel(options);
-                case "reschedule":
-                    return reschedule(options);
-                default:
-                    throw new UsageException("unknown command '" + command + "'");
+            ParseResult leaf = parsed;
+            while (leaf.hasSubcommand()) {
+                leaf = leaf.subcommand();
             }
+            Handler handler = (Handler) leaf.commandSpec().userObject();
+            if (handler == null) {
+                // fenced-jobs alone, or a group without its subcommand.
+                if (leaf == parsed) {
+                    commands.usage(out);
+                    return 2;
+                }
+                throw new UsageException(leaf.commandSpec().name() + ": say " + String.join(", ", leaf.commandSpec().subcommands().keySet()));
+            }
+            Map<String, String> options = new LinkedHashMap<>();
+            for (OptionSpec o : leaf.matchedOptions()) {
+                Object value = o.getValue();
+                options.put(o.longestName().substring(2), value instanceof Boolean ? "true" : String.valueOf(value));
+            }
+            List<String> arguments = new ArrayList<>();
+            leaf.matchedPositionals().forEach(p -> arguments.addAll(p.stringValues()));
+            return handler.run(arguments, options);
+        } catch (CommandLine.ParameterException e) {
+            return badUsage(e.getCommandLine().getCommandSpec(), describe(e));
         } catch (UsageException | ConfigException e) {
-            err.println("fenced-jobs: " + e.getMessage());
-            err.println("Try 'fenced-jobs " + (isCommand(command) ? command + " " : "") + "--help'.");
-            return 2;
+            return badUsage(command == null ? commands.getCommandSpec() : commands.getSubcommands().get(command).getCommandSpec(),
+                    e.getMessage());
         } catch (SQLException | RuntimeException e) {
             err.println("fenced-jobs " + command + ": " + Faults.describe(e));
             return 1;
         }
     }
 
-    private static boolean isCommand(String command) {
-        return HELP.containsKey(command);
-    }
-
-    private static final Map<String, List<String>> OPTIONS = Map.of(
-            "migrate", List.of("roles"),
-            "submit", List.of("due", "resource", "payload", "key"),
-            "status", List.of(),
-            "release", List.of("role", "holder", "token"),
-            "cancel", List.of("id", "key"),
-            "reschedule", List.of("id", "key", "due"));
-
-    private static final List<String> FLAGS = List.of("roles", "help", "all");
-
-    static Map<String, String> options(String command, String[] args) {
-        return options(command, OPTIONS.get(command), args);
-    }
-
-    static Map<String, String> options(String command, List<String> allowed, String[] args) {
-        if (allowed == null) {
-            throw new UsageException("unknown command '" + command + "'");
+    /** picocli's message for what it refused, with an unknown command named as such and the nearest one suggested. */
+    private static String describe(CommandLine.ParameterException e) {
+        CommandSpec spec = e.getCommandLine().getCommandSpec();
+        String where = spec.parent() == null ? "" : spec.qualifiedName(" ").substring("fenced-jobs ".length()) + ": ";
+        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getUnmatched().isEmpty()
+                && !u.getUnmatched().get(0).startsWith("-") && !spec.subcommands().isEmpty()) {
+            List<String> nearest = u.getSuggestions();
+            return where + "unknown command '" + u.getUnmatched().get(0) + "'"
+                    + (nearest.isEmpty() ? "" : " (did you mean " + String.join(" or ", nearest) + "?)");
         }
-        Map<String, String> options = new LinkedHashMap<>();
-        for (int i = 0; i < args.length; i++) {
-            String arg = args[i];
-            if (!arg.startsWith("--")) {
-                throw new UsageException(command + ": unexpected argument '" + arg + "'");
-            }
-            String name = arg.substring(2);
-            String value = null;
-            int eq = name.indexOf('=');
-            if (eq >= 0) {
-                value = name.substring(eq + 1);
-                name = name.substring(0, eq);
-            }
-            if (!allowed.contains(name) && !name.equals("help")) {
-                throw new UsageException(command + ": unknown option --" + name);
-            }
-            if (FLAGS.contains(name)) {
-                options.put(name, "true");
-                continue;
-            }
-            if (value == null) {
-                if (i + 1 >= args.length) {
-                    throw new UsageException(command + ": --" + name + " needs a value");
-                }
-                value = args[++i];
-            }
-            options.put(name, value);
+        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getSuggestions().isEmpty()) {
+            return where + e.getMessage() + " (did you mean " + String.join(" or ", u.getSuggestions()) + "?)";
         }
-        return options;
+        return where + e.getMessage();
     }
 
-    static String commandHelp(String command) {
-        return "usage: fenced-jobs " + HELP.get(command).strip();
+    /** One line, and the command whose help to read. */
+    private int badUsage(CommandSpec spec, String message) {
+        err.println("fenced-jobs: " + message);
+        err.println("Try '" + spec.qualifiedName(" ") + " --help'.");
+        return 2;
     }
 
     private DatabaseConfig database() {
@@ -227,12 +293,10 @@ public final class Cli {
     private int migrate(Map<String, String> options) throws SQLException {
         DatabaseConfig db = database();
         java.util.Optional<DatabaseConfig> consumerDb = consumerDatabase();
-        Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 3);
+        Bootstrap.migrate(db, consumerDb.orElse(db), 3);
         if (consumerDb.isEmpty()) {
-            Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
             out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox; consumer tables)");
         } else {
-            Database.migrate(consumerDb.get(), FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 3);
             out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox)");
             out.println("Schema up to date on " + consumerDb.get().safeUrl() + " (consumer tables)");
         }
@@ -250,14 +314,10 @@ public final class Cli {
             Map<String, String> here = new HashMap<>(passwords);
             String consumerPassword = consumerDb.isPresent() ? here.remove(Roles.CONSUMER) : null;
             if (!here.isEmpty()) {
-                try (Connection c = connect(db)) {
-                    Roles.apply(c, here);
-                }
+                Bootstrap.roles(db, here);
             }
             if (consumerPassword != null) {
-                try (Connection c = connect(consumerDb.get())) {
-                    Roles.apply(c, Map.of(Roles.CONSUMER, consumerPassword));
-                }
+                Bootstrap.roles(consumerDb.get(), Map.of(Roles.CONSUMER, consumerPassword));
                 out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(here.keySet())) + (here.isEmpty() ? "" : " on "
                         + db.safeUrl() + "; ") + Roles.CONSUMER + " on " + consumerDb.get().safeUrl());
             } else {

@@ -11,7 +11,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -24,13 +23,6 @@ import java.util.Map;
  */
 final class DeadLetterCommands {
 
-    private static final List<String> FILTERS = List.of("reason", "resource", "since", "until", "status", "job", "limit");
-    private static final Map<String, List<String>> OPTIONS = Map.of(
-            "list", FILTERS,
-            "show", List.of(),
-            "replay", concat(FILTERS, "by", "all"),
-            "discard", concat(FILTERS, "by", "all"));
-
     private final ScheduleCommands.Connector db;
     private final PrintStream out;
 
@@ -39,46 +31,18 @@ final class DeadLetterCommands {
         this.out = out;
     }
 
-    private static List<String> concat(List<String> a, String... b) {
-        List<String> all = new ArrayList<>(a);
-        all.addAll(Arrays.asList(b));
-        return all;
-    }
-
-    int run(String[] args) throws SQLException {
-        if (args.length < 2 || args[1].equals("--help")) {
-            if (args.length < 2) {
-                throw new Cli.UsageException("dead-letters: say list, show, replay or discard");
-            }
-            out.println(Cli.commandHelp("dead-letters"));
-            return 0;
-        }
-        String sub = args[1];
-        List<String> allowed = OPTIONS.get(sub);
-        if (allowed == null) {
-            throw new Cli.UsageException("dead-letters: unknown subcommand '" + sub + "' (list, show, replay, discard)");
-        }
+    /** {@code sub} with the ids and the options given; the command line is parsed in {@link Cli}. */
+    int run(String sub, List<String> arguments, Map<String, String> options) throws SQLException {
         List<Long> ids = new ArrayList<>();
-        int i = 2;
-        for (; i < args.length && !args[i].startsWith("--"); i++) {
+        for (String argument : arguments) {
             try {
-                ids.add(Long.parseLong(args[i]));
+                ids.add(Long.parseLong(argument));
             } catch (NumberFormatException e) {
-                throw new Cli.UsageException("dead-letters " + sub + ": '" + args[i] + "' is not a dead letter id");
+                throw new Cli.UsageException("dead-letters " + sub + ": '" + argument + "' is not a dead letter id");
             }
-        }
-        Map<String, String> options = Cli.options("dead-letters " + sub, concat(allowed, "help"), Arrays.copyOfRange(args, i, args.length));
-        if (options.containsKey("help")) {
-            out.println(Cli.commandHelp("dead-letters"));
-            return 0;
         }
         return switch (sub) {
-            case "list" -> {
-                if (!ids.isEmpty()) {
-                    throw new Cli.UsageException("dead-letters list: takes filters, not ids (see show)");
-                }
-                yield list(options);
-            }
+            case "list" -> list(options);
             case "show" -> {
                 if (ids.size() != 1) {
                     throw new Cli.UsageException("dead-letters show: name one dead letter id");

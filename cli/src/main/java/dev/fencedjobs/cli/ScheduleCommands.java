@@ -13,7 +13,6 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
@@ -28,13 +27,6 @@ final class ScheduleCommands {
         Connection connect() throws SQLException;
     }
 
-    private static final Map<String, List<String>> OPTIONS = Map.of(
-            "add", List.of("cron", "every", "zone", "resource", "payload", "misfire", "starts"),
-            "list", List.of(),
-            "pause", List.of(),
-            "resume", List.of(),
-            "remove", List.of());
-
     private final Connector db;
     private final PrintStream out;
 
@@ -43,37 +35,9 @@ final class ScheduleCommands {
         this.out = out;
     }
 
-    int run(String[] args) throws SQLException {
-        if (args.length < 2 || args[1].equals("--help")) {
-            if (args.length < 2) {
-                throw new Cli.UsageException("schedule: say add, list, pause, resume or remove");
-            }
-            out.println(Cli.commandHelp("schedule"));
-            return 0;
-        }
-        String sub = args[1];
-        List<String> allowed = OPTIONS.get(sub);
-        if (allowed == null) {
-            throw new Cli.UsageException("schedule: unknown subcommand '" + sub + "' (add, list, pause, resume, remove)");
-        }
-        int rest = 2;
-        String name = null;
-        if (!sub.equals("list")) {
-            if (args.length < 3 || args[2].startsWith("--")) {
-                if (args.length >= 3 && args[2].equals("--help")) {
-                    out.println(Cli.commandHelp("schedule"));
-                    return 0;
-                }
-                throw new Cli.UsageException("schedule " + sub + ": name the schedule");
-            }
-            name = args[2];
-            rest = 3;
-        }
-        Map<String, String> options = Cli.options("schedule " + sub, allowed, Arrays.copyOfRange(args, rest, args.length));
-        if (options.containsKey("help")) {
-            out.println(Cli.commandHelp("schedule"));
-            return 0;
-        }
+    /** {@code sub} with the schedule's name (none for {@code list}) and the options given; the command line is parsed in {@link Cli}. */
+    int run(String sub, List<String> names, Map<String, String> options) throws SQLException {
+        String name = names.isEmpty() ? null : names.get(0);
         return switch (sub) {
             case "add" -> add(name, options);
             case "list" -> list();

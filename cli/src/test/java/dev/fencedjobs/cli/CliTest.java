@@ -16,6 +16,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import org.jooq.DSLContext;
 import org.junit.jupiter.api.MethodOrderer;
@@ -144,12 +145,20 @@ class CliTest {
     @Test
     void badInputGetsOneLineAndAHintNeverAStackTrace() {
         assertBadUsage(cli("frobnicate"), "fenced-jobs: unknown command 'frobnicate'", "Try 'fenced-jobs --help'.");
+        assertBadUsage(cli("submt"), "fenced-jobs: unknown command 'submt' (did you mean submit?)", "Try 'fenced-jobs --help'.");
+        assertBadUsage(cli("schedule"), "fenced-jobs: schedule: say add, list, pause, resume, remove", "Try 'fenced-jobs schedule --help'.");
+        assertBadUsage(cli("schedule", "pasue", "x"), "fenced-jobs: schedule: unknown command 'pasue' (did you mean pause",
+                "Try 'fenced-jobs schedule --help'.");
+        assertBadUsage(cli("schedule", "pause"), "fenced-jobs: schedule pause: Missing required parameter: '<name>'",
+                "Try 'fenced-jobs schedule pause --help'.");
+        assertBadUsage(cli("dead-letters", "show", "x"), "fenced-jobs: dead-letters show: 'x' is not a dead letter id", null);
         assertBadUsage(cli("submit"), "fenced-jobs: submit: --due is required", "Try 'fenced-jobs submit --help'.");
         assertBadUsage(cli("submit", "--due", "tomorrow"), "fenced-jobs: submit: --due tomorrow is neither now", null);
         assertBadUsage(cli("submit", "--due", "+soon"), "fenced-jobs: submit: --due +soon is not an offset", null);
         assertBadUsage(cli("submit", "--due", "now", "--payload", "{oops"), "fenced-jobs: submit: --payload is not valid JSON", null);
-        assertBadUsage(cli("submit", "--due"), "fenced-jobs: submit: --due needs a value", null);
-        assertBadUsage(cli("status", "--verbose"), "fenced-jobs: status: unknown option --verbose", null);
+        assertBadUsage(cli("submit", "--due"), "fenced-jobs: submit: Missing required parameter for option '--due' (<when>)", null);
+        assertBadUsage(cli("status", "--verbose"), "fenced-jobs: status: Unknown option: '--verbose'", "Try 'fenced-jobs status --help'.");
+        assertBadUsage(cli("submit", "--du", "now"), "fenced-jobs: submit: Unknown options: '--du', 'now' (did you mean --due?)", null);
         assertBadUsage(cli("release"), "fenced-jobs: release: --role is required", null);
         assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: give both --holder and --token", null);
         assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: --token must be a whole number", null);
@@ -168,12 +177,24 @@ class CliTest {
 
     @Test
     void everyCommandHasHelp() {
-        for (String command : new String[] {"migrate", "submit", "status", "release"}) {
-            Run help = cli(command, "--help");
-            assertThat(help.code()).isZero();
-            assertThat(help.out()).startsWith("usage: fenced-jobs " + command);
+        String[] commands = {"migrate", "submit", "cancel", "reschedule", "schedule", "schedule add", "schedule list", "schedule pause",
+            "schedule resume", "schedule remove", "dead-letters", "dead-letters list", "dead-letters show", "dead-letters replay",
+            "dead-letters discard", "status", "release"};
+        for (String command : commands) {
+            List<String> args = new java.util.ArrayList<>(List.of(command.split(" ")));
+            args.add("--help");
+            Run help = cli(args.toArray(String[]::new));
+            assertThat(help.code()).as(command).isZero();
+            assertThat(help.out()).as(command).startsWith("usage: fenced-jobs " + command).contains("-h, --help");
+            assertThat(help.err()).isEmpty();
         }
-        assertThat(cli("--help").out()).contains("migrate").contains("submit").contains("status").contains("release");
+        Run top = cli("--help");
+        assertThat(top.code()).isZero();
+        for (String command : commands) {
+            if (!command.contains(" ")) {
+                assertThat(top.out()).as("the command list").containsPattern("(?m)^  " + command + " +\\S");
+            }
+        }
     }
 
     private static void assertBadUsage(Run run, String firstLine, String hint) {

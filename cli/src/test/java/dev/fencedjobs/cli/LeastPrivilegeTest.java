@@ -53,10 +53,8 @@ class LeastPrivilegeTest {
     }
 
     private static CliTest.Run runCli(TestDatabase db, Map<String, String> env, String... args) {
-        java.util.Map<String, String> all = new java.util.HashMap<>(env);
-        all.put("DATABASE_URL", db.url());
-        all.put("DATABASE_USER", db.user());
-        all.put("DATABASE_PASSWORD", db.password());
+        java.util.Map<String, String> all = dev.fencedjobs.runtime.ServiceEnvironment.database(db.url(), db.user(), db.password())
+                .setAll(env).toMap();
         java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
         java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
         int code = new Cli(dev.fencedjobs.db.Settings.of(all), new java.io.PrintStream(out, true), new java.io.PrintStream(err, true)).run(args);

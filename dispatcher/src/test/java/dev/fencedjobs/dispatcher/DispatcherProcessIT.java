@@ -5,13 +5,13 @@ import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.runtime.ServiceEnvironment;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestDatabase;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
@@ -43,18 +43,10 @@ class DispatcherProcessIT {
         fixture.close();
     }
 
-    private ServiceProcess replica(String leaseDuration, String renewInterval) {
+    private ServiceProcess replica(Duration leaseDuration, Duration renewInterval) {
         TestDatabase db = postgres.database();
-        Map<String, String> env = new HashMap<>();
-        env.put("DATABASE_URL", db.url());
-        env.put("DATABASE_USER", db.user());
-        env.put("DATABASE_PASSWORD", db.password());
-        env.put("LEASE_DURATION", leaseDuration);
-        env.put("RENEW_INTERVAL", renewInterval);
-        env.put("DATABASE_STATEMENT_TIMEOUT", "500ms");
-        env.put("DATABASE_LOCK_TIMEOUT", "500ms");
-        env.put("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "1s");
-        env.put("HTTP_PORT", "0");
+        Map<String, String> env = ServiceEnvironment.database(db.url(), db.user(), db.password()).lease(leaseDuration, renewInterval)
+                .serverTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)).httpPort(0).toMap();
         ServiceProcess p = ServiceProcess.start(testName + "-" + (processes.size() + 1),
                 Path.of(System.getProperty("dispatcher.jar")), env, Path.of("target", "process-logs"));
         processes.add(p);
@@ -78,8 +70,8 @@ class DispatcherProcessIT {
 
     @Test
     void aSigkilledLeaderIsReplacedAfterExpiryWithTheNextToken() {
-        replica("2s", "500ms");
-        replica("2s", "500ms");
+        replica(Duration.ofSeconds(2), Duration.ofMillis(500));
+        replica(Duration.ofSeconds(2), Duration.ofMillis(500));
         insertAndAwaitCompletion(500);
         ServiceProcess leader = leaderProcess();
         long token = fixture.currentToken();
@@ -104,8 +96,8 @@ class DispatcherProcessIT {
     @Test
     void aSigtermedLeaderFinishesReleasesAndAFollowerTakesOverAtOnce() {
         // A 30 s lease: without the release, the takeover would wait up to 30 s.
-        replica("30s", "5s");
-        ServiceProcess follower = replica("30s", "5s");
+        replica(Duration.ofSeconds(30), Duration.ofSeconds(5));
+        ServiceProcess follower = replica(Duration.ofSeconds(30), Duration.ofSeconds(5));
         insertAndAwaitCompletion(200);
         ServiceProcess leader = leaderProcess();
         if (leader == follower) {

@@ -75,7 +75,7 @@ final class Demo {
         }
         System.out.println(String.format("%-13s| SIGKILL %s, the leader with token %d; a follower takes over after the lease (5 s)",
                 "demo", leader.get().name, token));
-        leader.get().process.destroyForcibly();
+        leader.get().process.kill();
         stack.children().remove(leader.get());
         stack.startDispatcher();
         return true;

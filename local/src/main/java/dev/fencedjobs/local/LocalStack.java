@@ -1,22 +1,20 @@
 package dev.fencedjobs.local;
 
-import dev.fencedjobs.db.Database;
+import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
-import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.ServiceEnvironment;
+import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -115,14 +113,10 @@ public final class LocalStack {
         String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + DATABASE;
         LocalStack stack = new LocalStack(postgres, kafka, url);
         DatabaseConfig owner = stack.database(OWNER, OWNER_PASSWORD);
-        Database.migrate(owner, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
-        Database.migrate(owner, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         try (Connection c = DriverManager.getConnection(adminUrl, "postgres", ""); Statement s = c.createStatement()) {
             s.execute("ALTER ROLE " + OWNER + " CREATEROLE");
         }
-        try (Connection c = DriverManager.getConnection(url, OWNER, OWNER_PASSWORD)) {
-            Roles.apply(c, ROLE_PASSWORDS);
-        }
+        Bootstrap.all(owner, ROLE_PASSWORDS, 0);
         stack.startDispatcher();
         stack.startDispatcher();
         stack.startChild("relay", "dev.fencedjobs.relay.RelayMain", Roles.RELAY);
@@ -163,22 +157,13 @@ public final class LocalStack {
     }
 
     private Child startChild(String name, String mainClass, String role) throws IOException {
-        Map<String, String> env = new HashMap<>();
-        env.put("DATABASE_URL", jdbcUrl);
-        env.put("DATABASE_USER", role);
-        env.put("DATABASE_PASSWORD", ROLE_PASSWORDS.get(role));
-        env.put("DATABASE_MIGRATE", "false");
         int httpPort = freePort();
-        env.put("HTTP_PORT", Integer.toString(httpPort));
-        env.put("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrapServers());
-        env.put("KAFKA_TOPIC_PARTITIONS", "3");
-        env.put("LEASE_DURATION", "5s");
-        env.put("RENEW_INTERVAL", "1s");
-        List<String> command = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx192m",
-                "-cp", System.getProperty("java.class.path"), mainClass);
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().putAll(env);
-        Child child = new Child(name, builder.start(), httpPort);
+        Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role)).migrate(false).httpPort(httpPort)
+                .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).set(RelayConfig.PARTITIONS, "3")
+                .lease(Duration.ofSeconds(5), Duration.ofSeconds(1)).toMap();
+        ServiceProcess process = ServiceProcess.mainClass(name, mainClass).environment(env).jvmOptions(List.of("-Xmx192m"))
+                .echoTo(System.out).start();
+        Child child = new Child(name, process, httpPort);
         children.add(child);
         return child;
     }
@@ -201,15 +186,10 @@ public final class LocalStack {
     void stop() {
         System.out.println("Stopping: services first (they finish their work and release their leases), then Kafka and PostgreSQL.");
         for (Child c : children) {
-            c.process.destroy();
+            c.process.terminate();
         }
         for (Child c : children) {
-            try {
-                c.process.waitFor(15, java.util.concurrent.TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            c.process.destroyForcibly();
+            c.process.waitFor(Duration.ofSeconds(15));
         }
         // What the in-JVM broker logs while it stops says nothing about the stack. (Its directory is no
         // longer deleted under it by the test kit's shutdown hook: see TestKafka.startEmbedded.)
@@ -228,29 +208,17 @@ public final class LocalStack {
         }
     }
 
-    /** A service process whose output is shown with its name in front. */
+    /** A service process, its output shown with its name in front, and its ops endpoint. */
     static final class Child {
         final String name;
-        final Process process;
+        final ServiceProcess process;
         /** Its ops endpoint: health, status and the dashboard at {@code /}. */
         final int httpPort;
 
-        Child(String name, Process process, int httpPort) {
+        Child(String name, ServiceProcess process, int httpPort) {
             this.name = name;
             this.process = process;
             this.httpPort = httpPort;
-            Thread pump = new Thread(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = r.readLine()) != null) {
-                        System.out.println(String.format("%-13s| %s", name, line));
-                    }
-                } catch (IOException e) {
-                    // The process is gone.
-                }
-            }, "pump-" + name);
-            pump.setDaemon(true);
-            pump.start();
         }
     }
 
