@@ -1,8 +1,8 @@
 package dev.fencedjobs.chaos;
 
+import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Roles;
@@ -94,15 +94,11 @@ public final class AsyncFailover {
                 TestDatabase consumerDb = TestPostgres.shared().createDatabase("async_failover_consumer")) {
             pg.executeOnPrimary("postgres", "CREATE DATABASE " + DATABASE);
             String url = pg.url(DATABASE);
-            Database.migrate(database(url, pg.user(), pg.password()), Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
-            try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password())) {
-                Roles.apply(c, PASSWORDS);
-            }
-            Database.migrate(database(consumerDb.url(), consumerDb.user(), consumerDb.password()), FencedConsumer.MIGRATIONS,
-                    FencedConsumer.HISTORY_TABLE, 0);
-            try (Connection c = DriverManager.getConnection(consumerDb.url(), consumerDb.user(), consumerDb.password())) {
-                Roles.apply(c, Map.of(Roles.CONSUMER, "consumer"));
-            }
+            DatabaseConfig jobsOwner = database(url, pg.user(), pg.password());
+            DatabaseConfig consumerOwner = database(consumerDb.url(), consumerDb.user(), consumerDb.password());
+            Bootstrap.migrate(jobsOwner, consumerOwner, 0);
+            Bootstrap.roles(jobsOwner, PASSWORDS);
+            Bootstrap.roles(consumerOwner, Map.of(Roles.CONSUMER, "consumer"));
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(400));
             DispatcherConfig dispatcher = new DispatcherConfig(service(url, Roles.DISPATCHER), lease, 200);
             services.add(Dispatcher.start(dispatcher));

@@ -1,0 +1,156 @@
+package dev.fencedjobs.chaos;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The fault schedule, drawn from the run's seed: every kind the run asks for once in a shuffled
+ * order, then kinds at random until the run's time is up, 2 to 6 s apart; every third fault
+ * pauses or resumes the toggled schedule and every fourth writes forged records. Each fault is
+ * recorded in the history with when, what and how long it took.
+ */
+final class FaultInjector {
+
+    static final String TOPIC = ChaosRun.TOPIC;
+    static final int PARTITIONS = ChaosRun.PARTITIONS;
+
+    private final ChaosRun.Options options;
+    private final Random random;
+    private final ChaosCluster cluster;
+    private final ChaosSchedules schedules;
+    private final Forger forger;
+    private final History history;
+    private final RunLog log;
+
+    FaultInjector(ChaosRun.Options options, Random random, ChaosCluster cluster, ChaosSchedules schedules, Forger forger, History history,
+            RunLog log) {
+        this.options = options;
+        this.random = random;
+        this.cluster = cluster;
+        this.schedules = schedules;
+        this.forger = forger;
+        this.history = history;
+        this.log = log;
+    }
+
+    void injectFaults() throws Exception {
+        List<ChaosRun.Kind> kinds = options.faults();
+        List<ChaosRun.Kind> order = new ArrayList<>(kinds);
+        Collections.shuffle(order, random);
+        long end = log.startNanos() + TimeUnit.SECONDS.toNanos(options.seconds());
+        int n = 0;
+        while (n < order.size() || System.nanoTime() < end) {
+            ChaosRun.Kind kind = n < order.size() ? order.get(n) : kinds.get(random.nextInt(kinds.size()));
+            log.sleep(2000 + random.nextInt(4000));
+            inject(kind);
+            n++;
+            if (n % 3 == 0) {
+                schedules.pause(List.of(ChaosSchedules.TOGGLED), n % 2 == 1);
+            }
+            if (n % 4 == 0) {
+                forger.forge();
+            }
+        }
+        log.log(n + " faults injected");
+    }
+
+    private void inject(ChaosRun.Kind kind) throws Exception {
+        long at = log.elapsedMillis();
+        long started = System.nanoTime();
+        String target;
+        switch (kind) {
+            case KILL_DISPATCHER_LEADER, KILL_RELAY_LEADER, KILL_CONSUMER -> {
+                Service s = kind == ChaosRun.Kind.KILL_CONSUMER ? cluster.pick("consumer", random) : cluster.leader(kind == ChaosRun.Kind.KILL_DISPATCHER_LEADER ? "scheduler" : "relay");
+                target = s.toString();
+                long down = 500 + random.nextInt(2500);
+                log.log("fault " + kind.label + ": SIGKILL " + target + ", start again in " + down + " ms");
+                s.kill();
+                log.sleep(down);
+                s.start();
+            }
+            case PAUSE_DISPATCHER_LEADER, PAUSE_RELAY_LEADER -> {
+                Service s = cluster.leader(kind == ChaosRun.Kind.PAUSE_DISPATCHER_LEADER ? "scheduler" : "relay");
+                target = s.toString();
+                long hold = options.leaseMillis() + 1000 + random.nextInt(4000);
+                log.log("fault " + kind.label + ": SIGSTOP " + target + " for " + hold + " ms (lease " + options.leaseMillis() + " ms)");
+                s.pause();
+                log.sleep(hold);
+                s.resume();
+            }
+            case PARTITION_FROM_DATABASE -> {
+                boolean hitLeader = random.nextBoolean();
+                Service s = hitLeader ? cluster.leader(random.nextBoolean() ? "scheduler" : "relay") : cluster.pick(null, random);
+                target = s.toString();
+                long hold = 1000 + random.nextInt((int) options.leaseMillis() * 2);
+                log.log("fault " + kind.label + ": cut " + target + " off from PostgreSQL for " + hold + " ms");
+                s.proxy.partition();
+                log.sleep(hold);
+                s.proxy.heal();
+            }
+            case RESTART_POSTGRES -> {
+                long down = 500 + random.nextInt(3000);
+                target = "postgresql primary";
+                log.log("fault " + kind.label + ": stop the PostgreSQL primary (fast shutdown), start it again in " + down + " ms");
+                cluster.postgres.restartPrimary(Duration.ofMillis(down));
+            }
+            case FAILOVER_POSTGRES -> {
+                int from = cluster.postgres.primary();
+                target = "postgresql primary (server " + from + ")";
+                log.log("fault " + kind.label + ": SIGKILL the PostgreSQL primary (server " + from + "), promote the synchronous standby");
+                cluster.postgres.killPrimary();
+                cluster.postgres.promoteStandby();
+                log.log("failover: server " + cluster.postgres.primary() + " promoted after " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
+                        + " ms; rebuilding server " + from + " as its standby");
+                cluster.postgres.rebuildStandby();
+                log.log("failover: server " + from + " streams again, " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
+                        + " ms after the kill");
+            }
+            case RESTART_KAFKA -> {
+                boolean hard = random.nextBoolean();
+                long down = 1000 + random.nextInt(5000);
+                String all = cluster.kafka.size() == 1 ? "the broker" : "all " + cluster.kafka.size() + " brokers";
+                target = "kafka, " + all + " (" + (hard ? "SIGKILL" : "SIGTERM") + ")";
+                log.log("fault " + kind.label + ": stop " + all + " with " + (hard ? "SIGKILL" : "SIGTERM") + ", start again in " + down + " ms");
+                if (hard) {
+                    cluster.kafka.killAll();
+                } else {
+                    cluster.kafka.stopAll();
+                }
+                log.sleep(down);
+                cluster.kafka.startAll();
+            }
+            case KILL_BROKER -> {
+                int broker = random.nextInt(cluster.kafka.size());
+                long down = 1000 + random.nextInt(5000);
+                target = "kafka broker " + (broker + 1);
+                log.log("fault " + kind.label + ": SIGKILL broker " + (broker + 1) + " of " + cluster.kafka.size() + ", start again in " + down + " ms");
+                cluster.kafka.kill(broker);
+                log.sleep(down);
+                cluster.kafka.start(broker);
+            }
+            case MOVE_LEADERS -> {
+                target = "kafka leaders of " + TOPIC;
+                int moved = cluster.kafka.moveLeaders(TOPIC);
+                log.log("fault " + kind.label + ": rotated every partition's replicas and elected the preferred leaders; " + moved + " of "
+                        + PARTITIONS + " partitions changed leader");
+            }
+            case GRACEFUL_RESTART -> {
+                Service s = cluster.pick(null, random);
+                target = s.toString();
+                log.log("fault " + kind.label + ": SIGTERM " + target + " and start it again");
+                int code = s.terminate();
+                if (!ChaosCluster.graceful(code)) {
+                    cluster.crashes.add(s.name + " exited with code " + code + " after SIGTERM (a graceful stop exits 0 or 143)");
+                }
+                s.start();
+            }
+            default -> throw new IllegalStateException(kind.toString());
+        }
+        history.faults.add(new History.Fault(at, kind.label, target, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)));
+    }
+
+}
