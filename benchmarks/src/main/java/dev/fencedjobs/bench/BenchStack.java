@@ -30,8 +30,6 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * The system as the end-to-end and soak benchmarks run it: a durable PostgreSQL 17 ({@link
@@ -48,7 +46,6 @@ final class BenchStack implements AutoCloseable {
     /** {@code n} jobs due at once, spread over {@link #RESOURCES} resources, as a producer would insert them. */
     static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) "
             + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
-    private static final Pattern OPS_PORT = Pattern.compile("Ops endpoint on port (\\d+)");
 
     private final Path repo;
     private final String serviceLogLevel;
@@ -57,6 +54,8 @@ final class BenchStack implements AutoCloseable {
     private final KafkaProcess kafka;
     private final Map<String, ServiceProcess> services = new LinkedHashMap<>();
     private final Map<String, Map<String, String>> environments = new HashMap<>();
+    /** Each service's ops port, given to it (not read from its log: a quieter log level hides that line). */
+    private final Map<String, Integer> opsPorts = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private String url;
@@ -130,10 +129,13 @@ final class BenchStack implements AutoCloseable {
         waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
     }
 
+    /** Starts a service; {@code extra} may name its {@code HTTP_PORT}, else it gets a free one, kept across restarts. */
     void start(String name, String kind, String user, Map<String, String> extra) {
-        Map<String, String> env = ServiceEnvironment.database(url, user, "bench").migrate(false).httpPort(0)
+        int port = extra.containsKey(ServiceConfig.HTTP_PORT) ? Integer.parseInt(extra.get(ServiceConfig.HTTP_PORT)) : freePort();
+        Map<String, String> env = ServiceEnvironment.database(url, user, "bench").migrate(false).httpPort(port)
                 .kafka(kafka.bootstrapServers(), topic).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
         environments.put(name, env);
+        opsPorts.put(name, port);
         services.put(name, ServiceProcess.start(name, jar(kind), env, logs, List.of(HEAP)));
     }
 
@@ -141,6 +143,14 @@ final class BenchStack implements AutoCloseable {
     void restart(String name) {
         int n = restarts.merge(name, 1, Integer::sum);
         services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, List.of(HEAP)));
+    }
+
+    private static int freePort() {
+        try {
+            return KafkaProcess.freePort();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 
     private Path jar(String kind) {
@@ -152,16 +162,15 @@ final class BenchStack implements AutoCloseable {
      * and, for a dispatcher, its start-up warm-up is over.
      */
     void awaitAllReady(Duration timeout) throws InterruptedException {
-        waitFor("every service to report ready", () -> services.values().stream().allMatch(this::ready), timeout);
+        waitFor("every service to report ready", () -> services.keySet().stream().allMatch(this::ready), timeout);
     }
 
-    private boolean ready(ServiceProcess service) {
-        Matcher m = OPS_PORT.matcher(service.output());
-        if (!service.isAlive() || !m.find()) {
+    private boolean ready(String name) {
+        if (!services.get(name).isAlive()) {
             return false;
         }
         try {
-            HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + m.group(1) + "/health/ready"))
+            HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + opsPorts.get(name) + "/health/ready"))
                     .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
             return r.statusCode() == 200;
         } catch (java.io.IOException e) {
@@ -209,6 +218,29 @@ final class BenchStack implements AutoCloseable {
         } catch (SQLException e) {
             throw new IllegalStateException(sql, e);
         }
+    }
+
+    /**
+     * A thread that inserts due jobs, 5,000 at a time, whenever fewer than 50,000 are between INSERT
+     * and effect, so that the pipeline never starves, until {@code stop}; a failure ends it and is
+     * left in {@code failure}. Started by the caller.
+     */
+    Thread saturatingLoader(String name, java.util.concurrent.atomic.AtomicBoolean stop,
+            java.util.concurrent.atomic.AtomicReference<Exception> failure) {
+        return new Thread(() -> {
+            try (Connection c = owner(); Statement s = c.createStatement()) {
+                long inserted = scalar(s, "SELECT count(*) FROM jobs");
+                while (!stop.get()) {
+                    if (inserted - scalar(s, "SELECT coalesce(max(id), 0) FROM ledger") < 50_000) {
+                        inserted += s.executeUpdate(String.format(INSERT_DUE, 5_000));
+                    } else {
+                        Thread.sleep(20);
+                    }
+                }
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        }, name);
     }
 
     static long scalar(Statement s, String sql) throws SQLException {

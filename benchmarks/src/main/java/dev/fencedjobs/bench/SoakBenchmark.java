@@ -193,20 +193,7 @@ final class SoakBenchmark {
         System.out.println("1. saturation: a standing backlog of up to 50,000 due jobs, effects counted over 30 s after 15 s");
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
-        Thread loader = new Thread(() -> {
-            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-                long inserted = BenchStack.scalar(s, "SELECT count(*) FROM jobs");
-                while (!stop.get()) {
-                    if (inserted - BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger") < 50_000) {
-                        inserted += s.executeUpdate(String.format(BenchStack.INSERT_DUE, 5_000));
-                    } else {
-                        Thread.sleep(20);
-                    }
-                }
-            } catch (Exception e) {
-                failure.set(e);
-            }
-        }, "saturation-loader");
+        Thread loader = stack.saturatingLoader("saturation-loader", stop, failure);
         loader.start();
         double rate;
         try {

@@ -21,8 +21,8 @@ import java.util.concurrent.TimeUnit;
  * A service run as a separate OS process (from its packaged jar, or a main class on this JVM's
  * class path), so that tests and tools can SIGKILL, SIGTERM, SIGSTOP and SIGCONT it as an operator
  * or a crash would, and start it again under the same name. Its output goes either to {@code
- * <name>.log} in a directory, appended across restarts, or to this process's standard output
- * with the name in front of each line.
+ * <name>.log} in a directory (made anew by the first start, appended to by each start after it),
+ * or to this process's standard output with the name in front of each line.
  *
  * <p>The one launcher of the tests, the chaos suite, the benchmarks and {@code run-local}.
  */
@@ -55,7 +55,7 @@ public final class ServiceProcess implements AutoCloseable {
             return this;
         }
 
-        /** Output to {@code <name>.log} in {@code directory}, appended across restarts. */
+        /** Output to {@code <name>.log} in {@code directory}: replaced by the first start, appended to by each start after it. */
         public Spec logTo(Path directory) {
             this.logDirectory = directory;
             this.echo = null;
@@ -103,6 +103,8 @@ public final class ServiceProcess implements AutoCloseable {
     private Process process;
     /** Set when this side ends the process; a process that exits otherwise has crashed. */
     private boolean expectedExit;
+    /** Where the latest start's output begins in the log file. */
+    private long logOffset;
 
     private ServiceProcess(Spec spec) {
         this.spec = spec;
@@ -122,8 +124,12 @@ public final class ServiceProcess implements AutoCloseable {
         try {
             if (spec.logDirectory != null) {
                 Files.createDirectories(spec.logDirectory);
-                Files.writeString(log(), "\n===== starting " + spec.name + " at " + Instant.now() + " =====\n",
+                if (process == null) {
+                    Files.deleteIfExists(log());
+                }
+                Files.writeString(log(), "===== starting " + spec.name + " at " + Instant.now() + " =====\n",
                         StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+                logOffset = Files.size(log());
                 builder.redirectOutput(ProcessBuilder.Redirect.appendTo(log().toFile()));
             }
             process = builder.start();
@@ -256,10 +262,19 @@ public final class ServiceProcess implements AutoCloseable {
         }
     }
 
-    /** What it wrote to its log file so far; empty when its output is echoed instead. */
+    /** What it wrote to its log file since its latest start; empty when its output is echoed instead. */
     public String output() {
-        try {
-            return log() == null ? "" : Files.readString(log());
+        Path file = log();
+        if (file == null) {
+            return "";
+        }
+        long from;
+        synchronized (this) {
+            from = logOffset;
+        }
+        try (java.io.InputStream in = Files.newInputStream(file)) {
+            in.skipNBytes(from);
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (IOException e) {
             return "";
         }

@@ -1,0 +1,113 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.testing.ServiceProcess;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Parts 1, 2 and 6 of the end-to-end benchmark: throughput from a SQL INSERT of due jobs to the
+ * consumer's effect row, sustained, with where the CPU went and the statements that took the most
+ * database time; the bound it stands beside, the same SQL and Kafka work by plain JDBC and
+ * kafka-clients ({@link PipelinedBound}); and each service's peak RSS during the run.
+ */
+final class ThroughputPhase {
+
+    private final BenchStack stack;
+    private final E2eReport report;
+    private final int windowSeconds;
+    private final Map<String, Long> peakRss = new LinkedHashMap<>();
+
+    ThroughputPhase(BenchStack stack, E2eReport report, int windowSeconds) {
+        this.stack = stack;
+        this.report = report;
+        this.windowSeconds = windowSeconds;
+    }
+
+    /**
+     * Inserts due jobs whenever fewer than 50,000 are between INSERT and effect, so the pipeline never
+     * starves, and counts effect rows over the window after a warm-up.
+     */
+    double throughput() throws Exception {
+        System.out.println("1. end-to-end throughput: " + windowSeconds + " s window after 15 s of warm-up");
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        Thread loader = stack.saturatingLoader("e2e-loader", stop, failure);
+        loader.start();
+        Thread.sleep(15_000);
+        long a0 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+        Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+        try (Connection c = stack.owner(); Statement s = c.createStatement()) {
+            s.execute("SELECT pg_stat_statements_reset()");
+        }
+        long t0 = System.nanoTime();
+        Thread.sleep(windowSeconds * 1000L);
+        long a1 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+        long t1 = System.nanoTime();
+        Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
+        Map<String, Double> cpuShare = new LinkedHashMap<>();
+        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * ((t1 - t0) / 1e9);
+        cpu1.forEach((component, ticks) -> cpuShare.put(component,
+                Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        report.put("cpuShareDuringThroughputPercent", cpuShare);
+        List<String> top = new ArrayList<>();
+        try (Connection c = stack.owner(); Statement s = c.createStatement();
+                ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, BenchStack.round(st.total_exec_time::numeric / 1000, 1),"
+                        + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
+                        + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
+            while (r.next()) {
+                top.add(String.format(Locale.ROOT, "%-20s %8d calls %7.1f s  %s", r.getString(1), r.getLong(2), r.getDouble(3), r.getString(4)));
+            }
+        }
+        report.put("topStatementsByExecutionTime", top);
+        System.out.println("   statements that took the most database time in the window:");
+        top.forEach(t -> System.out.println("     " + t));
+        System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
+        report.row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
+                E2eReport.listing(cpuShare), "from /proc/<pid>/stat");
+        for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
+            peakRss.put(e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
+        }
+        stop.set(true);
+        loader.join();
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        double rate = (a1 - a0) / ((t1 - t0) / 1e9);
+        System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
+        report.put("throughputJobsPerSecond", rate);
+        BenchStack.waitFor("the backlog to drain", () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+                && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
+                && stack.scalar("SELECT coalesce(max(id), 0) FROM ledger") >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
+        return rate;
+    }
+
+    void memory() {
+        report.put("peakRssMb", peakRss);
+        report.row("6. peak RSS during run 1 (" + BenchStack.HEAP + ")", E2eReport.listing(peakRss) + " MB", "heap " + BenchStack.HEAP + " each");
+    }
+
+    /** The lower of {@link PipelinedBound}'s two bounds, each measured with the machine to itself. */
+    double bound() throws Exception {
+        System.out.println("2. the bound: PostgreSQL alone doing the same row writes, stages pipelined, " + windowSeconds
+                + " s window after 10 s of warm-up");
+        double postgres = PipelinedBound.postgresOnly(stack.pg(), 10, windowSeconds);
+        System.out.println("   Kafka alone doing the produce and the consume, " + windowSeconds + " s window after 10 s of warm-up");
+        double kafkaOnly = PipelinedBound.kafkaOnly(stack.kafka(), 10, windowSeconds);
+        report.put("boundPostgresOnlyJobsPerSecond", postgres);
+        report.put("boundKafkaOnlyRecordsPerSecond", kafkaOnly);
+        report.row("2. bound: PostgreSQL alone, the same row writes in the services' batch sizes, four stages at once",
+                String.format(Locale.ROOT, "%,.0f jobs/s", postgres), "same run, same server; no service, lease, LISTEN, purge or Kafka");
+        report.row("2. bound: Kafka alone, envelopes produced with the relay's settings and consumed with offset commits",
+                String.format(Locale.ROOT, "%,.0f records/s", kafkaOnly), "same run, same broker");
+        return Math.min(postgres, kafkaOnly);
+    }
+}
