@@ -114,7 +114,7 @@ public final class FencedConsumer implements RunningService {
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
         DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
         this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
-                () -> java.util.concurrent.ThreadLocalRandom.current().nextDouble());
+                () -> java.util.concurrent.ThreadLocalRandom.current().nextDouble(), ticker);
         this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
                 running::get, patient::retryOne, n -> { },
                 e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
@@ -127,7 +127,15 @@ public final class FencedConsumer implements RunningService {
     private final class JooqStore implements ConsumerLoop.Store {
         @Override
         public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
-            return dsl.transactionResult(c -> processor.process(c.dsl(), records));
+            return waited(dsl.transactionResult(c -> processor.process(c.dsl(), records)));
+        }
+
+        /** Records put to wait (behind a waiting one of their resource) wake the patient retries. */
+        private BatchProcessor.Counts waited(BatchProcessor.Counts counts) {
+            if (counts.waiting() > 0) {
+                patient.putToWait();
+            }
+            return counts;
         }
 
         @Override
@@ -142,7 +150,7 @@ public final class FencedConsumer implements RunningService {
                     BatchProcessor.lockFence(c.dsl(), job.resource());
                     return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait);
                 });
-                return waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0);
+                return waited(waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0));
             }
             log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
             boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));

@@ -5,6 +5,7 @@ import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 
 import dev.fencedjobs.consumer.jooq.tables.records.ConsumerWaitingRecord;
 import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.db.Ticker;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;
@@ -26,6 +27,11 @@ import org.slf4j.LoggerFactory;
  * dead-lettered, and its resource moves on. Any consumer of the group may do this for any resource:
  * the records are in the database, not in a partition's memory, so restarts and rebalances lose
  * none.
+ *
+ * <p>While it knows that nothing waits (its last look found no waiting record, and this consumer
+ * has put none to wait since: {@link #putToWait()}), it looks again only every {@link #QUIET}, for
+ * records another consumer of the group put to wait; an idle consumer so sends one statement a
+ * minute for it instead of one a second.
  */
 final class PatientRetries {
 
@@ -36,23 +42,45 @@ final class PatientRetries {
     private final EffectRetries retries;
     private final Duration base;
     private final DoubleSupplier random;
+    private final Ticker ticker;
+    /** How often it looks while it knows that nothing waits. */
+    static final Duration QUIET = Duration.ofMinutes(1);
+    /** False once a look found no waiting record; true again when this consumer puts one to wait. */
+    private volatile boolean mayWait = true;
+    /** While nothing waits, the ticker reading of the next look. */
+    private volatile long quietUntil;
     /** Written by the retry thread only. */
     private volatile int succeeded;
     private volatile int deadLettered;
 
-    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random) {
+    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random, Ticker ticker) {
         this.dsl = dsl;
+        this.ticker = ticker;
         this.processor = processor;
         this.retries = retries;
         this.base = base;
         this.random = random;
     }
 
+    /** This consumer put a record to wait: look every second again. */
+    void putToWait() {
+        mayWait = true;
+    }
+
     /** Tries the most overdue first waiting record, if one is due; returns how many it tried (0 or 1). */
     int retryOne() {
-        Record due = dsl.fetchOne("SELECT seq, resource FROM (SELECT DISTINCT ON (resource) seq, resource, next_attempt_at "
-                + "FROM consumer_waiting ORDER BY resource, seq) head WHERE next_attempt_at <= clock_timestamp() ORDER BY next_attempt_at LIMIT 1");
+        if (!mayWait && ticker.nanoTime() - quietUntil < 0) {
+            return 0;
+        }
+        Record due = dsl.fetchOne("SELECT seq, resource, next_attempt_at <= clock_timestamp() AS due FROM (SELECT DISTINCT ON (resource) "
+                + "seq, resource, next_attempt_at FROM consumer_waiting ORDER BY resource, seq) head ORDER BY next_attempt_at LIMIT 1");
         if (due == null) {
+            quietUntil = ticker.nanoTime() + QUIET.toNanos();
+            mayWait = false;
+            return 0;
+        }
+        mayWait = true;
+        if (!due.get("due", Boolean.class)) {
             return 0;
         }
         long seq = due.get("seq", Long.class);

@@ -138,6 +138,39 @@ class PatientRetriesTest {
     }
 
     @Test
+    void whileNothingWaitsItLooksOnceAMinuteAndEverySecondAgainOnceItPutsARecordToWait() {
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        org.jooq.Configuration counted = fixture.dsl().configuration().derive(new org.jooq.impl.DefaultExecuteListenerProvider(
+                new org.jooq.ExecuteListener() {
+                    @Override
+                    public void executeStart(org.jooq.ExecuteContext ctx) {
+                        statements.incrementAndGet();
+                    }
+                }));
+        long[] now = {1_000_000_000L};
+        PatientRetries retries = new PatientRetries(org.jooq.impl.DSL.using(counted), new BatchProcessor(effect), EffectRetries.DEFAULT,
+                Duration.ofMillis(50), () -> 0.5, () -> now[0]);
+
+        assertThat(retries.retryOne()).isZero();
+        assertThat(statements.get()).as("the first look, at start: records may wait from before a restart").isEqualTo(1);
+        for (int second = 1; second < 60; second++) {
+            now[0] += Duration.ofSeconds(1).toNanos();
+            assertThat(retries.retryOne()).isZero();
+        }
+        assertThat(statements.get()).as("nothing waited: no look for a minute").isEqualTo(1);
+        now[0] += Duration.ofSeconds(1).toNanos();
+        retries.retryOne();
+        assertThat(statements.get()).as("a minute after: another consumer may have put one to wait").isEqualTo(2);
+
+        retries.putToWait();
+        retries.retryOne();
+        assertThat(statements.get()).as("this consumer put a record to wait: it looks at once").isEqualTo(3);
+        now[0] += Duration.ofSeconds(1).toNanos();
+        retries.retryOne();
+        assertThat(statements.get()).as("and found none waiting (this test put none): quiet again").isEqualTo(3);
+    }
+
+    @Test
     void theBackOffDoublesUpToItsCapWithJitter() {
         EffectRetries r = new EffectRetries(Duration.ofHours(6), Duration.ofMinutes(5));
         Duration base = Duration.ofMillis(200);
