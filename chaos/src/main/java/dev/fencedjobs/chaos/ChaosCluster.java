@@ -1,8 +1,10 @@
 package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.cli.Bootstrap;
+import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaCluster;
 import dev.fencedjobs.testing.StreamingPostgres;
@@ -75,11 +77,11 @@ final class ChaosCluster {
         }
         for (int i = 1; i <= 2; i++) {
             addService("relay-" + i, "relay", relayJar, Roles.RELAY, "relay",
-                    Map.of("OUTBOX_RETENTION", "1000h", "KAFKA_TOPIC_PARTITIONS", Integer.toString(PARTITIONS),
-                            "KAFKA_TOPIC_REPLICATION", Integer.toString(kafka.size())));
+                    Map.of(RelayConfig.RETENTION, "1000h", RelayConfig.PARTITIONS, Integer.toString(PARTITIONS),
+                            RelayConfig.REPLICATION, Integer.toString(kafka.size())));
         }
         for (int i = 1; i <= 2; i++) {
-            addService("consumer-" + i, "consumer", consumerJar, Roles.CONSUMER, "consumer", Map.of("PROCESSED_RETENTION", "1000h"));
+            addService("consumer-" + i, "consumer", consumerJar, Roles.CONSUMER, "consumer", Map.of(ConsumerConfig.PROCESSED_RETENTION, "1000h"));
         }
         log.log("starting " + services.size() + " services: 3 dispatchers, 2 relays, 2 consumers");
         services.forEach(Service::start);

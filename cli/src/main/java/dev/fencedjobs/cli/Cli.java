@@ -68,7 +68,7 @@ public final class Cli {
             opt("limit", "<n>", "at most this many"));
     private static final List<Opt> MARK = concat(FILTERS,
             flag("all", "every letter still dead (instead of ids or filters)"),
-            opt("by", "<name>", "who acts (default: the database user)"));
+            opt("by", "<name>", "who acts, recorded with the database user (default: your login name)"));
 
     private static List<Opt> concat(List<Opt> a, Opt... b) {
         List<Opt> all = new ArrayList<>(a);

@@ -300,6 +300,7 @@ final class DispatchLoop implements LeaderService.Worker {
         }
         Optional<Grant> current = leadership.current();
         if (current.isEmpty()) {
+            MDC.clear();
             idle = null;
             return Next.await();
         }

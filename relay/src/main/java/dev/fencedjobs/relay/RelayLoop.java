@@ -146,6 +146,7 @@ final class RelayLoop implements LeaderService.Worker {
         }
         Optional<Grant> current = leadership.current();
         if (current.isEmpty()) {
+            MDC.clear();
             publisher.reset();
             preparedToken = -1;
             return Next.await();
