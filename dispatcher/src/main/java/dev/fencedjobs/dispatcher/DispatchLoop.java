@@ -422,19 +422,20 @@ final class DispatchLoop implements LeaderService.Worker {
         if (planned == CATCH_UP) {
             return null;
         }
+        // In differences of ticker readings, never in absolute readings, which may wrap: a job due
+        // in the year 9999 saturates its wait, and must not win over the next read from the start.
         long now = ticker.nanoTime();
         // While batches start after a position: the next batch from the start (at most a second away).
-        long fromStart = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS);
-        long at = fromStart;
+        long wait = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
         if (planned != NOTHING) {
             // Due times are in database time: offset from the database's "now" at the query,
             // plus a millisecond for the rounding of due_at to whole milliseconds.
             long untilDue = TimeUnit.MILLISECONDS.toNanos(Math.max(-1, planned - plan.databaseNowMillis()) + 1);
-            at = Math.min(at, plan.askedAtNanos() + untilDue);
+            wait = Math.min(wait, untilDue - (now - plan.askedAtNanos()));
         }
-        if (at == Long.MAX_VALUE) {
+        if (wait == Long.MAX_VALUE) {
             return Next.await();
         }
-        return at - now > 0 ? Next.sleepUntil(at) : null;
+        return wait > 0 ? Next.sleepUntil(now + wait) : null;
     }
 }

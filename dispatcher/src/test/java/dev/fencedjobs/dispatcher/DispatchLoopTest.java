@@ -19,12 +19,19 @@ class DispatchLoopTest {
     private static final long DATABASE_EPOCH_MILLIS = 1_800_000_000_000L;
     private static final int BATCH = 3;
 
-    private long now = TimeUnit.SECONDS.toNanos(5);
+    private static final long START = TimeUnit.SECONDS.toNanos(5);
+
+    private long now = START;
     private final Ticker ticker = () -> now;
-    private final MemoryJobs jobs = new MemoryJobs(() -> DATABASE_EPOCH_MILLIS + now / 1_000_000);
+    private final MemoryJobs jobs = new MemoryJobs(this::databaseMillis);
     private final ScriptedGrants grants = new ScriptedGrants("scheduler");
     private final DispatchLoop loop = new DispatchLoop(grants, jobs, BATCH, Duration.ofDays(7), ticker, new SimpleMeterRegistry(),
             DispatchLoop.Schedules.NONE);
+
+    /** Database time, epoch ms: it moves with the ticker, measured in differences (readings may wrap). */
+    private long databaseMillis() {
+        return DATABASE_EPOCH_MILLIS + (now - START) / 1_000_000;
+    }
 
     private static long ms(long millis) {
         return TimeUnit.MILLISECONDS.toNanos(millis);
@@ -48,7 +55,7 @@ class DispatchLoopTest {
         lead(1);
         assertThat(loop.step()).as("a job completed: batches start after it, and one reads from the start a second later")
                 .isEqualTo(Next.sleepUntil(now + ms(1000)));
-        assertThat(jobs.completedAt(due)).isEqualTo(DATABASE_EPOCH_MILLIS + 5000);
+        assertThat(jobs.completedAt(due)).isEqualTo(DATABASE_EPOCH_MILLIS);
 
         now += ms(1000);
         assertThat(loop.step()).as("nothing pending, no position: sleep until woken").isEqualTo(Next.await());
@@ -133,6 +140,19 @@ class DispatchLoopTest {
                 .isEqualTo(Next.sleepUntil(now + ms(1000)));
         assertThat(jobs.batchesAfter()).last().as("back to the start").isNull();
         assertThat(jobs.completedAt(behind)).isNotNull();
+    }
+
+    @Test
+    void aJobDueInTheYear9999NeitherWakesTheLeaderNorStopsTheReadFromTheStart() {
+        lead(1);
+        MemoryJobs.Job first = jobs.insert(0);
+        jobs.insert(253_402_300_799_000L - databaseMillis()); // 9999-12-31T23:59:59Z
+        long started = now;
+        assertThat(loop.step()).as("the read from the start a second later, not a sleep until 9999").isEqualTo(Next.sleepUntil(started + ms(1000)));
+        now += ms(1000);
+        loop.step();
+        assertThat(jobs.batchesAfter()).containsExactly(null, null);
+        assertThat(jobs.completedAt(first)).isNotNull();
     }
 
     @Test
