@@ -45,9 +45,14 @@ final class PatientRetries {
     private final Ticker ticker;
     /** How often it looks while it knows that nothing waits. */
     static final Duration QUIET = Duration.ofMinutes(1);
-    /** False once a look found no waiting record; true again when this consumer puts one to wait. */
-    private volatile boolean mayWait = true;
-    /** While nothing waits, the ticker reading of the next look. */
+    /** Records this consumer put to wait, counted. */
+    private final java.util.concurrent.atomic.AtomicLong puts = new java.util.concurrent.atomic.AtomicLong();
+    /**
+     * Quiet (no look before {@code quietUntil}) while {@link #puts} is still what it was before the
+     * look that found nothing waiting: a record put to wait while that look ran ends the quiet.
+     * Written by the retry thread only.
+     */
+    private volatile long quietPuts = -1;
     private volatile long quietUntil;
     /** Written by the retry thread only. */
     private volatile int succeeded;
@@ -64,22 +69,23 @@ final class PatientRetries {
 
     /** This consumer put a record to wait: look every second again. */
     void putToWait() {
-        mayWait = true;
+        puts.incrementAndGet();
     }
 
     /** Tries the most overdue first waiting record, if one is due; returns how many it tried (0 or 1). */
     int retryOne() {
-        if (!mayWait && ticker.nanoTime() - quietUntil < 0) {
+        long before = puts.get();
+        if (before == quietPuts && ticker.nanoTime() - quietUntil < 0) {
             return 0;
         }
         Record due = dsl.fetchOne("SELECT seq, resource, next_attempt_at <= clock_timestamp() AS due FROM (SELECT DISTINCT ON (resource) "
                 + "seq, resource, next_attempt_at FROM consumer_waiting ORDER BY resource, seq) head ORDER BY next_attempt_at LIMIT 1");
         if (due == null) {
             quietUntil = ticker.nanoTime() + QUIET.toNanos();
-            mayWait = false;
+            quietPuts = before;
             return 0;
         }
-        mayWait = true;
+        quietPuts = -1;
         if (!due.get("due", Boolean.class)) {
             return 0;
         }
