@@ -11,7 +11,6 @@ import dev.fencedjobs.testing.TestKafka;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.jooq.DSLContext;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;

@@ -1,7 +1,6 @@
 package dev.fencedjobs.local;
 
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.Optional;

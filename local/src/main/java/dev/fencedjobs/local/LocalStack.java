@@ -6,6 +6,7 @@ import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceEnvironment;
+import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -157,7 +158,8 @@ public final class LocalStack {
     }
 
     private Child startChild(String name, String mainClass, String role) throws IOException {
-        int httpPort = freePort();
+        // A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child, with its message).
+        int httpPort = KafkaProcess.freePort();
         Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role)).migrate(false).httpPort(httpPort)
                 .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).set(RelayConfig.PARTITIONS, "3")
                 .lease(Duration.ofSeconds(5), Duration.ofSeconds(1)).toMap();
@@ -166,13 +168,6 @@ public final class LocalStack {
         Child child = new Child(name, process, httpPort);
         children.add(child);
         return child;
-    }
-
-    /** A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child, with its message). */
-    private static int freePort() throws IOException {
-        try (java.net.ServerSocket socket = new java.net.ServerSocket(0)) {
-            return socket.getLocalPort();
-        }
     }
 
     List<Child> children() {
