@@ -65,11 +65,11 @@ public final class Bench implements Callable<Integer> {
 
     @Command(name = "e2e", showDefaultValues = true, description = {
         "The whole pipeline as separate processes: throughput beside its bound, due-to-effect latency at offered loads,",
-        "failover of the dispatcher and the consumer, and the idle statements. Writes e2e.md and e2e.json to --out."})
+        "failover of the dispatcher and the relay (fast path, lease, partition) and of the consumer, and the idle statements. Writes e2e.md and e2e.json to --out."})
     static final class EndToEnd implements Callable<Integer> {
         @Option(names = "--seconds", defaultValue = "60", description = "length of the throughput window")
         int seconds;
-        @Option(names = "--trials", defaultValue = "10", description = "failover trials per service")
+        @Option(names = "--trials", defaultValue = "10", description = "failover trials of each kind")
         int trials;
         @Option(names = "--idle-seconds", defaultValue = "60", description = "length of the idle phase")
         int idleSeconds;

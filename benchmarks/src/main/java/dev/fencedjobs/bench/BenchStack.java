@@ -8,6 +8,7 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
+import dev.fencedjobs.testing.TcpProxy;
 import dev.fencedjobs.testing.TestKafka;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -57,6 +58,7 @@ final class BenchStack implements AutoCloseable {
     /** Each service's ops port, given to it (not read from its log: a quieter log level hides that line). */
     private final Map<String, Integer> opsPorts = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
+    private final Map<String, TcpProxy> proxies = new HashMap<>();
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private String url;
     private String topic;
@@ -143,6 +145,38 @@ final class BenchStack implements AutoCloseable {
     void restart(String name) {
         int n = restarts.merge(name, 1, Integer::sum);
         services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, List.of(HEAP)));
+    }
+
+    /**
+     * Stops {@code name} (SIGTERM, waits) and starts it again with {@code changes} over its
+     * environment, kept for its later restarts.
+     */
+    void reconfigure(String name, Map<String, String> changes) {
+        Map<String, String> env = new HashMap<>(environments.get(name));
+        env.putAll(changes);
+        environments.put(name, env);
+        ServiceProcess running = services.get(name);
+        if (running.isAlive()) {
+            running.terminate();
+            running.waitFor();
+        }
+        restart(name);
+    }
+
+    /**
+     * Puts {@code name} behind a {@link TcpProxy} of its own (all its database connections), kept
+     * across its restarts, so a trial can partition it: the proxy holds bytes, neither end sees a reset.
+     */
+    TcpProxy behindProxy(String name) throws java.io.IOException {
+        TcpProxy proxy = proxies.get(name);
+        if (proxy == null) {
+            URI pgUri = URI.create(url.substring("jdbc:".length()));
+            proxy = new TcpProxy(name, pgUri.getPort());
+            proxies.put(name, proxy);
+            reconfigure(name, Map.of(DatabaseConfig.URL, "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + pgUri.getRawPath()
+                    + (pgUri.getRawQuery() == null ? "" : "?" + pgUri.getRawQuery())));
+        }
+        return proxy;
     }
 
     private static int freePort() {
@@ -349,11 +383,14 @@ final class BenchStack implements AutoCloseable {
         services.values().forEach(ServiceProcess::terminate);
         services.values().forEach(ServiceProcess::waitFor);
         services.clear();
+        proxies.values().forEach(TcpProxy::close);
+        proxies.clear();
     }
 
     @Override
     public void close() throws Exception {
         services.values().forEach(ServiceProcess::close);
+        proxies.values().forEach(TcpProxy::close);
         kafka.close();
         pg.close();
     }

@@ -8,6 +8,7 @@ import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaCluster;
 import dev.fencedjobs.testing.StreamingPostgres;
+import dev.fencedjobs.testing.TcpProxy;
 import dev.fencedjobs.testing.TestKafka;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -58,6 +59,8 @@ final class ChaosCluster {
                 + (options.brokers() == 1 ? "a Kafka broker" : options.brokers() + " Kafka brokers"));
         postgres = new StreamingPostgres(StreamingPostgres.Replication.SYNCHRONOUS);
         postgres.executeOnPrimary("postgres", "CREATE ROLE " + OWNER + " LOGIN CREATEROLE PASSWORD '" + OWNER + "'");
+        // The end-lease-session fault ends a service's session, as an operator's pg_terminate_backend would.
+        postgres.executeOnPrimary("postgres", "GRANT pg_signal_backend TO " + OWNER);
         postgres.executeOnPrimary("postgres", "CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
         ownerUrl = postgres.url(DATABASE);
         DatabaseConfig owner = DatabaseConfig.of(ownerUrl, OWNER, OWNER).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
@@ -95,6 +98,26 @@ final class ChaosCluster {
                 .lease(Duration.ofMillis(options.leaseMillis()), Duration.ofMillis(Math.max(100, options.leaseMillis() / 5)))
                 .setAll(extra).toMap();
         services.add(new Service(name, kind, jar, env, proxy, out, List.of("-Xmx128m", "-XX:+UseSerialGC")));
+    }
+
+    /**
+     * Terminates the session holding the sign of life of {@code role}'s current token (the leader's
+     * lease session), and only that one; returns how many sessions it ended (0 when there was none,
+     * as between a takeover and the new holder's lock).
+     */
+    int endLeaseSession(String role) throws SQLException {
+        try (Connection c = owner(); java.sql.PreparedStatement s = c.prepareStatement(
+                "SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k JOIN leader_lease l ON l.role = ?"
+                        + " WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 AND k.classid = ?::bigint::oid"
+                        + " AND k.objid = (l.fencing_token & 4294967295)::oid"
+                        + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
+            s.setString(1, role);
+            s.setLong(2, Integer.toUnsignedLong(dev.fencedjobs.db.Lease.signOfLifeKey(role)));
+            try (java.sql.ResultSet r = s.executeQuery()) {
+                r.next();
+                return r.getInt(1);
+            }
+        }
     }
 
     Connection owner() throws SQLException {

@@ -37,6 +37,7 @@ public final class ChaosRun {
         PAUSE_DISPATCHER_LEADER("pause-dispatcher-leader"),
         PAUSE_RELAY_LEADER("pause-relay-leader"),
         PARTITION_FROM_DATABASE("partition-from-db"),
+        END_LEASE_SESSION("end-lease-session"),
         RESTART_POSTGRES("restart-postgres"),
         FAILOVER_POSTGRES("failover-postgres"),
         RESTART_KAFKA("restart-kafka"),

@@ -91,6 +91,15 @@ final class FaultInjector {
                 log.sleep(hold);
                 s.proxy.heal();
             }
+            case END_LEASE_SESSION -> {
+                // The fast path's own fault: the leader runs on, its sign-of-life session alone ends.
+                String role = random.nextBoolean() ? "scheduler" : "relay";
+                Service s = cluster.leader(role);
+                target = s + " (its lease session)";
+                int ended = cluster.endLeaseSession(role);
+                log.log("fault " + kind.label + ": pg_terminate_backend of the " + role + " leader " + s + "'s lease session ("
+                        + ended + " ended); it runs on");
+            }
             case RESTART_POSTGRES -> {
                 long down = 500 + random.nextInt(3000);
                 target = "postgresql primary";

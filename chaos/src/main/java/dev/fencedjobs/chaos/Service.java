@@ -1,6 +1,7 @@
 package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.testing.ServiceProcess;
+import dev.fencedjobs.testing.TcpProxy;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;

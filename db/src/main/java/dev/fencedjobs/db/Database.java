@@ -51,6 +51,28 @@ public final class Database {
         return new HikariDataSource(hikari);
     }
 
+    /**
+     * One connection outside the pool, set up as the pool's are (server-side timeouts, keep-alive,
+     * socket timeout), for a service's long-lived session such as its lease session.
+     */
+    public static java.sql.Connection session(DatabaseConfig config, String applicationName) throws java.sql.SQLException {
+        java.util.Properties props = new java.util.Properties();
+        props.setProperty("user", config.user());
+        props.setProperty("password", config.password());
+        props.setProperty("ApplicationName", applicationName);
+        props.setProperty("tcpKeepAlive", "true");
+        props.setProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
+        props.setProperty("socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+        java.sql.Connection c = java.sql.DriverManager.getConnection(config.url(), props);
+        try (java.sql.Statement s = c.createStatement()) {
+            s.execute(timeoutsSql(config));
+        } catch (java.sql.SQLException | RuntimeException e) {
+            c.close();
+            throw e;
+        }
+        return c;
+    }
+
     static String timeoutsSql(DatabaseConfig config) {
         return "SET statement_timeout = " + config.statementTimeout().toMillis()
                 + "; SET lock_timeout = " + config.lockTimeout().toMillis()

@@ -138,6 +138,68 @@ public final class Lease {
                 .map(Duration::ofMillis);
     }
 
+    /**
+     * Takes the role over from token {@code token} now, whatever its expiry: for a follower that has
+     * proved that token's holder session gone ({@link HolderWatch}). One update under the same rules
+     * as every acquisition (database time, the triggers' token check and history row); empty when
+     * the token has moved on meanwhile. Safety does not rest on the proof: a holder that still runs
+     * fails its next guard, as after any takeover.
+     */
+    public Optional<Grant> takeOver(long token) {
+        long sentAt = ticker.nanoTime();
+        Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
+        return dsl.update(LEADER_LEASE)
+                .set(LEADER_LEASE.HOLDER_ID, holderId)
+                .set(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.FENCING_TOKEN.plus(1L))
+                .set(LEADER_LEASE.EXPIRES_AT, expiry)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
+                .returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
+                .fetchOptional()
+                .map(r -> new Grant(role, holderId, r.getFencingToken(), r.getExpiresAt(), sentAt + duration.toNanos()));
+    }
+
+    /**
+     * The role's holder as a follower sees it: who, which token, how long its lease has left in
+     * database time (zero once expired), and whether a session holds that token's sign of life
+     * ({@link #signOfLifeKey}). Empty when the role was never acquired.
+     */
+    public Optional<Holder> holder() {
+        Field<Long> millis = DSL.field("greatest(0, (extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint)", Long.class,
+                LEADER_LEASE.EXPIRES_AT);
+        Field<Boolean> alive = DSL.field("EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2"
+                + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                + " AND k.classid = {0}::bigint::oid AND k.objid = ({1} & 4294967295)::oid)", Boolean.class,
+                val(Integer.toUnsignedLong(signOfLifeKey(role))), LEADER_LEASE.FENCING_TOKEN);
+        return dsl.select(LEADER_LEASE.HOLDER_ID, LEADER_LEASE.FENCING_TOKEN, millis, alive)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(role))
+                .fetchOptional(r -> new Holder(r.value1(), r.value2(), Duration.ofMillis(r.value3()), r.value4()));
+    }
+
+    /**
+     * The role's current holder, read by a follower.
+     *
+     * @param remaining how long the lease has left, in database time; zero once it has expired
+     * @param signOfLife whether some session holds the sign-of-life lock of {@code token}
+     */
+    public record Holder(String holderId, long token, Duration remaining, boolean signOfLife) {}
+
+    /**
+     * The first key of the role's sign-of-life lock, {@code pg_advisory_lock(key, (int) token)}: the
+     * two-key form, so it never meets a one-key lock such as the migrations'. In {@code pg_locks}:
+     * {@code locktype = 'advisory' AND objsubid = 2 AND classid = key} (as an unsigned number) and
+     * {@code objid} the token's low 32 bits.
+     */
+    public static int signOfLifeKey(String role) {
+        return ("fenced-jobs lease " + role).hashCode();
+    }
+
+    /** The same lease with its statements sent over another connection (a {@link LeaseSession}'s). */
+    public Lease on(DSLContext other) {
+        return new Lease(other, role, holderId, duration, ticker);
+    }
+
     /** The role's lease row, if the role was ever acquired. */
     public static Optional<LeaseState> read(DSLContext dsl, String role) {
         Field<Boolean> live = DSL.field(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)).as("live");

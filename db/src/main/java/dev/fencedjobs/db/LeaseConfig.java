@@ -9,11 +9,15 @@ import java.time.Duration;
  *     killed leader is replaced after at most this long
  * @param renewInterval how often the holder renews and a follower tries to acquire
  *     ({@code RENEW_INTERVAL}); must be shorter than the duration
+ * @param fastTakeover the fast path ({@code LEASE_FAST_TAKEOVER}, on by default): the holder keeps a
+ *     sign of life on a session of its own, and a follower takes over at once when that session
+ *     ends instead of at expiry; off, a replica shows no sign of life and waits for none
  */
-public record LeaseConfig(Duration duration, Duration renewInterval) {
+public record LeaseConfig(Duration duration, Duration renewInterval, boolean fastTakeover) {
 
     public static final String DURATION = "LEASE_DURATION";
     public static final String RENEW_INTERVAL = "RENEW_INTERVAL";
+    public static final String FAST_TAKEOVER = "LEASE_FAST_TAKEOVER";
 
     public static final Duration DEFAULT_DURATION = Duration.ofSeconds(10);
     public static final Duration DEFAULT_RENEW_INTERVAL = Duration.ofSeconds(3);
@@ -29,10 +33,21 @@ public record LeaseConfig(Duration duration, Duration renewInterval) {
         }
     }
 
+    /** With the fast path on. */
+    public LeaseConfig(Duration duration, Duration renewInterval) {
+        this(duration, renewInterval, true);
+    }
+
     public static LeaseConfig from(Settings settings) {
         return new LeaseConfig(
                 settings.duration(DURATION, DEFAULT_DURATION),
-                settings.duration(RENEW_INTERVAL, DEFAULT_RENEW_INTERVAL));
+                settings.duration(RENEW_INTERVAL, DEFAULT_RENEW_INTERVAL),
+                settings.bool(FAST_TAKEOVER, true));
+    }
+
+    /** The same timing with the fast path on or off. */
+    public LeaseConfig withFastTakeover(boolean on) {
+        return new LeaseConfig(duration, renewInterval, on);
     }
 
     /**

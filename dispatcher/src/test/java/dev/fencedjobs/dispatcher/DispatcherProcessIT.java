@@ -44,9 +44,13 @@ class DispatcherProcessIT {
     }
 
     private ServiceProcess replica(Duration leaseDuration, Duration renewInterval) {
+        return replica(leaseDuration, renewInterval, true);
+    }
+
+    private ServiceProcess replica(Duration leaseDuration, Duration renewInterval, boolean fastTakeover) {
         TestDatabase db = postgres.database();
         Map<String, String> env = ServiceEnvironment.database(db.url(), db.user(), db.password()).lease(leaseDuration, renewInterval)
-                .serverTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)).httpPort(0).toMap();
+                .fastTakeover(fastTakeover).serverTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)).httpPort(0).toMap();
         ServiceProcess p = ServiceProcess.start(testName + "-" + (processes.size() + 1),
                 Path.of(System.getProperty("dispatcher.jar")), env, Path.of("target", "process-logs"));
         processes.add(p);
@@ -69,9 +73,43 @@ class DispatcherProcessIT {
     }
 
     @Test
-    void aSigkilledLeaderIsReplacedAfterExpiryWithTheNextToken() {
+    void aSigkilledLeaderIsReplacedAtOnce_beforeItsLeaseExpires_withTheNextToken() {
+        // A 30 s lease: a takeover before its expiry can only be the fast path.
+        replica(Duration.ofSeconds(30), Duration.ofSeconds(5));
+        replica(Duration.ofSeconds(30), Duration.ofSeconds(5));
+        killLeaderAndCheckTakeover(true);
+    }
+
+    @Test
+    void withTheFastPathOff_aSigkilledLeaderIsReplacedAfterExpiryWithTheNextToken() {
+        replica(Duration.ofSeconds(2), Duration.ofMillis(500), false);
+        replica(Duration.ofSeconds(2), Duration.ofMillis(500), false);
+        killLeaderAndCheckTakeover(false);
+    }
+
+    @Test
+    void aSigstoppedLeaderKeepsItsSession_andIsReplacedOnlyAfterExpiry() {
         replica(Duration.ofSeconds(2), Duration.ofMillis(500));
         replica(Duration.ofSeconds(2), Duration.ofMillis(500));
+        insertAndAwaitCompletion(200);
+        ServiceProcess leader = leaderProcess();
+        long token = fixture.currentToken();
+        java.time.OffsetDateTime expiryAtStop = expiryOf(token);
+        leader.pause();
+        try {
+            fixture.dsl().execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'after-stop' FROM generate_series(1, 200)");
+            await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
+            assertThat(fixture.currentToken()).isEqualTo(token + 1);
+            assertThat(acquiredAt(token + 1)).as("the takeover from a stopped, not dead, leader").isAfterOrEqualTo(expiryAtStop);
+        } finally {
+            leader.resume();
+        }
+        await().atMost(Duration.ofSeconds(15)).until(() -> leader.output().contains("another holder has the lease"));
+        insertAndAwaitCompletion(200);
+        fixture.assertExactlyOnceWithOutbox(600);
+    }
+
+    private void killLeaderAndCheckTakeover(boolean fastPath) {
         insertAndAwaitCompletion(500);
         ServiceProcess leader = leaderProcess();
         long token = fixture.currentToken();
@@ -86,9 +124,12 @@ class DispatcherProcessIT {
         assertThat(leaderProcess()).isNotSameAs(leader);
         assertThat(fixture.dsl().selectDistinct(JOBS.COMPLETED_BY_TOKEN).from(JOBS).where(JOBS.RESOURCE.eq("after-kill"))
                 .fetch(r -> r.value1())).containsExactly(token + 1);
-        // In database time: the killed leader's last renewal had the lease until its expiry, and the
-        // follower took over after it (how soon after is LeadershipTest's, on a settable clock).
-        assertThat(acquiredAt(token + 1)).as("the takeover after SIGKILL").isAfterOrEqualTo(expiryAtKill);
+        // In database time, against the killed leader's last renewed expiry.
+        if (fastPath) {
+            assertThat(acquiredAt(token + 1)).as("the takeover after SIGKILL, on the fast path").isBefore(expiryAtKill);
+        } else {
+            assertThat(acquiredAt(token + 1)).as("the takeover after SIGKILL, by the lease").isAfterOrEqualTo(expiryAtKill);
+        }
         fixture.assertExactlyOnceWithOutbox(1000);
         assertThat(leader.output()).doesNotContain("released the lease");
     }

@@ -3,7 +3,6 @@ package dev.fencedjobs.dispatcher;
 import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.runtime.Leadership;
 import dev.fencedjobs.testing.Gate;
-import java.util.Optional;
 
 /**
  * Pauses one dispatcher replica: once paused, its lease operations and its batches stop where
@@ -30,19 +29,7 @@ final class PauseSwitch {
     }
 
     static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
-        return new Leadership.LeaseOps() {
-            @Override
-            public Optional<Grant> acquireOrRenew() {
-                gate.pass();
-                return delegate.acquireOrRenew();
-            }
-
-            @Override
-            public boolean release(long token) {
-                gate.pass();
-                return delegate.release(token);
-            }
-        };
+        return dev.fencedjobs.runtime.GatedLease.gated(gate, delegate);
     }
 
     JobBatches batches(JobBatches delegate) {

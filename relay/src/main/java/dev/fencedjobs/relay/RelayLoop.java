@@ -147,7 +147,7 @@ final class RelayLoop implements LeaderService.Worker {
         Optional<Grant> current = leadership.current();
         if (current.isEmpty()) {
             MDC.clear();
-            publisher.reset();
+            publisher.standBy();
             preparedToken = -1;
             return Next.await();
         }

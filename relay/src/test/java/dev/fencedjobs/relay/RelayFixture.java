@@ -7,7 +7,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Grant;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Embedding;
@@ -22,7 +21,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.function.UnaryOperator;
@@ -130,19 +128,7 @@ final class RelayFixture implements AutoCloseable {
     }
 
     static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
-        return new Leadership.LeaseOps() {
-            @Override
-            public Optional<Grant> acquireOrRenew() {
-                gate.pass();
-                return delegate.acquireOrRenew();
-            }
-
-            @Override
-            public boolean release(long token) {
-                gate.pass();
-                return delegate.release(token);
-            }
-        };
+        return dev.fencedjobs.runtime.GatedLease.gated(gate, delegate);
     }
 
     @Override

@@ -2,8 +2,10 @@ package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.HolderWatch;
 import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.LeaseSession;
 import dev.fencedjobs.db.Ticker;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
@@ -26,8 +28,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Graceful stop ({@link #close()}): the worker stops starting work and finishes what is in
  * flight; then, and only then, the lease is released conditionally, whose trigger notifies
- * followers so one takes over at once. If the worker does not finish in time, the lease is left
- * to expire.
+ * followers so one takes over at once. If the worker does not finish in time, the lease is not
+ * released; with the fast path a follower takes over as the lease session closes, else at expiry.
+ *
+ * <p>With the fast path ({@link LeaseConfig#fastTakeover()}) the lease's statements go over a
+ * {@link LeaseSession} of the service's own, which holds the sign of life, and a follower waits on
+ * a {@link HolderWatch}: two more long-lived connections beside the pool and the LISTEN one.
  */
 public final class LeaderService implements AutoCloseable {
 
@@ -70,6 +76,9 @@ public final class LeaderService implements AutoCloseable {
     private final Spec spec;
     private final ServiceRuntime runtime;
     private final Leadership leadership;
+    /** The lease's own session and the follower's watch; both null when the fast path is off. */
+    private final LeaseSession leaseSession;
+    private final HolderWatch holderWatch;
     private final Worker worker;
     private final Thread workerThread;
     private final PgListener listener;
@@ -81,25 +90,29 @@ public final class LeaderService implements AutoCloseable {
         this.runtime = ServiceRuntime.open(spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
         log.info("{} {} starting: database {}", spec.service(), spec.holderId(), runtime.describeDatabase());
         MeterRegistry registry = runtime.registry();
+        DSLContext dsl = runtime.dsl();
+        Lease lease;
         try {
-            DSLContext dsl = runtime.dsl();
-            Lease lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
-            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(new Leadership.LeaseOps() {
-                @Override
-                public Optional<Grant> acquireOrRenew() {
-                    return lease.acquireOrRenew();
-                }
-
-                @Override
-                public boolean release(long token) {
-                    return lease.release(token);
-                }
-
-                @Override
-                public Optional<Duration> remaining() {
-                    return lease.remaining();
-                }
-            }), spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
+            lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
+        } catch (RuntimeException e) {
+            runtime.close();
+            throw e;
+        }
+        Leadership.LeaseOps ops;
+        if (spec.lease().fastTakeover()) {
+            // The lease's statements go over a session of its own, which holds the sign of life;
+            // neither connection opens before the first attempt.
+            leaseSession = new LeaseSession(lease, runtime.sessions("lease"));
+            holderWatch = new HolderWatch(spec.role(), runtime.sessions("watch"));
+            ops = sessionOps(leaseSession);
+        } else {
+            leaseSession = null;
+            holderWatch = null;
+            ops = poolOps(lease);
+        }
+        try {
+            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(ops), watchOps(holderWatch),
+                    spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
             this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker()));
             List<String> channels = new ArrayList<>(spec.channels());
             channels.add(LEASE_RELEASED);
@@ -115,6 +128,88 @@ public final class LeaderService implements AutoCloseable {
             runtime.close();
             throw e;
         }
+    }
+
+    private void closeSessions() {
+        if (holderWatch != null) {
+            holderWatch.close();
+        }
+        if (leaseSession != null) {
+            // Ends the session, and with it the sign of life: a waiting follower takes over now.
+            leaseSession.close();
+        }
+    }
+
+    /** The lease's statements over its own session (the fast path). */
+    static Leadership.LeaseOps sessionOps(LeaseSession session) {
+        return new Leadership.LeaseOps() {
+            @Override
+            public Optional<Grant> acquireOrRenew() {
+                return session.acquireOrRenew();
+            }
+
+            @Override
+            public boolean release(long token) {
+                return session.release(token);
+            }
+
+            @Override
+            public Optional<Lease.Holder> holder() {
+                return session.holder();
+            }
+
+            @Override
+            public Optional<Grant> takeOver(long token) {
+                return session.takeOver(token);
+            }
+        };
+    }
+
+    /** The lease's statements over the pool (the fast path off). */
+    static Leadership.LeaseOps poolOps(Lease lease) {
+        return new Leadership.LeaseOps() {
+            @Override
+            public Optional<Grant> acquireOrRenew() {
+                return lease.acquireOrRenew();
+            }
+
+            @Override
+            public boolean release(long token) {
+                return lease.release(token);
+            }
+
+            @Override
+            public Optional<Lease.Holder> holder() {
+                return lease.holder();
+            }
+        };
+    }
+
+    static Leadership.SessionWatch watchOps(HolderWatch watch) {
+        if (watch == null) {
+            return null;
+        }
+        return new Leadership.SessionWatch() {
+            @Override
+            public boolean await(long token, Duration upTo) {
+                return watch.await(token, upTo);
+            }
+
+            @Override
+            public void unlock(long token) {
+                watch.unlock(token);
+            }
+
+            @Override
+            public void interrupt() {
+                watch.interrupt();
+            }
+
+            @Override
+            public void close() {
+                watch.close();
+            }
+        };
     }
 
     public static LeaderService start(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
@@ -156,6 +251,12 @@ public final class LeaderService implements AutoCloseable {
         status.put("state", leadership.state().name());
         status.put("ready", ready());
         status.put("acquisitions", leadership.acquisitions());
+        status.put("fastTakeover", leadership.fastTakeover());
+        status.put("fastTakeovers", leadership.fastTakeoverCount());
+        leadership.watchTarget().ifPresent(token -> status.put("watching", token));
+        if (leaseSession != null) {
+            leaseSession.signOfLife().ifPresent(token -> status.put("signOfLife", token));
+        }
         // Whether the LISTEN connection is up (after a database failover: on the new primary).
         status.put("listening", listener.connected());
         leadership.lastGrant().ifPresent(g -> {
@@ -189,11 +290,13 @@ public final class LeaderService implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         if (workerThread.isAlive()) {
-            log.warn("Work in flight did not finish within {}; not releasing the lease, it expires on its own", timeout);
+            log.warn("Work in flight did not finish within {}; not releasing the lease: a follower takes over when this replica's "
+                    + "lease session ends, or at expiry (the work in flight writes nothing once it has)", timeout);
             leadership.close();
         } else {
             leadership.stopAndRelease();
         }
+        closeSessions();
         listener.close();
         runtime.close();
         log.info("{} {} stopped", spec.service(), spec.holderId());

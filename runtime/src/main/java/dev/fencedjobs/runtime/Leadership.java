@@ -1,6 +1,7 @@
 package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import io.micrometer.core.instrument.Counter;
@@ -26,6 +27,10 @@ import org.slf4j.LoggerFactory;
  * nothing or failed, or the worker's guard rejected the token) → … → STOPPED. Each transition is
  * logged once at INFO with holder and token.
  *
+ * <p>Fast path ({@link SessionWatch}, unless turned off): while another replica holds the lease and
+ * shows a sign of life, a watcher thread waits for that holder's session to end, and this replica
+ * then takes over at once ({@link LeaseOps#takeOver}) instead of at the lease's expiry.
+ *
  * <p>{@link #current()} hands out the grant only while the local deadline (the reading taken
  * before the renewal was sent, plus the lease, minus a safety margin) has not passed: a leader
  * whose renewals stall stops starting work on its own. That is scheduling only; the in-transaction
@@ -33,20 +38,46 @@ import org.slf4j.LoggerFactory;
  */
 public final class Leadership implements Grants, AutoCloseable {
 
-    /** The two lease operations leadership needs; {@link dev.fencedjobs.db.Lease} provides them. */
+    /**
+     * The lease operations leadership needs; {@link dev.fencedjobs.db.LeaseSession} (with the fast
+     * path) or {@link dev.fencedjobs.db.Lease} provides them.
+     */
     public interface LeaseOps {
         Optional<Grant> acquireOrRenew();
 
         boolean release(long token);
 
         /**
-         * How long the current holder's lease has left, in database time; empty when there is no
-         * live lease or it is not known. A follower sleeps that long instead of asking every
-         * renewal interval, and so takes over the moment a killed leader's lease expires.
+         * The current holder as a follower sees it; empty when not known. A follower sleeps until
+         * its lease expires instead of asking every renewal interval, and so takes over the moment
+         * a killed leader's lease expires; with the fast path it also waits for the holder's
+         * session to end, when the holder shows a sign of life.
          */
-        default Optional<Duration> remaining() {
+        default Optional<Lease.Holder> holder() {
             return Optional.empty();
         }
+
+        /** Takes over from {@code token}, whose holder's session ended; empty when the token moved on. */
+        default Optional<Grant> takeOver(long token) {
+            return Optional.empty();
+        }
+    }
+
+    /**
+     * The fast path's wait for the end of a holder's session; {@link dev.fencedjobs.db.HolderWatch}
+     * provides it.
+     */
+    public interface SessionWatch extends AutoCloseable {
+        /** True once the sign of life of {@code token} is let go by every session (this one holds it then); false when {@code upTo} ran out. */
+        boolean await(long token, Duration upTo);
+
+        void unlock(long token);
+
+        /** Ends a wait in progress, from another thread. */
+        void interrupt();
+
+        @Override
+        void close();
     }
 
     public enum State { FOLLOWER, LEADER, STOPPED }
@@ -73,14 +104,41 @@ public final class Leadership implements Grants, AutoCloseable {
     /** The one attempt scheduled at the holder's expiry; touched only by the thread running attempts. */
     private ScheduledFuture<?> atExpiry;
 
+    private static final long NO_TOKEN = Long.MIN_VALUE;
+    /** Null when the fast path is off. */
+    private final SessionWatch watch;
+    private final Thread watcher;
+    private final Object watchLock = new Object();
+    /** The token whose holder's session the watcher waits for; guarded by watchLock. */
+    private long watchTarget = NO_TOKEN;
+    /** The token of the wait in progress; guarded by watchLock. */
+    private long waitingFor = NO_TOKEN;
+    private volatile boolean stopping;
+    private final java.util.concurrent.atomic.AtomicBoolean lookAgainPending = new java.util.concurrent.atomic.AtomicBoolean();
+
     private final Counter takeovers;
     private final Counter renewals;
     private final Counter renewalFailures;
+    private final Counter fastTakeovers;
     private final Timer renewalLatency;
 
+    /** Without the fast path: a follower takes over only at the holder's expiry or release. */
     public Leadership(String role, String holderId, LeaseOps lease, LeaseConfig config, Duration safetyMargin,
             Ticker ticker, MeterRegistry registry) {
+        this(role, holderId, lease, null, config, safetyMargin, ticker, registry);
+    }
+
+    /** With the fast path when {@code watch} is not null. */
+    public Leadership(String role, String holderId, LeaseOps lease, SessionWatch watch, LeaseConfig config, Duration safetyMargin,
+            Ticker ticker, MeterRegistry registry) {
         this.role = role;
+        this.watch = watch;
+        if (watch != null) {
+            this.watcher = new Thread(this::watchLoop, "lease-" + role + "-watch");
+            watcher.setDaemon(true);
+        } else {
+            this.watcher = null;
+        }
         this.holderId = holderId;
         this.lease = lease;
         this.config = config;
@@ -105,13 +163,35 @@ public final class Leadership implements Grants, AutoCloseable {
                 .description("successful acquisitions and renewals").register(registry);
         renewalFailures = Counter.builder("fencedjobs_lease_renewal_failures").tag("role", role)
                 .description("acquisition or renewal statements that failed with an error").register(registry);
+        fastTakeovers = Counter.builder("fencedjobs_lease_fast_takeovers").tag("role", role)
+                .description("takeovers at once from a holder whose session ended (the fast path), before its lease expired").register(registry);
         renewalLatency = Timer.builder("fencedjobs_lease_renewal").tag("role", role)
                 .description("latency of the acquire-or-renew statement").register(registry);
     }
 
     public void start() {
         log.info("Lease {}: holder {} starts as follower (lease {}, renew every {})", role, holderId, config.duration(), config.renewInterval());
+        if (watcher != null) {
+            watcher.start();
+        }
         renewer.scheduleWithFixedDelay(this::attempt, 0, config.renewInterval().toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    /** Whether this replica waits for a holder's session to end (the fast path is on). */
+    public boolean fastTakeover() {
+        return watch != null;
+    }
+
+    /** The token whose holder's session the watcher waits for, if any. */
+    java.util.OptionalLong watchTarget() {
+        synchronized (watchLock) {
+            return watchTarget == NO_TOKEN ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(watchTarget);
+        }
+    }
+
+    /** Times this replica took over at once from a holder whose session ended. */
+    public long fastTakeoverCount() {
+        return (long) fastTakeovers.count();
     }
 
     /** Runs an acquisition attempt now, for example when a release notification arrives. */
@@ -199,19 +279,7 @@ public final class Leadership implements Grants, AutoCloseable {
             renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
             databaseReachable = true;
             if (result.isPresent()) {
-                Grant g = result.get();
-                renewals.increment();
-                lastToken = g.token();
-                Grant before = grant.getAndSet(g);
-                if (state == State.STOPPED) {
-                    return;
-                }
-                if (before == null || before.token() != g.token() || state != State.LEADER) {
-                    takeovers.increment();
-                    transition(State.LEADER, g.token(), "acquired the lease, expires " + g.expiresAt() + " (database time)");
-                } else if (lapsed) {
-                    notifyListeners();
-                }
+                granted(result.get(), lapsed, "acquired the lease");
             } else {
                 if (previous != null) {
                     stepDown(previous, "another holder has the lease");
@@ -232,33 +300,228 @@ public final class Leadership implements Grants, AutoCloseable {
         }
     }
 
+    private void granted(Grant g, boolean lapsed, String how) {
+        renewals.increment();
+        lastToken = g.token();
+        Grant before = grant.getAndSet(g);
+        if (state == State.STOPPED) {
+            return;
+        }
+        unwatch();
+        if (before == null || before.token() != g.token() || state != State.LEADER) {
+            takeovers.increment();
+            transition(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
+        } else if (lapsed) {
+            notifyListeners();
+        }
+    }
+
+    /**
+     * The fast path, on the lease thread: the watcher got the sign of life of {@code token}, so its
+     * holder's session has ended; take over now. When the token has moved on meanwhile, an ordinary
+     * attempt finds out what holds now.
+     */
+    void takeOverFrom(long token) {
+        if (state != State.FOLLOWER || grant.get() != null) {
+            return;
+        }
+        long started = ticker.nanoTime();
+        try {
+            Optional<Grant> result = lease.takeOver(token);
+            renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
+            databaseReachable = true;
+            if (result.isPresent()) {
+                fastTakeovers.increment();
+                granted(result.get(), false, "took over from token " + token + ", whose holder's session ended, before its lease expired");
+            } else {
+                attempt(true);
+            }
+        } catch (RuntimeException e) {
+            renewalFailures.increment();
+            log.warn("Lease {}: taking over from token {} failed: {}", role, token, Faults.describe(e));
+        }
+    }
+
     /**
      * Schedules the next attempt for the moment the holder's lease expires (database time, read
      * after this failed attempt), at most one lease duration away. Scheduling only: a lease that
-     * was renewed meanwhile makes that attempt fail like any other, and the wait starts over.
+     * was renewed meanwhile makes that attempt fail like any other, and the wait starts over. With
+     * the fast path, also has the watcher wait for the holder's session to end, once the holder
+     * shows a sign of life.
      */
     private void attemptAtExpiry() {
         if (atExpiry != null) {
             atExpiry.cancel(false);
             atExpiry = null;
         }
-        Optional<Duration> remaining;
+        Optional<Lease.Holder> holder;
         try {
-            remaining = lease.remaining();
+            holder = lease.holder();
         } catch (RuntimeException e) {
             log.debug("Lease {}: reading the holder's expiry failed: {}", role, Faults.describe(e));
             return;
         }
-        if (remaining.isEmpty() || state == State.STOPPED) {
+        if (holder.isEmpty() || state == State.STOPPED) {
             return;
         }
-        long delay = Math.min(remaining.get().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
+        Lease.Holder h = holder.get();
+        if (watch != null && !h.holderId().equals(holderId)) {
+            if (h.signOfLife()) {
+                watchFor(h.token());
+            } else {
+                synchronized (watchLock) {
+                    // A wait for this token that began when its lock was seen held still proves what it proves.
+                    if (watchTarget != h.token()) {
+                        unwatch();
+                    }
+                }
+            }
+        }
+        if (h.remaining().isZero()) {
+            return;
+        }
+        long delay = Math.min(h.remaining().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
         notBeforeNanos = ticker.nanoTime() + delay;
         waitingForExpiry = true;
         try {
             atExpiry = renewer.schedule(() -> attempt(true), delay, TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.RejectedExecutionException stopped) {
             waitingForExpiry = false;
+        }
+    }
+
+    /**
+     * After a wait failed (its connection was lost: a database restart ends every session, the
+     * holder's too), looks at the holder again every renewal interval until it shows a sign of life
+     * on its new session, or its lease is within an interval of expiring (the attempt at expiry
+     * looks then anyway). One read per interval, only in that window.
+     */
+    private void lookAgainSoon() {
+        if (lookAgainPending.compareAndSet(false, true)) {
+            try {
+                renewer.schedule(this::lookAgain, config.renewInterval().toNanos(), TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.RejectedExecutionException stopped) {
+                lookAgainPending.set(false);
+            }
+        }
+    }
+
+    private void lookAgain() {
+        lookAgainPending.set(false);
+        if (state != State.FOLLOWER || grant.get() != null || watchTarget().isPresent()) {
+            return;
+        }
+        try {
+            Optional<Lease.Holder> holder = lease.holder();
+            if (holder.isEmpty() || holder.get().holderId().equals(holderId)) {
+                return;
+            }
+            if (holder.get().signOfLife()) {
+                watchFor(holder.get().token());
+            } else if (holder.get().remaining().compareTo(config.renewInterval()) > 0) {
+                lookAgainSoon();
+            }
+        } catch (RuntimeException e) {
+            log.debug("Lease {}: looking at the holder again failed: {}", role, Faults.describe(e));
+            lookAgainSoon();
+        }
+    }
+
+    /** Has the watcher wait for the end of the session that holds {@code token}'s sign of life. */
+    private void watchFor(long token) {
+        boolean stale;
+        synchronized (watchLock) {
+            if (watchTarget == token) {
+                return;
+            }
+            watchTarget = token;
+            stale = waitingFor != NO_TOKEN && waitingFor != token;
+            watchLock.notifyAll();
+        }
+        if (stale) {
+            watch.interrupt();
+        }
+    }
+
+    /** Stops waiting (this replica leads, or the token moved on with no sign of life to wait for). */
+    private void unwatch() {
+        if (watch == null) {
+            return;
+        }
+        boolean waiting;
+        synchronized (watchLock) {
+            watchTarget = NO_TOKEN;
+            waiting = waitingFor != NO_TOKEN;
+        }
+        if (waiting) {
+            watch.interrupt();
+        }
+    }
+
+    /**
+     * The watcher thread: waits, one lease duration at a time (a running statement holds back
+     * vacuum), for the session holding the target token's sign of life to end, then hands the
+     * takeover to the lease thread and lets the lock go.
+     */
+    private void watchLoop() {
+        while (!stopping) {
+            long token;
+            synchronized (watchLock) {
+                while (watchTarget == NO_TOKEN && !stopping) {
+                    try {
+                        watchLock.wait();
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+                if (stopping) {
+                    return;
+                }
+                token = watchTarget;
+                waitingFor = token;
+            }
+            boolean gone;
+            try {
+                gone = watch.await(token, config.duration());
+            } catch (RuntimeException e) {
+                synchronized (watchLock) {
+                    waitingFor = NO_TOKEN;
+                    if (watchTarget == token) {
+                        // No proof any more: the next look at the holder starts a new wait if it shows a sign of life.
+                        watchTarget = NO_TOKEN;
+                    }
+                }
+                if (!stopping) {
+                    log.debug("Lease {}: waiting for the session of token {} to end failed: {}", role, token, Faults.describe(e));
+                    lookAgainSoon();
+                }
+                continue;
+            }
+            boolean current;
+            synchronized (watchLock) {
+                waitingFor = NO_TOKEN;
+                current = gone && watchTarget == token;
+                if (current) {
+                    watchTarget = NO_TOKEN;
+                }
+            }
+            if (gone) {
+                if (current) {
+                    log.info("Lease {}: the session holding token {}'s sign of life ended; taking over", role, token);
+                    try {
+                        renewer.submit(() -> takeOverFrom(token)).get();
+                    } catch (java.util.concurrent.RejectedExecutionException | java.util.concurrent.ExecutionException e) {
+                        log.debug("Lease {}: takeover from token {} not run: {}", role, token, e.toString());
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+                try {
+                    watch.unlock(token);
+                } catch (RuntimeException e) {
+                    log.debug("Lease {}: letting go of token {}'s lock failed: {}", role, token, Faults.describe(e));
+                }
+            }
         }
     }
 
@@ -299,9 +562,25 @@ public final class Leadership implements Grants, AutoCloseable {
         } else {
             log.info("Lease {}: {} -> STOPPED (holder {})", role, before, holderId);
         }
+        closeWatch();
+    }
+
+    /** Closes the watch's session; on a stop after the release, which a follower waits for first. */
+    private void closeWatch() {
+        if (watch != null) {
+            watch.close();
+        }
     }
 
     private void stopRenewing() {
+        stopping = true;
+        if (watch != null) {
+            synchronized (watchLock) {
+                watchTarget = NO_TOKEN;
+                watchLock.notifyAll();
+            }
+            watch.interrupt(); // ends a wait in progress; one about to begin ends at once
+        }
         renewer.shutdown();
         try {
             if (!renewer.awaitTermination(config.duration().toMillis(), TimeUnit.MILLISECONDS)) {
@@ -311,6 +590,13 @@ public final class Leadership implements Grants, AutoCloseable {
             renewer.shutdownNow();
             Thread.currentThread().interrupt();
         }
+        if (watcher != null) {
+            try {
+                watcher.join(config.duration().toMillis());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** Stops without releasing: the lease runs out on its own. */
@@ -319,5 +605,6 @@ public final class Leadership implements Grants, AutoCloseable {
         stopRenewing();
         state = State.STOPPED;
         grant.set(null);
+        closeWatch();
     }
 }

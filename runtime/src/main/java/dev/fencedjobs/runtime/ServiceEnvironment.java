@@ -48,6 +48,11 @@ public final class ServiceEnvironment {
         return set(LeaseConfig.RENEW_INTERVAL, renewInterval.toMillis() + "ms");
     }
 
+    /** {@code LEASE_FAST_TAKEOVER}. */
+    public ServiceEnvironment fastTakeover(boolean on) {
+        return set(LeaseConfig.FAST_TAKEOVER, Boolean.toString(on));
+    }
+
     /** {@code DATABASE_STATEMENT_TIMEOUT}, {@code DATABASE_LOCK_TIMEOUT}, {@code DATABASE_IDLE_IN_TRANSACTION_TIMEOUT}. */
     public ServiceEnvironment serverTimeouts(Duration statement, Duration lock, Duration idleInTransaction) {
         set(DatabaseConfig.STATEMENT_TIMEOUT, statement.toMillis() + "ms");

@@ -128,6 +128,22 @@ public final class ServiceRuntime implements AutoCloseable {
     }
 
     /**
+     * Where a long-lived session of the service comes from (the lease session, the holder watch): a
+     * connection of its own, set up as the pool's are, or, on a lent pool, one of the pool's kept
+     * for it until the service stops.
+     */
+    public dev.fencedjobs.db.LeaseSession.Connections sessions(String purpose) {
+        if (ownPool != null) {
+            return () -> Database.session(config.database(), service + "-" + purpose);
+        }
+        return () -> {
+            Connection c = dataSource.getConnection();
+            c.setAutoCommit(true);
+            return c;
+        };
+    }
+
+    /**
      * The connection, which on close first ends its LISTENs: a pool does not reset them, and the
      * application's next borrower would otherwise be a session that listens and never reads, which
      * holds back the server's notification queue until it fills.

@@ -3,6 +3,7 @@ package dev.fencedjobs.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -45,11 +46,113 @@ class LeadershipTest {
         }
 
         @Override
-        public Optional<Duration> remaining() {
-            return Optional.ofNullable(holderRemaining);
+        public Optional<Lease.Holder> holder() {
+            return Optional.ofNullable(holderRemaining).map(left -> new Lease.Holder("other", holderToken, left, signOfLife));
+        }
+
+        @Override
+        public Optional<Grant> takeOver(long token) {
+            takeOvers.add(token);
+            return token == holderToken ? Optional.of(new Grant("r", "me", token + 1, OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+                    : Optional.empty();
         }
     };
     private Duration holderRemaining;
+    private long holderToken = 7L;
+    private boolean signOfLife;
+    private final java.util.List<Long> takeOvers = new java.util.ArrayList<>();
+    private final AtomicInteger interrupts = new AtomicInteger();
+
+    /** The fast path's wait, never run here: the tests drive the lease thread's side. */
+    private final Leadership.SessionWatch watch = new Leadership.SessionWatch() {
+        @Override
+        public boolean await(long token, Duration upTo) {
+            throw new AssertionError("no watcher thread in this test");
+        }
+
+        @Override
+        public void unlock(long token) {}
+
+        @Override
+        public void interrupt() {
+            interrupts.incrementAndGet();
+        }
+
+        @Override
+        public void close() {}
+    };
+
+    private Leadership withFastPath() {
+        Leadership l = new Leadership("r", "me", script, watch, LEASE, MARGIN, ticker, new SimpleMeterRegistry());
+        l.onChange(changes::incrementAndGet);
+        return l;
+    }
+
+    @Test
+    void aFollowerWatchesOnlyAHolderThatShowsASignOfLife() {
+        Leadership l = withFastPath();
+        holderRemaining = Duration.ofMillis(6500);
+        answers.add("another holder");
+        l.attempt();
+        assertThat(l.watchTarget()).as("no sign of life: nothing proves a crash, the expiry decides").isEmpty();
+
+        signOfLife = true;
+        now += Duration.ofMillis(6510).toNanos();
+        answers.add("another holder");
+        l.attempt();
+        assertThat(l.watchTarget()).hasValue(7L);
+
+        // The token moved on by expiry, with no sign of life yet: the wait for token 7 is dropped.
+        holderToken = 8L;
+        signOfLife = false;
+        now += Duration.ofMillis(6510).toNanos();
+        answers.add("another holder");
+        l.attempt();
+        assertThat(l.watchTarget()).isEmpty();
+        assertThat(interrupts).as("no wait was in progress to cut").hasValue(0);
+    }
+
+    @Test
+    void whenTheWatchedSessionEnds_theFollowerTakesOverAtOnceWithTheNextToken() {
+        Leadership l = withFastPath();
+        holderRemaining = Duration.ofSeconds(9);
+        signOfLife = true;
+        answers.add("another holder");
+        l.attempt();
+        int before = changes.get();
+
+        l.takeOverFrom(7L);
+
+        assertThat(takeOvers).containsExactly(7L);
+        assertThat(l.state()).isEqualTo(Leadership.State.LEADER);
+        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.fastTakeoverCount()).isEqualTo(1);
+        assertThat(l.acquisitions()).isEqualTo(1);
+        assertThat(changes.get()).as("the worker is told").isEqualTo(before + 1);
+        assertThat(l.watchTarget()).as("a leader waits for no one").isEmpty();
+        assertThat(answers).as("no acquire-or-renew was needed").isEmpty();
+        l.close();
+    }
+
+    @Test
+    void aTakeoverFromATokenThatMovedOnChangesNothing_andAnOrdinaryAttemptLooksAgain() {
+        Leadership l = withFastPath();
+        holderRemaining = Duration.ofSeconds(9);
+        signOfLife = true;
+        answers.add("another holder");
+        l.attempt();
+        holderToken = 8L; // someone took over by expiry meanwhile
+
+        answers.add("another holder");
+        l.takeOverFrom(7L);
+
+        assertThat(takeOvers).containsExactly(7L);
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(answers).as("the ordinary attempt asked").isEmpty();
+        assertThat(l.watchTarget()).as("and now waits for the new holder's session").hasValue(8L);
+        assertThat(l.fastTakeoverCount()).isZero();
+        l.close();
+    }
 
     private Leadership leadership() {
         Leadership l = new Leadership("r", "me", script, LEASE, MARGIN, ticker, new SimpleMeterRegistry());

@@ -1,4 +1,4 @@
-package dev.fencedjobs.chaos;
+package dev.fencedjobs.testing;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -10,7 +10,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * A TCP proxy between one service and PostgreSQL that the runner can partition: one listening port
+ * A TCP proxy between one service and PostgreSQL that a test or the chaos runner can partition or cut: one listening port
  * per server (the primary and its standby), so the service's multi-host URL lists the proxy's ports
  * and finds the primary through them. While partitioned,
  * no byte crosses in either direction and new connections hang, as on a network that drops packets:
@@ -18,7 +18,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * flight are delivered late, on whichever connections neither end has given up on, which is how a
  * partitioned former leader's delayed writes reach the database.
  */
-final class TcpProxy implements AutoCloseable {
+public final class TcpProxy implements AutoCloseable {
 
     private final String name;
     private final int[] targetPorts;
@@ -28,7 +28,7 @@ final class TcpProxy implements AutoCloseable {
     private volatile boolean partitioned;
     private volatile boolean closed;
 
-    TcpProxy(String name, int... targetPorts) throws IOException {
+    public TcpProxy(String name, int... targetPorts) throws IOException {
         this.name = name;
         this.targetPorts = targetPorts.clone();
         this.servers = new ServerSocket[targetPorts.length];
@@ -42,12 +42,12 @@ final class TcpProxy implements AutoCloseable {
     }
 
     /** The port in front of the {@code i}th server. */
-    int port(int i) {
+    public int port(int i) {
         return servers[i].getLocalPort();
     }
 
     /** {@code host:port} of every listening port, comma-separated, for a JDBC URL. */
-    String hosts() {
+    public String hosts() {
         StringBuilder b = new StringBuilder();
         for (ServerSocket s : servers) {
             b.append(b.length() == 0 ? "" : ",").append("127.0.0.1:").append(s.getLocalPort());
@@ -55,19 +55,27 @@ final class TcpProxy implements AutoCloseable {
         return b.toString();
     }
 
-    void partition() {
+    public void partition() {
         partitioned = true;
     }
 
-    void heal() {
+    public void heal() {
         synchronized (lock) {
             partitioned = false;
             lock.notifyAll();
         }
     }
 
-    boolean partitioned() {
+    public boolean partitioned() {
         return partitioned;
+    }
+
+    /**
+     * Cuts every connection through the proxy now, both ends closed, as when a connection is reset:
+     * unlike a partition, both ends see it at once. New connections pass as before.
+     */
+    public void cut() {
+        sockets.forEach(this::closeQuietly);
     }
 
     private void accept(int target) {

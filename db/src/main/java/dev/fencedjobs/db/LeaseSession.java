@@ -1,0 +1,192 @@
+package dev.fencedjobs.db;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.function.Function;
+import org.jooq.SQLDialect;
+import org.jooq.conf.Settings;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * A replica's own session for one role's lease: a connection outside the pool on which it acquires,
+ * renews and releases the lease, and on which, while it holds the lease with token T, it also holds
+ * the session-level advisory lock {@code (}{@link Lease#signOfLifeKey}{@code , T)}: its sign of life.
+ *
+ * <p>PostgreSQL releases that lock the moment the session ends: when the holder's process dies (the
+ * kernel resets its connections), when the session is terminated, or when this connection alone is
+ * cut. A follower waiting for the lock ({@link HolderWatch}) then knows the holder's session is gone
+ * and takes over at once instead of at expiry. A holder that is only slow, paused or partitioned
+ * keeps its session and its lock, and the lease decides as before. The lock authorises nothing:
+ * every protected write still passes the lease guard.
+ *
+ * <p>The lock is taken right after the acquisition that returned a new token, and the one of the
+ * previous token (after a database failover moved the token on) is given up. A follower that reads
+ * the lease between the two finds no sign of life and waits for expiry that time. A broken
+ * connection is dropped, and with it the lock; the next call opens a new one. Not for concurrent
+ * use beyond its own lock: one thread, the lease thread, drives it.
+ */
+public final class LeaseSession implements AutoCloseable {
+
+    /** Where the session's connection comes from. */
+    public interface Connections {
+        Connection open() throws SQLException;
+    }
+
+    /** The sign of life of the token just granted is held by another session: a follower is taking over. */
+    public static final class SignOfLifeTaken extends RuntimeException {
+        SignOfLifeTaken(long token) {
+            super("the sign-of-life lock of token " + token + " is held by another session, a follower that is taking over");
+        }
+    }
+
+    private static final long NONE = Long.MIN_VALUE;
+
+    private final Lease lease;
+    private final Connections connections;
+    private final int key;
+    private Connection connection;
+    private Lease onSession;
+    private long held = NONE;
+
+    public LeaseSession(Lease lease, Connections connections) {
+        this.lease = Objects.requireNonNull(lease, "lease");
+        this.connections = Objects.requireNonNull(connections, "connections");
+        this.key = Lease.signOfLifeKey(lease.role());
+    }
+
+    /** {@link Lease#acquireOrRenew()} on this session, holding the granted token's sign of life. */
+    public synchronized Optional<Grant> acquireOrRenew() {
+        Optional<Grant> grant = run(Lease::acquireOrRenew);
+        if (grant.isEmpty()) {
+            giveUpSignOfLife();
+            return grant;
+        }
+        holdSignOfLife(grant.get().token());
+        return grant;
+    }
+
+    /** {@link Lease#takeOver(long)} on this session, holding the new token's sign of life. */
+    public synchronized Optional<Grant> takeOver(long token) {
+        Optional<Grant> grant = run(l -> l.takeOver(token));
+        grant.ifPresent(g -> holdSignOfLife(g.token()));
+        return grant;
+    }
+
+    /** {@link Lease#release(long)} on this session; the sign of life goes with it. */
+    public synchronized boolean release(long token) {
+        boolean released = run(l -> l.release(token));
+        giveUpSignOfLife();
+        return released;
+    }
+
+    /** {@link Lease#holder()}, read on this session. */
+    public synchronized Optional<Lease.Holder> holder() {
+        return run(Lease::holder);
+    }
+
+    /** The token whose sign of life this session holds, if any. */
+    public synchronized OptionalLong signOfLife() {
+        return held == NONE ? OptionalLong.empty() : OptionalLong.of(held);
+    }
+
+    private void holdSignOfLife(long token) {
+        if (held == token) {
+            return;
+        }
+        boolean locked = run(l -> lockStatement("SELECT pg_try_advisory_lock(?, ?)", token));
+        if (!locked) {
+            throw new SignOfLifeTaken(token);
+        }
+        giveUpSignOfLife();
+        held = token;
+    }
+
+    private void giveUpSignOfLife() {
+        if (held == NONE) {
+            return;
+        }
+        long token = held;
+        held = NONE;
+        run(l -> lockStatement("SELECT pg_advisory_unlock(?, ?)", token));
+    }
+
+    /**
+     * One of the two lock functions on this session, over plain JDBC: it runs between an
+     * acquisition and the grant's use, so it takes the shortest path (through jOOQ's plain SQL a
+     * replica's first takeover waited tens of milliseconds more here).
+     */
+    private boolean lockStatement(String sql, long token) {
+        try (java.sql.PreparedStatement s = connection.prepareStatement(sql)) {
+            s.setInt(1, key);
+            s.setInt(2, (int) token);
+            try (java.sql.ResultSet r = s.executeQuery()) {
+                return r.next() && r.getBoolean(1);
+            }
+        } catch (SQLException e) {
+            throw new DataAccessException("lease session: " + e.getMessage(), e);
+        }
+    }
+
+    private <T> T run(Function<Lease, T> statement) {
+        try {
+            if (connection == null) {
+                connection = connections.open();
+                connection.setAutoCommit(true);
+                onSession = lease.on(DSL.using(connection, SQLDialect.POSTGRES, new Settings().withExecuteLogging(false)));
+            }
+            return statement.apply(onSession);
+        } catch (SQLException e) {
+            drop();
+            throw new DataAccessException("lease session: " + e.getMessage(), e);
+        } catch (RuntimeException e) {
+            if (broken(e)) {
+                drop();
+            }
+            throw e;
+        }
+    }
+
+    /** A lost or terminated connection: SQLSTATE class 08 (connection) or 57P (operator intervention), or closed. */
+    private boolean broken(RuntimeException e) {
+        String state = e instanceof DataAccessException d ? d.sqlState() : null;
+        try {
+            return connection == null || connection.isClosed() || (state != null && (state.startsWith("08") || state.startsWith("57P")));
+        } catch (SQLException closedCheck) {
+            return true;
+        }
+    }
+
+    private void drop() {
+        held = NONE;
+        onSession = null;
+        Connection c = connection;
+        connection = null;
+        if (c != null) {
+            try {
+                c.close();
+            } catch (SQLException ignored) {
+                // Gone already.
+            }
+        }
+    }
+
+    /**
+     * Lets the sign of life go and closes the connection: a session of its own ends, and one lent by
+     * an application's pool goes back to it holding no lock of ours.
+     */
+    @Override
+    public synchronized void close() {
+        if (connection != null && held != NONE) {
+            try {
+                giveUpSignOfLife();
+            } catch (RuntimeException e) {
+                // A broken connection holds nothing any more.
+            }
+        }
+        drop();
+    }
+}

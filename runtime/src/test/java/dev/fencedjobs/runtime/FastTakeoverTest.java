@@ -1,0 +1,288 @@
+package dev.fencedjobs.runtime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.HolderWatch;
+import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.db.LeaseSession;
+import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.testing.Gate;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.RestartablePostgres;
+import dev.fencedjobs.testing.TcpProxy;
+import dev.fencedjobs.testing.TestDatabase;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.net.URI;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.UUID;
+import org.jooq.DSLContext;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The fast path on a real PostgreSQL: a follower takes over at once when the holder's lease
+ * session ends, and only then. Each case that must go fast runs with a lease of a minute, so a
+ * takeover before the holder's expiry (compared in database time) can only be the fast path; each
+ * case that must not, with a short lease, and the takeover comes no earlier than the expiry.
+ */
+class FastTakeoverTest {
+
+    @RegisterExtension
+    static final PostgresExtension postgres = new PostgresExtension();
+
+    private static final LeaseConfig MINUTE = new LeaseConfig(Duration.ofMinutes(1), Duration.ofMillis(500));
+    private static final LeaseConfig SHORT = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(300));
+
+    private static HikariDataSource sharedPool;
+    private static Server shared;
+    /** The server the test at hand runs on: the shared one, or a restartable one of its own. */
+    private Server server;
+    private DSLContext dsl;
+    private final List<Replica> replicas = new ArrayList<>();
+    private final String role = "role-" + UUID.randomUUID();
+
+    /** Where replicas connect, and a pool of the test's own on it. */
+    private record Server(String url, String user, String password, DSLContext dsl) {}
+
+    @BeforeAll
+    static void migrate() {
+        TestDatabase db = postgres.database();
+        sharedPool = Database.pool(config(db.url(), db.user(), db.password()), "fast-takeover-test");
+        Database.migrate(sharedPool);
+        shared = new Server(db.url(), db.user(), db.password(), Database.dsl(sharedPool));
+    }
+
+    @org.junit.jupiter.api.BeforeEach
+    void onTheSharedServer() {
+        on(shared);
+    }
+
+    private void on(Server s) {
+        server = s;
+        dsl = s.dsl();
+    }
+
+    @AfterAll
+    static void closePool() {
+        sharedPool.close();
+    }
+
+    @AfterEach
+    void stopReplicas() {
+        replicas.forEach(Replica::close);
+    }
+
+    private static DatabaseConfig config(String url, String user, String password) {
+        return DatabaseConfig.of(url, user, password).withPoolSize(8)
+                .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
+    }
+
+    /** One replica: its lease over its own session (through {@code proxy} when given), its watch, its leadership. */
+    private final class Replica implements AutoCloseable {
+        final String name;
+        final Lease lease;
+        final LeaseSession session;
+        final Leadership leadership;
+        final Gate gate = new Gate();
+
+        Replica(String name, LeaseConfig config, TcpProxy proxy) {
+            this.name = name;
+            this.lease = new Lease(dsl, role, name, config.duration(), Ticker.system());
+            String url = proxy == null ? server.url() : viaProxy(server.url(), proxy);
+            this.session = new LeaseSession(lease, () -> connect(url, name + "-lease"));
+            HolderWatch watch = new HolderWatch(role, () -> connect(server.url(), name + "-watch"));
+            Leadership.LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? LeaderService.sessionOps(session) : LeaderService.poolOps(lease));
+            this.leadership = new Leadership(role, name, ops, config.fastTakeover() ? LeaderService.watchOps(watch) : null, config, Duration.ZERO,
+                    Ticker.system(), new SimpleMeterRegistry());
+            replicas.add(this);
+            leadership.start();
+        }
+
+        /** Stops renewing, as a paused process does: its sessions stay. */
+        void pause() {
+            gate.close();
+        }
+
+        long token() {
+            return leadership.lastGrant().orElseThrow().token();
+        }
+
+        /** Whether a guarded write under {@code token} would commit now. */
+        boolean canWrite(long token) {
+            return lease.inGuardedTransaction(token, tx -> true).isPresent();
+        }
+
+        @Override
+        public void close() {
+            gate.open();
+            leadership.close();
+            session.close();
+        }
+    }
+
+    private Connection connect(String url, String applicationName) throws SQLException {
+        Properties props = new Properties();
+        props.setProperty("user", server.user());
+        props.setProperty("password", server.password());
+        props.setProperty("ApplicationName", applicationName);
+        return DriverManager.getConnection(url, props);
+    }
+
+    private static String viaProxy(String url, TcpProxy proxy) {
+        URI uri = URI.create(url.substring("jdbc:".length()));
+        return "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + uri.getRawPath() + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery());
+    }
+
+    private static int port(String url) {
+        return URI.create(url.substring("jdbc:".length())).getPort();
+    }
+
+    private Replica leader(LeaseConfig config, TcpProxy proxy) {
+        Replica a = new Replica("a", config, proxy);
+        await().until(() -> a.leadership.state() == Leadership.State.LEADER);
+        return a;
+    }
+
+    /** Starts a follower and waits until it waits for the holder's session (its lock request queued). */
+    private Replica watchingFollower(String name, LeaseConfig config) {
+        Replica b = new Replica(name, config, null);
+        await().until(() -> dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid")
+                .where("l.locktype = 'advisory' AND NOT l.granted AND a.application_name = ?", name + "-watch")));
+        return b;
+    }
+
+    private OffsetDateTime expiresAt() {
+        return Lease.read(dsl, role).orElseThrow().expiresAt();
+    }
+
+    private OffsetDateTime acquiredAt(long token) {
+        return dsl.fetchOne("SELECT acquired_at FROM lease_takeover WHERE role = ? AND fencing_token = ?", role, token).get(0, OffsetDateTime.class);
+    }
+
+    private void terminate(String applicationName) {
+        assertThat(dsl.fetchOne("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?",
+                applicationName).get(0, Long.class)).as("sessions named %s terminated", applicationName).isEqualTo(1L);
+    }
+
+    @Test
+    void holderSessionTerminated_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() {
+        Replica a = leader(MINUTE, null);
+        long token = a.token();
+        Replica b = watchingFollower("b", MINUTE);
+        OffsetDateTime expiry = expiresAt();
+
+        terminate("a-lease");
+
+        await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+        assertThat(b.token()).as("token + 1").isEqualTo(token + 1);
+        assertThat(acquiredAt(token + 1)).as("taken over before the holder's lease expired (database time)").isBefore(expiry);
+        assertThat(b.leadership.fastTakeoverCount()).isEqualTo(1);
+        assertThat(a.canWrite(token)).as("the former holder's guard").isFalse();
+        await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
+        assertThat(a.session.signOfLife()).as("the former holder holds no sign of life").isEmpty();
+        assertThat(b.session.signOfLife()).hasValue(token + 1);
+
+        // And back: the former holder now waits for the new holder's session.
+        await().until(() -> dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
+                .where("l.locktype = 'advisory' AND NOT l.granted AND s.application_name = 'a-watch'")));
+        OffsetDateTime secondExpiry = expiresAt();
+        terminate("b-lease");
+        await().until(() -> a.leadership.state() == Leadership.State.LEADER);
+        assertThat(a.token()).isEqualTo(token + 2);
+        assertThat(acquiredAt(token + 2)).isBefore(secondExpiry);
+        assertThat(b.canWrite(token + 1)).isFalse();
+    }
+
+    @Test
+    void leaseConnectionAloneCut_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() throws Exception {
+        try (TcpProxy proxy = new TcpProxy("a-lease", port(server.url()))) {
+            Replica a = leader(MINUTE, proxy);
+            long token = a.token();
+            Replica b = watchingFollower("b", MINUTE);
+            OffsetDateTime expiry = expiresAt();
+
+            proxy.cut(); // the lease session alone: the pool's connections go direct and stay
+
+            await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+            assertThat(b.token()).isEqualTo(token + 1);
+            assertThat(acquiredAt(token + 1)).isBefore(expiry);
+            assertThat(a.canWrite(token)).as("the former holder's guard, over its pool").isFalse();
+            await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
+        }
+    }
+
+    @Test
+    void pausedHolderKeepsItsSession_followerWaitsForTheExpiry() {
+        Replica a = leader(SHORT, null);
+        long token = a.token();
+        Replica b = watchingFollower("b", SHORT);
+
+        a.pause(); // no more renewals; the session and its sign of life stay, as in SIGSTOP or a partition
+
+        await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+        assertThat(b.token()).isEqualTo(token + 1);
+        assertThat(acquiredAt(token + 1)).as("taken over no earlier than the paused holder's last renewed expiry")
+                .isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
+        assertThat(b.leadership.fastTakeoverCount()).isZero();
+        assertThat(a.canWrite(token)).isFalse();
+    }
+
+    @Test
+    void holderWithoutSignOfLife_isReplacedOnlyAtExpiry() {
+        Replica a = leader(SHORT.withFastTakeover(false), null); // an older version, or the fast path turned off
+        long token = a.token();
+        Replica b = new Replica("b", SHORT, null);
+        await().until(() -> b.lease.holder().map(h -> !h.signOfLife()).orElse(false));
+
+        a.pause();
+
+        await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+        assertThat(acquiredAt(token + 1)).isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
+        assertThat(b.leadership.fastTakeoverCount()).isZero();
+    }
+
+    @Test
+    void databaseRestart_endsEverySession_theHolderTakesItsSignOfLifeAgain_andNoOneTakesOverEarly() {
+        try (RestartablePostgres pg = new RestartablePostgres();
+                HikariDataSource pool = Database.pool(config(pg.url(), pg.user(), pg.password()), "fast-takeover-restart")) {
+            Database.migrate(pool);
+            on(new Server(pg.url(), pg.user(), pg.password(), Database.dsl(pool)));
+            Replica a = leader(MINUTE, null);
+            long token = a.token();
+            Replica b = watchingFollower("b", MINUTE);
+
+            pg.stop();
+            pg.start();
+
+            // Every session ended, the holder's and the follower's wait alike: an ended wait proves nothing.
+            await().until(() -> a.session.signOfLife().isPresent() && a.leadership.state() == Leadership.State.LEADER
+                    && dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
+                            .where("l.locktype = 'advisory' AND NOT l.granted AND s.application_name = 'b-watch'")));
+            assertThat(a.token()).as("the holder renewed its live lease on a new session: no takeover").isEqualTo(token);
+            assertThat(b.leadership.state()).isEqualTo(Leadership.State.FOLLOWER);
+            assertThat(b.leadership.fastTakeoverCount()).isZero();
+
+            // And the fast path works again on the new sessions.
+            terminate("a-lease");
+            await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+            assertThat(b.token()).isEqualTo(token + 1);
+            replicas.forEach(Replica::close);
+            replicas.clear();
+        }
+    }
+}

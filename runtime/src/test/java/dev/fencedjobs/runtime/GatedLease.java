@@ -1,0 +1,40 @@
+package dev.fencedjobs.runtime;
+
+import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.testing.Gate;
+import java.util.Optional;
+
+/** A replica's lease statements behind a {@link Gate}: closing it stops them as SIGSTOP would, its sessions kept. */
+public final class GatedLease {
+
+    private GatedLease() {}
+
+    public static Leadership.LeaseOps gated(Gate gate, Leadership.LeaseOps delegate) {
+        return new Leadership.LeaseOps() {
+            @Override
+            public Optional<Grant> acquireOrRenew() {
+                gate.pass();
+                return delegate.acquireOrRenew();
+            }
+
+            @Override
+            public boolean release(long token) {
+                gate.pass();
+                return delegate.release(token);
+            }
+
+            @Override
+            public Optional<Lease.Holder> holder() {
+                gate.pass();
+                return delegate.holder();
+            }
+
+            @Override
+            public Optional<Grant> takeOver(long token) {
+                gate.pass();
+                return delegate.takeOver(token);
+            }
+        };
+    }
+}
