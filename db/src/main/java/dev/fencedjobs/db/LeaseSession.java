@@ -76,11 +76,13 @@ public final class LeaseSession implements AutoCloseable {
         return grant;
     }
 
-    /** {@link Lease#release(long)} on this session; the sign of life goes with it. */
+    /**
+     * {@link Lease#release(long)} on this session. The sign of life stays until {@link #close()}, a
+     * moment later: followers take over on the release's notification, and a wait that ended at the
+     * same moment would only compete with it.
+     */
     public synchronized boolean release(long token) {
-        boolean released = run(l -> l.release(token));
-        giveUpSignOfLife();
-        return released;
+        return run(l -> l.release(token));
     }
 
     /** {@link Lease#holder()}, read on this session. */

@@ -65,6 +65,8 @@ final class RelayLoop implements LeaderService.Worker {
     private final Purger purger;
     /** The token the publisher was last made ready for; -1 while not leading. */
     private long preparedToken = -1;
+    /** The first stand-by as a follower, or the first preparation as leader, has run: ready to lead. */
+    private volatile boolean warmedUp;
     private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
     private volatile Map<String, Object> lastBatch;
 
@@ -149,6 +151,7 @@ final class RelayLoop implements LeaderService.Worker {
             MDC.clear();
             publisher.standBy();
             preparedToken = -1;
+            warmedUp = true;
             return Next.await();
         }
         Grant grant = current.get();
@@ -158,6 +161,7 @@ final class RelayLoop implements LeaderService.Worker {
             try {
                 publisher.prepare(grant.token());
                 preparedToken = grant.token();
+                warmedUp = true;
                 kafka.succeeded();
             } catch (RuntimeException e) {
                 return kafkaFailed(e);
@@ -264,10 +268,13 @@ final class RelayLoop implements LeaderService.Worker {
         return record;
     }
 
-    /** Not ready while Kafka fails: what the relay leader exists to do cannot be done. */
+    /**
+     * Not ready while Kafka fails (what the relay leader exists to do cannot be done), nor before its
+     * first stand-by: a follower that took over before its spare producer was up would wait for it.
+     */
     @Override
     public boolean ready() {
-        return kafka.healthy();
+        return kafka.healthy() && warmedUp;
     }
 
     @Override
@@ -276,6 +283,7 @@ final class RelayLoop implements LeaderService.Worker {
         status.put("topic", config.kafka().topic());
         status.put("batchSize", config.batchSize());
         status.put("kafka", kafka.state());
+        status.put("warmedUp", warmedUp);
         try {
             OutboxStore.Lag l = lag.get();
             status.put("unpublishedRows", l.rows());

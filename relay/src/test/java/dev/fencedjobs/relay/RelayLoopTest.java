@@ -67,6 +67,14 @@ class RelayLoopTest {
     }
 
     @Test
+    void aFollowerIsReadyOnlyOnceItStoodBy() {
+        assertThat(loop.ready()).as("before its first stand-by, a takeover would wait for the producer").isFalse();
+        assertThat(loop.step()).isEqualTo(Next.await());
+        assertThat(broker.standBys).isEqualTo(1);
+        assertThat(loop.ready()).isTrue();
+    }
+
+    @Test
     void aFullBatchGoesAgainAtOnce() {
         lead(1);
         outbox.insert(7);
@@ -241,6 +249,13 @@ class RelayLoopTest {
         final List<Sent> sent = new ArrayList<>();
         final List<Long> prepared = new ArrayList<>();
         int resets;
+        int standBys;
+
+        @Override
+        public void standBy() {
+            standBys++;
+            reset();
+        }
         RuntimeException failNext;
         RuntimeException failPrepare;
 
