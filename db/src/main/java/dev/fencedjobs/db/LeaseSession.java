@@ -118,8 +118,7 @@ public final class LeaseSession implements AutoCloseable {
 
     /**
      * One of the two lock functions on this session, over plain JDBC: it runs between an
-     * acquisition and the grant's use, so it takes the shortest path (through jOOQ's plain SQL a
-     * replica's first takeover waited tens of milliseconds more here).
+     * acquisition and the grant's use, so it takes the shortest path.
      */
     private boolean lockStatement(String sql, long token) {
         try (java.sql.PreparedStatement s = connection.prepareStatement(sql)) {
