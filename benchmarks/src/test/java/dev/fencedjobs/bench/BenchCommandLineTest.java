@@ -26,7 +26,7 @@ class BenchCommandLineTest {
     void e2eHelpPrintsItsUsageAndRunsNothing() {
         Run help = run("e2e", "--help");
         assertThat(help.code()).isZero();
-        assertThat(help.out()).contains("Usage: fenced-jobs-benchmarks e2e", "--trials=<trials>", "failover trials per service",
+        assertThat(help.out()).contains("Usage: fenced-jobs-benchmarks e2e", "--trials=<trials>", "failover trials of each kind",
                 "Default: 10", "--phases=<phases>");
         assertThat(help.err()).isEmpty();
     }
