@@ -83,18 +83,18 @@ final class FailoverPhase {
         long leaseMs = 10_000; // the services run with the default LEASE_DURATION
         List<String> replicas = List.of("dispatcher-1", "dispatcher-2");
         String firstJob = "SELECT coalesce((extract(epoch FROM min(completed_at)) * 1000)::bigint, 0) FROM outbox WHERE id > %2$d AND fencing_token > %1$d";
-        List<Double> fast = trials("dispatcher SIGKILL, fast path", "scheduler", Fault.SIGKILL, firstJob);
-        List<Double> term = trials("dispatcher SIGTERM", "scheduler", Fault.SIGTERM, firstJob);
+        List<Double> fast = trials("dispatcher SIGKILL, fast path", "scheduler", Fault.SIGKILL, firstJob, true);
+        List<Double> term = trials("dispatcher SIGTERM", "scheduler", Fault.SIGTERM, firstJob, true);
         for (String name : replicas) {
             stack.reconfigure(name, Map.of(LeaseConfig.FAST_TAKEOVER, "false"));
         }
-        List<Double> lease = trials("dispatcher SIGKILL, fast path off", "scheduler", Fault.SIGKILL, firstJob);
-        List<Double> termLease = trials("dispatcher SIGTERM, fast path off", "scheduler", Fault.SIGTERM, firstJob);
+        List<Double> lease = trials("dispatcher SIGKILL, fast path off", "scheduler", Fault.SIGKILL, firstJob, false);
+        List<Double> termLease = trials("dispatcher SIGTERM, fast path off", "scheduler", Fault.SIGTERM, firstJob, false);
         for (String name : replicas) {
             stack.reconfigure(name, Map.of(LeaseConfig.FAST_TAKEOVER, "true"));
             stack.behindProxy(name);
         }
-        List<Double> partition = trials("dispatcher partition", "scheduler", Fault.PARTITION, firstJob);
+        List<Double> partition = trials("dispatcher partition", "scheduler", Fault.PARTITION, firstJob, true);
         report.put("leaseDurationMs", leaseMs);
         report.put("failoverSigkillMs", fast);
         report.put("failoverSigkillLeaseOnlyMs", lease);
@@ -124,11 +124,11 @@ final class FailoverPhase {
                 + " (SELECT t.acquired_at FROM lease_takeover t WHERE t.role = 'relay' AND t.fencing_token = l.fencing_token)), 0)";
         List<String> replicas = List.of("relay", "relay-2");
         try {
-            List<Double> fast = trials("relay SIGKILL, fast path", "relay", Fault.SIGKILL, firstPublish);
+            List<Double> fast = trials("relay SIGKILL, fast path", "relay", Fault.SIGKILL, firstPublish, true);
             for (String name : replicas) {
                 stack.reconfigure(name, Map.of(LeaseConfig.FAST_TAKEOVER, "false"));
             }
-            List<Double> lease = trials("relay SIGKILL, fast path off", "relay", Fault.SIGKILL, firstPublish);
+            List<Double> lease = trials("relay SIGKILL, fast path off", "relay", Fault.SIGKILL, firstPublish, false);
             report.put("relayFailoverSigkillMs", fast);
             report.put("relayFailoverSigkillLeaseOnlyMs", lease);
             String who = " of the relay leader to the new leader's first published batch";
@@ -142,8 +142,8 @@ final class FailoverPhase {
         }
     }
 
-    private List<Double> trials(String label, String role, Fault fault, String firstWorkSql) throws Exception {
-        boolean fastPath = !label.contains("fast path off");
+    /** {@code fastPath}: the replicas run with it now, so each trial first waits for the follower's wait. */
+    private List<Double> trials(String label, String role, Fault fault, String firstWorkSql, boolean fastPath) throws Exception {
         List<Double> ms = new ArrayList<>();
         for (int i = 0; i < trials; i++) {
             ms.add(takeover(role, fault, firstWorkSql, fastPath));
