@@ -8,7 +8,8 @@ COPY . .
 RUN --mount=type=cache,target=/root/.m2 ./mvnw -B -q --no-transfer-progress -pl dispatcher,relay,consumer,cli -am package -DskipTests
 
 FROM eclipse-temurin:17-jre
-RUN groupadd --system app && useradd --system --gid app --home-dir /app --shell /usr/sbin/nologin app
+RUN groupadd --system app && useradd --system --gid app --home-dir /app --shell /usr/sbin/nologin app \
+    && mkdir /keys && chown app:app /keys
 WORKDIR /app
 COPY --from=build /src/dispatcher/target/fenced-jobs-dispatcher.jar /src/relay/target/fenced-jobs-relay.jar \
      /src/consumer/target/fenced-jobs-consumer.jar /src/cli/target/fenced-jobs.jar /app/

@@ -76,8 +76,11 @@ public final class Bench implements Callable<Integer> {
         @Option(names = "--loads", split = ",", defaultValue = "100,500,1000,2000,4000,8000,12000",
                 description = "offered loads of the latency phase, jobs/s")
         int[] loads;
-        @Option(names = "--phases", defaultValue = "all", description = "all, or some of throughput,latency,failover,consumer-failover,idle")
+        @Option(names = "--phases", defaultValue = "all",
+                description = "all, or some of throughput,latency,failover,consumer-failover,signatures,idle")
         String phases;
+        @Option(names = "--signature-rounds", defaultValue = "2", description = "rounds of the signatures phase, each one unsigned and one signed window (A B B A...)")
+        int signatureRounds;
         @Option(names = "--out", defaultValue = "docs/benchmarks", description = "where the report goes")
         Path out;
         @Option(names = "--repo", defaultValue = ".", description = "the repository whose jars the services run")
@@ -87,7 +90,7 @@ public final class Bench implements Callable<Integer> {
 
         @Override
         public Integer call() throws Exception {
-            new EndToEndBenchmark(repo, out, seconds, trials, idleSeconds, loads, phases, serviceLogLevel).run();
+            new EndToEndBenchmark(repo, out, seconds, trials, idleSeconds, loads, phases, serviceLogLevel, signatureRounds).run();
             return 0;
         }
     }

@@ -53,6 +53,14 @@ final class BenchSql {
         }
     }
 
+    /** The median of some figures (the mean of the middle two for an even count). */
+    static double median(java.util.List<Double> values) {
+        java.util.List<Double> sorted = new java.util.ArrayList<>(values);
+        sorted.sort(null);
+        int n = sorted.size();
+        return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+    }
+
     static void waitFor(BooleanSupplier condition, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (!condition.getAsBoolean()) {

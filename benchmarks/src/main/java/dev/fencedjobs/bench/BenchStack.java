@@ -49,6 +49,8 @@ final class BenchStack implements AutoCloseable {
             + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
 
     private final Path repo;
+    /** The relay signs with it and the consumers trust it, as in production. */
+    private final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
     private final String serviceLogLevel;
     private final Path logs;
     private final BenchPostgres pg;
@@ -131,11 +133,17 @@ final class BenchStack implements AutoCloseable {
         waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
     }
 
+    /** The variables that give the relay its signing key and the consumer the relay's public key (the stack's default). */
+    Map<String, String> recordTrustEnvironment() {
+        return ServiceEnvironment.database("jdbc:postgresql://unused/db", "unused", "unused").recordTrust(trust).toMap().entrySet().stream()
+                .filter(e -> e.getKey().startsWith("RECORD_")).collect(java.util.stream.Collectors.toMap(Map.Entry::getKey, Map.Entry::getValue));
+    }
+
     /** Starts a service; {@code extra} may name its {@code HTTP_PORT}, else it gets a free one, kept across restarts. */
     void start(String name, String kind, String user, Map<String, String> extra) {
         int port = extra.containsKey(ServiceConfig.HTTP_PORT) ? Integer.parseInt(extra.get(ServiceConfig.HTTP_PORT)) : freePort();
         Map<String, String> env = ServiceEnvironment.database(url, user, "bench").migrate(false).httpPort(port)
-                .kafka(kafka.bootstrapServers(), topic).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
+                .kafka(kafka.bootstrapServers(), topic).recordTrust(trust).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
         environments.put(name, env);
         opsPorts.put(name, port);
         services.put(name, ServiceProcess.start(name, jar(kind), env, logs, List.of(HEAP)));

@@ -5,6 +5,8 @@ import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.TestKafka;
 import java.time.Duration;
@@ -34,21 +36,40 @@ public final class ConsumerBenchmark {
             System.out.printf("Consumer benchmark, %s%n", OffsetDateTime.now().withNano(0));
             System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
                     System.getProperty("java.version"), pg.describe(), embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
-            String topic = "bench-consumer-" + System.currentTimeMillis();
-            fill(bootstrap, topic, records);
+            // Two topics of the same records: unsigned (as before record signatures, read in accept-unsigned mode),
+            // and signed as the relay signs them, one signature per 2,000 records.
+            RecordTrust trust = RecordTrust.generate();
+            String unsignedTopic = "bench-consumer-unsigned-" + System.currentTimeMillis();
+            String signedTopic = "bench-consumer-signed-" + System.currentTimeMillis();
+            fill(bootstrap, unsignedTopic, records, null);
+            fill(bootstrap, signedTopic, records, trust);
             System.out.printf("Applied per second from a pre-filled topic of %,d records (3 partitions, 100 resources), one instance%n", records);
-            System.out.printf("%-10s %12s %12s %14s%n", "batch", "records", "seconds", "records/s");
+            int rounds = Integer.getInteger("rounds", 3);
+            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", "records", "seconds", "records/s");
             int run = 0;
-            for (int batch : new int[] {500, 2000}) {
+            java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
+            for (int round = 1; round <= rounds; round++) {
+             for (int batch : new int[] {500, 2000}) {
+              for (boolean signed : new boolean[] {false, true}) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("consumer"), pg.user(), pg.password());
+                KafkaSettings kafka = signed ? new KafkaSettings(bootstrap, signedTopic).withTrust(trust)
+                        : new KafkaSettings(bootstrap, unsignedTopic).withTrust(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED));
                 ConsumerConfig config = new ConsumerConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
-                        new KafkaSettings(bootstrap, topic), "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
+                        kafka, "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
                 try (FencedConsumer consumer = FencedConsumer.start(config)) {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
                 double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
-                System.out.printf("%-10d %,12d %12.2f %,14.0f%n", batch, records, seconds, records / seconds);
+                System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", records, seconds,
+                        records / seconds);
+                rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
+                        .add(records / seconds);
+              }
+             }
             }
+            System.out.printf("%nMedian of %d rounds, records/s:%n", rounds);
+            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, BenchSql.median(v),
+                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
         } finally {
             if (embedded != null) {
                 embedded.close();
@@ -64,7 +85,8 @@ public final class ConsumerBenchmark {
         }
     }
 
-    private static void fill(String bootstrap, String topic, int records) throws Exception {
+    /** The records, signed with {@code trust} in batches of 2,000 as the relay signs them, or unsigned where it is null. */
+    private static void fill(String bootstrap, String topic, int records, RecordTrust trust) throws Exception {
         TestKafka.createTopic(bootstrap, topic, 3);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
@@ -76,13 +98,21 @@ public final class ConsumerBenchmark {
             // As the relay writes them: with the job's creation time and the token's tenure (-Didentity=false:
             // without, as relays before migration V5 did).
             boolean identity = Boolean.parseBoolean(System.getProperty("identity", "true"));
+            java.util.List<ProducerRecord<String, byte[]>> batch = new java.util.ArrayList<>();
             for (long job = 1; job <= records; job++) {
                 String resource = "r-" + (job % 100);
                 Envelope e = identity
                         ? new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000),
                                 "bench-dispatcher", acquired)
                         : new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now);
-                producer.send(new ProducerRecord<>(topic, resource, e.toJson()));
+                batch.add(new ProducerRecord<>(topic, resource, e.toJson()));
+                if (batch.size() == 2000 || job == records) {
+                    if (trust != null) {
+                        RecordSignatures.sign(trust, System.currentTimeMillis(), batch);
+                    }
+                    batch.forEach(producer::send);
+                    batch.clear();
+                }
             }
         }
     }

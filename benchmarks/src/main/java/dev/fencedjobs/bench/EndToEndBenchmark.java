@@ -23,7 +23,8 @@ import java.util.Map;
  *       completed job, beside the lease duration; then of one of two consumers to the first effect
  *       from its partitions, beside the session timeout ({@link ConsumerFailover});
  *   <li>statements per second of each idle service (pg_stat_statements, one login role each);
- *   <li>peak RSS of each service during the throughput run, with the heap setting used.
+ *   <li>peak RSS of each service during the throughput run, with the heap setting used;
+ *   <li>what record signatures cost: throughput signed and unsigned, alternating ({@link SignaturesPhase}).
  * </ol>
  *
  * It prints a table and writes {@code e2e.json}, {@code e2e.md} and {@code e2e-latency.svg}
@@ -44,9 +45,11 @@ final class EndToEndBenchmark {
     private final Map<String, Integer> consumerPorts = new LinkedHashMap<>();
     private final String phases;
     private final String serviceLogLevel;
+    private final int signatureRounds;
 
     EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
-            String serviceLogLevel) {
+            String serviceLogLevel, int signatureRounds) {
+        this.signatureRounds = signatureRounds;
         this.repo = repo;
         this.out = out;
         this.windowSeconds = windowSeconds;
@@ -78,6 +81,9 @@ final class EndToEndBenchmark {
             }
             if (phase("failover") || phase("consumer-failover")) {
                 new FailoverPhase(stack, report, trials, phase("failover"), consumerPorts).run();
+            }
+            if (phase("signatures")) {
+                new SignaturesPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), signatureRounds).run();
             }
             if (phase("idle")) {
                 new IdlePhase(stack, report, idleSeconds).run();

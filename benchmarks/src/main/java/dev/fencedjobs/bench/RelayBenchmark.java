@@ -6,6 +6,7 @@ import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.CompletedJobs;
@@ -32,6 +33,7 @@ public final class RelayBenchmark {
         int backlog = Integer.getInteger("backlog", 200_000);
         int rate = Integer.getInteger("rate", 500);
         int seconds = Integer.getInteger("seconds", 30);
+        int rounds = Integer.getInteger("rounds", 3);
         String external = System.getenv("FJ_BENCH_KAFKA_BOOTSTRAP");
         KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
         String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
@@ -41,27 +43,40 @@ public final class RelayBenchmark {
                     System.getProperty("java.version"), pg.describe(),
                     embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
             System.out.printf("1. Throughput: one relay publishes a backlog of %,d outbox rows (3 partitions, idempotent producer, acks=all, one flush per batch)%n", backlog);
-            System.out.printf("%-10s %12s %12s %14s%n", "batch", "rows", "seconds", "rows/s");
+            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", "rows", "seconds", "rows/s");
             int run = 0;
-            for (int batch : new int[] {500, 2000}) {
+            // Each batch size unsigned (as before record signatures) and signed, one after the other, in
+            // rounds: the machine's drift shows as spread between rounds, not as a cost.
+            java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
+            for (int round = 1; round <= rounds; round++) {
+             for (int batch : new int[] {500, 2000}) {
+              for (boolean signed : new boolean[] {false, true}) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("relay"), pg.user(), pg.password());
                 BenchSql.migrate(db);
                 BenchSql.execute(db, CompletedJobs.LEASE);
                 BenchSql.execute(db, CompletedJobs.statement(backlog, "'r-' || (g % 100)", "jsonb_build_object('n', g)"));
                 BenchSql.execute(db, "VACUUM ANALYZE outbox");
-                try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch))) {
+                try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch, signed))) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox_unpublished LIMIT 1"), Duration.ofMinutes(10));
                 }
                 // From the relay's takeover to its last mark, which moved the position past the backlog.
                 double elapsed = BenchSql.queryDouble(db, "SELECT extract(epoch FROM p.updated_at - min(t.acquired_at)) "
                         + "FROM outbox_position p, lease_takeover t WHERE t.role = 'relay' AND p.role = 'relay' GROUP BY p.updated_at");
-                System.out.printf("%-10d %,12d %12.2f %,14.0f%n", batch, backlog, elapsed, backlog / elapsed);
+                System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", backlog, elapsed,
+                        backlog / elapsed);
+                rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
+                        .add(backlog / elapsed);
+              }
+             }
             }
+            System.out.printf("%nMedian of %d rounds, rows/s:%n", rounds);
+            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, BenchSql.median(v),
+                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
 
             System.out.printf("%n2. Commit-to-publish latency at %d rows/s offered for %d s (batch 500)%n", rate, seconds);
             DatabaseConfig db = BenchSql.database(pg.freshDatabase("relaylatency"), pg.user(), pg.password());
             BenchSql.migrate(db);
-            try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-latency", 500));
+            try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-latency", 500, true));
                     Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
                 BenchSql.waitFor(() -> relay.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
                 int perTick = Math.max(1, rate / 100);
@@ -106,9 +121,11 @@ public final class RelayBenchmark {
             ms.get(ms.size() - 1)};
     }
 
-    private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch) {
+    /** Signed with a fresh key, or unsigned as a relay without a key publishes during a rollout. */
+    private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch, boolean signed) {
+        RecordTrust trust = signed ? RecordTrust.generate() : RecordTrust.NONE.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED);
         return new RelayConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), false),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic), 3, (short) 1,
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic).withTrust(trust), 3, (short) 1,
                 batch, Duration.ofSeconds(10), RelayConfig.DEFAULT_MAX_RECORD_BYTES, Duration.ofHours(1));
     }
 }

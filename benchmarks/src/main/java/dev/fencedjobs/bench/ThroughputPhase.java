@@ -38,52 +38,83 @@ final class ThroughputPhase {
      */
     double throughput() throws Exception {
         System.out.println("1. end-to-end throughput: " + windowSeconds + " s window after 15 s of warm-up");
+        Map<String, Long> cpu0 = new LinkedHashMap<>();
+        double rate = sustained(() -> {
+            cpu0.putAll(BenchStack.cpuTicksByComponent());
+            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
+                s.execute("SELECT pg_stat_statements_reset()");
+            }
+        }, seconds -> {
+            Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
+            Map<String, Double> cpuShare = new LinkedHashMap<>();
+            double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
+            cpu1.forEach((component, ticks) -> cpuShare.put(component,
+                    Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+            report.put("cpuShareDuringThroughputPercent", cpuShare);
+            List<String> top = new ArrayList<>();
+            try (Connection c = stack.owner(); Statement s = c.createStatement();
+                    ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, round(st.total_exec_time::numeric / 1000, 1),"
+                            + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
+                            + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
+                while (r.next()) {
+                    top.add(String.format(Locale.ROOT, "%-20s %8d calls %7.1f s  %s", r.getString(1), r.getLong(2), r.getDouble(3), r.getString(4)));
+                }
+            }
+            report.put("topStatementsByExecutionTime", top);
+            System.out.println("   statements that took the most database time in the window:");
+            top.forEach(t -> System.out.println("     " + t));
+            System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
+            report.row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
+                    E2eReport.listing(cpuShare), "from /proc/<pid>/stat");
+            for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
+                peakRss.put(e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
+            }
+        });
+        report.put("throughputJobsPerSecond", rate);
+        return rate;
+    }
+
+    /** What a measurement does at the start of its window, and at its end (given the window's seconds) before the load stops. */
+    interface Hook<T> {
+        void run(T value) throws Exception;
+
+        /** A hook with nothing to be given. */
+        interface Start {
+            void run() throws Exception;
+        }
+    }
+
+    /**
+     * Inserts due jobs whenever fewer than 50,000 are between INSERT and effect, so the pipeline never
+     * starves, counts effect rows over the window after a warm-up, and waits for the backlog to drain.
+     */
+    double sustained(Hook.Start atStart, Hook<Double> atEnd) throws Exception {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         Thread loader = stack.saturatingLoader("e2e-loader", stop, failure);
         loader.start();
-        Thread.sleep(15_000);
-        long a0 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
-        Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
-        try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-            s.execute("SELECT pg_stat_statements_reset()");
+        long a0;
+        long a1;
+        long t0;
+        long t1;
+        try {
+            Thread.sleep(15_000);
+            atStart.run();
+            a0 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+            t0 = System.nanoTime();
+            Thread.sleep(windowSeconds * 1000L);
+            a1 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+            t1 = System.nanoTime();
+            atEnd.run((t1 - t0) / 1e9);
+        } finally {
+            stop.set(true);
+            loader.join();
         }
-        long t0 = System.nanoTime();
-        Thread.sleep(windowSeconds * 1000L);
-        long a1 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
-        long t1 = System.nanoTime();
-        Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
-        Map<String, Double> cpuShare = new LinkedHashMap<>();
-        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * ((t1 - t0) / 1e9);
-        cpu1.forEach((component, ticks) -> cpuShare.put(component,
-                Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
-        report.put("cpuShareDuringThroughputPercent", cpuShare);
-        List<String> top = new ArrayList<>();
-        try (Connection c = stack.owner(); Statement s = c.createStatement();
-                ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, BenchStack.round(st.total_exec_time::numeric / 1000, 1),"
-                        + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
-                        + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
-            while (r.next()) {
-                top.add(String.format(Locale.ROOT, "%-20s %8d calls %7.1f s  %s", r.getString(1), r.getLong(2), r.getDouble(3), r.getString(4)));
-            }
-        }
-        report.put("topStatementsByExecutionTime", top);
-        System.out.println("   statements that took the most database time in the window:");
-        top.forEach(t -> System.out.println("     " + t));
-        System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
-        report.row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
-                E2eReport.listing(cpuShare), "from /proc/<pid>/stat");
-        for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
-            peakRss.put(e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
-        }
-        stop.set(true);
-        loader.join();
         if (failure.get() != null) {
             throw failure.get();
         }
         double rate = (a1 - a0) / ((t1 - t0) / 1e9);
         System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
-        report.put("throughputJobsPerSecond", rate);
         BenchStack.waitFor("the backlog to drain", () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
                 && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
                 && stack.scalar("SELECT coalesce(max(id), 0) FROM ledger") >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));

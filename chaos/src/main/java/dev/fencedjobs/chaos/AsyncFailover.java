@@ -100,12 +100,13 @@ public final class AsyncFailover {
             Bootstrap.roles(jobsOwner, PASSWORDS);
             Bootstrap.roles(consumerOwner, Map.of(Roles.CONSUMER, "consumer"));
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(400));
+            KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
             DispatcherConfig dispatcher = new DispatcherConfig(service(url, Roles.DISPATCHER), lease, 200);
             services.add(Dispatcher.start(dispatcher));
             services.add(Dispatcher.start(dispatcher));
-            services.add(Relay.start(new RelayConfig(service(url, Roles.RELAY), lease, new KafkaSettings(bootstrap, topic), 3, (short) 1, 500,
+            services.add(Relay.start(new RelayConfig(service(url, Roles.RELAY), lease, kafka, 3, (short) 1, 500,
                     Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
-            services.add(FencedConsumer.start(new ConsumerConfig(service(consumerDb.url(), Roles.CONSUMER), new KafkaSettings(bootstrap, topic),
+            services.add(FencedConsumer.start(new ConsumerConfig(service(consumerDb.url(), Roles.CONSUMER), kafka,
                     "async-failover", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
 
             Producer producer = new Producer(url);

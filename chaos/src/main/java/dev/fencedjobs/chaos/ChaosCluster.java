@@ -39,6 +39,8 @@ final class ChaosCluster {
     static final int PARTITIONS = ChaosRun.PARTITIONS;
 
     private final ChaosRun.Options options;
+    /** The relays sign with it and the consumers trust it; the forger signs its "relay's bug" records with it too. */
+    final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
     private final Path out;
     private final RunLog log;
     final List<Service> services = new ArrayList<>();
@@ -94,7 +96,7 @@ final class ChaosCluster {
         TcpProxy proxy = new TcpProxy(name, postgres.port(0), postgres.port(1));
         Map<String, String> env = ServiceEnvironment.database(
                 "jdbc:postgresql://" + proxy.hosts() + "/" + DATABASE + "?targetServerType=primary&hostRecheckSeconds=1", role, password)
-                .migrate(false).httpPort(0).kafka(kafka.bootstrapServers(), TOPIC)
+                .migrate(false).httpPort(0).kafka(kafka.bootstrapServers(), TOPIC).recordTrust(trust)
                 .lease(Duration.ofMillis(options.leaseMillis()), Duration.ofMillis(Math.max(100, options.leaseMillis() / 5)))
                 .setAll(extra).toMap();
         services.add(new Service(name, kind, jar, env, proxy, out, List.of("-Xmx128m", "-XX:+UseSerialGC")));

@@ -47,7 +47,7 @@ public final class Checker {
     public record Result(
             String seed, int submitted, int scheduled, int jobs, int completed, int effects, Map<String, Integer> faults,
             Map<String, Integer> takeovers, long duplicatesAbsorbed, int staleRejected, int deadLetters, int forged,
-            List<Violation> violations) {
+            int unauthenticated, List<Violation> violations) {
 
         public boolean ok() {
             return violations.isEmpty();
@@ -65,6 +65,7 @@ public final class Checker {
                     + " stale-rejected=" + staleRejected
                     + " dead-letters=" + deadLetters
                     + " forged-inputs=" + forged
+                    + " unauthenticated=" + unauthenticated
                     + " violations=" + violations.size();
         }
     }
@@ -118,7 +119,9 @@ public final class Checker {
         int scheduled = (int) history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")).count();
         return new Result(history.seed, history.submitted.size(), scheduled, history.jobs.size(), completed, history.effects.size(),
                 history.faultCounts(), takeoverCounts, validRecords - distinctJobs, history.rejections.size(),
-                history.deadLetters.size(), history.forged.size(), List.copyOf(c.violations));
+                history.deadLetters.size(), history.forged.size(),
+                (int) history.deadLetters.stream().filter(d -> d.reason() != null && d.reason().startsWith("unauthenticated")).count(),
+                List.copyOf(c.violations));
     }
 
     // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded. A database
@@ -297,7 +300,10 @@ public final class Checker {
                 continue;
             }
             Forged f = forgedByJob.get(jobId);
-            if (f == null || !f.kind().equals("fresh")) {
+            if (f != null && Forger.UNAUTHENTICATED.contains(f.kind())) {
+                violation("13 authenticated", "an effect was applied for job " + jobId + ", a forged " + f.kind()
+                        + " record that no trusted key signed", evidence(jobId));
+            } else if (f == null || !f.kind().equals("fresh")) {
                 violation("6 exactly once", "an effect was applied for job " + jobId + ", which was never completed"
                         + (f == null ? "" : " (a forged " + f.kind() + " record)"), evidence(jobId));
             } else if (e.getValue().size() != 1) {
@@ -332,6 +338,10 @@ public final class Checker {
                 }
                 continue;
             }
+            Forged forged = forgedByJob.get(r.jobId());
+            if (forged != null && Forger.UNAUTHENTICATED.contains(forged.kind())) {
+                continue; // checked below: never decided, dead-lettered as unauthenticated
+            }
             Processed p = processedByJob.get(r.jobId());
             if (p == null) {
                 violation("6 exactly once", "the record of job " + r.jobId() + " at partition " + r.partition() + " offset " + r.offset()
@@ -361,6 +371,18 @@ public final class Checker {
                     if (rejected.isEmpty()) {
                         violation("7 fence", "forged stale record for job " + f.jobId() + " (token " + f.fencingToken() + " on "
                                 + f.resource() + ") was not rejected", evidence(f.jobId()));
+                    }
+                }
+                case "unsigned", "wrong-key" -> {
+                    DeadLetter d = deadByPosition.get(f.partition() + "@" + f.offset());
+                    if (d == null || d.reason() == null || !d.reason().startsWith("unauthenticated")) {
+                        violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " at partition " + f.partition()
+                                + " offset " + f.offset() + " was not dead-lettered as unauthenticated" + (d == null ? "" : " (" + d.reason() + ")"),
+                                evidence(f.jobId()));
+                    }
+                    if (processedByJob.containsKey(f.jobId())) {
+                        violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " claimed its job id as "
+                                + processedByJob.get(f.jobId()).outcome(), evidence(f.jobId()));
                     }
                 }
                 default -> {

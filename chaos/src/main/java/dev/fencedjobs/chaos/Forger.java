@@ -1,6 +1,8 @@
 package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.RecordTrust;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
@@ -21,26 +23,38 @@ final class Forger {
     private final ChaosCluster cluster;
     private final History history;
     private int forgeRounds;
+    /** A key of the forger's own, which no consumer trusts. */
+    private final RecordTrust stranger = RecordTrust.generate();
 
     Forger(ChaosCluster cluster, History history) {
         this.cluster = cluster;
         this.history = history;
     }
 
+    /** Kinds of forged record that no trusted key signed: each must be dead-lettered as unauthenticated, with no effect. */
+    static final java.util.Set<String> UNAUTHENTICATED = java.util.Set.of("unsigned", "wrong-key");
+
     /**
-     * Writes records the consumer must handle without the dispatcher: two malformed ones (dead
-     * letters), a fresh record with a high token on a resource of its own (applied once), a copy of it
-     * (a duplicate) and a record below that token (rejected as stale).
+     * Writes records the consumer must handle without the dispatcher. Some come from a party that
+     * can write to the topic but holds no relay key: one unsigned and one signed with a key of its
+     * own, each with a token above all others on a resource of its own (dead-lettered as
+     * unauthenticated, no effect; were either to move the fence, the fresh record after them would be
+     * rejected, which the checker catches). The others are signed with the relay's key, as a relay
+     * with a bug would write them: two malformed ones (dead letters), a fresh record with a high
+     * token (applied once), a copy of it (a duplicate) and a record below that token (rejected as
+     * stale).
      */
     void forge() throws Exception {
         int round = forgeRounds++;
         String resource = "forged-" + round;
-        long fresh = FORGED_JOB_BASE + 2L * round;
+        long fresh = FORGED_JOB_BASE + 4L * round;
         Properties p = new Properties();
         p.put("bootstrap.servers", cluster.kafka.bootstrapServers());
         p.put("acks", "all");
         p.put("delivery.timeout.ms", "60000");
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            send(producer, "unsigned", resource, envelope(fresh + 2, resource, 2_000_000), fresh + 2, 2_000_000L, null);
+            send(producer, "wrong-key", resource, envelope(fresh + 3, resource, 2_000_000), fresh + 3, 2_000_000L, stranger);
             send(producer, "malformed", resource, "{\"version\":1,\"jobId\":".getBytes(StandardCharsets.UTF_8), null, null);
             send(producer, "malformed", resource, "{\"version\":1,\"resource\":\"x\"}".getBytes(StandardCharsets.UTF_8), null, null);
             send(producer, "fresh", resource, envelope(fresh, resource, 1_000_000), fresh, 1_000_000L);
@@ -55,7 +69,17 @@ final class Forger {
     }
 
     private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token) throws Exception {
-        RecordMetadata m = producer.send(new ProducerRecord<>(TOPIC, resource, value)).get(90, TimeUnit.SECONDS);
+        send(producer, kind, resource, value, jobId, token, cluster.trust);
+    }
+
+    /** Signed with {@code keys} as a batch of one, or unsigned where it is null. */
+    private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token,
+            RecordTrust keys) throws Exception {
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(TOPIC, resource, value);
+        if (keys != null) {
+            RecordSignatures.sign(keys, System.currentTimeMillis(), java.util.List.of(record));
+        }
+        RecordMetadata m = producer.send(record).get(90, TimeUnit.SECONDS);
         history.forged.add(new History.Forged(kind, m.partition(), m.offset(), jobId, resource, token));
     }
 

@@ -165,6 +165,49 @@ class CheckerTest {
                 .anySatisfy(m -> assertThat(m).contains("an effect was applied for job " + stale.jobId()));
     }
 
+    /** A forged unsigned record as a run records it: on the topic, dead-lettered as unauthenticated, never decided. */
+    private History.Forged plantUnsigned() {
+        long jobId = ChaosRun.FORGED_JOB_BASE + 4_000_002L;
+        History.Forged f = new History.Forged("unsigned", 0, 99_000_000L, jobId, "forged-x", 2_000_000L);
+        history.forged.add(f);
+        history.topic.add(new History.TopicRecord(0, 99_000_000L, "forged-x", jobId, jobId, "forged-x", 2_000_000L));
+        history.deadLetters.add(new History.DeadLetter(99_000_000L, 0, 99_000_000L, null,
+                "unauthenticated: unsigned record (RECORD_SIGNATURES=required)"));
+        return f;
+    }
+
+    @Test
+    void anUnauthenticatedRecordDeadLetteredAsSuchPasses() {
+        plantUnsigned();
+        Checker.Result result = Checker.check(history);
+        assertThat(result.violations()).isEmpty();
+        assertThat(result.summary()).contains(" unauthenticated=1 ");
+    }
+
+    @Test
+    void anUnauthenticatedRecordThatWasAppliedIsFlagged() {
+        History.Forged f = plantUnsigned();
+        long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
+        history.effects.add(new Effect(nextId, f.jobId(), f.resource(), f.fencingToken(), 0));
+        history.processed.add(new History.Processed(f.jobId(), f.resource(), f.fencingToken(), "applied"));
+
+        Checker.Result result = Checker.check(history);
+
+        assertThat(result.violations()).extracting(Checker.Violation::message)
+                .anySatisfy(m -> assertThat(m).contains("a forged unsigned record that no trusted key signed"))
+                .anySatisfy(m -> assertThat(m).contains("claimed its job id as applied"));
+        assertThat(result.violations()).extracting(Checker.Violation::invariant).contains("13 authenticated");
+    }
+
+    @Test
+    void anUnauthenticatedRecordDeadLetteredForAnotherReasonIsFlagged() {
+        History.Forged f = plantUnsigned();
+        history.deadLetters.removeIf(d -> d.offset() == f.offset());
+        history.deadLetters.add(new History.DeadLetter(99_000_001L, 0, f.offset(), null, "not JSON"));
+
+        assertFlagged("13 authenticated", "was not dead-lettered as unauthenticated (not JSON)");
+    }
+
     @Test
     void aMalformedRecordThatVanishedIsFlagged() {
         History.Forged malformed = history.forged.stream().filter(f -> f.kind().equals("malformed")).findFirst().orElseThrow();

@@ -163,6 +163,30 @@ public final class Cli {
                 List.of("dead-letters discard (<id>... | filters | --all) [--by <name>]"), List.of("Mark these letters handled."), MARK,
                 "<id>..."));
         root.addSubcommand("dead-letters", letters);
+        FenceCommands fences = new FenceCommands(this::connectConsumerDatabase, out);
+        CommandSpec fence = spec("fence", null, List.of("fence (show | reset) <resource> ..."), List.of("A resource's fence in the consumer.",
+                "show prints its highest token and outbox ids, the tokens its records carried, and its stale, late and reset history; "
+                + "reset moves it back, for a fence a forged or mistaken record raised. Run reset as an operator's login: the "
+                + "consumer's role is refused, and each reset is recorded in consumer_fence_reset (who, when, why, from, to)."),
+                List.of(), null);
+        fence.addSubcommand("show", spec("show", (a, o) -> fences.run("show", a, o), List.of("fence show <resource>"),
+                List.of("The fence of <resource> and its history."), List.of(), "<resource>"));
+        fence.addSubcommand("reset", spec("reset", (a, o) -> fences.run("reset", a, o),
+                List.of("fence reset <resource> --token <n> [--outbox-id <n>] --reason <text>"),
+                List.of("Move the fence of <resource> back to --token.",
+                        "Records below it are stale from then on. --outbox-id (default 0: not known) is the highest outbox id applied "
+                        + "with that token, for telling late records apart; effects already applied stay."),
+                List.of(opt("token", "<n>", "the highest token to keep, usually the dispatcher lease's (fenced-jobs status)"),
+                        opt("outbox-id", "<n>", "the highest outbox id applied with it (default 0: not known)"),
+                        opt("reason", "<text>", "why, for the audit record")), "<resource>"));
+        root.addSubcommand("fence", fence);
+        root.addSubcommand("keygen", spec("keygen", (a, o) -> keygen(o), List.of("keygen [--dir <directory>] [--if-missing]"),
+                List.of("Make an Ed25519 key pair for record signatures.",
+                        "Writes record-signing.key (the relay's RECORD_SIGNING_KEY_FILE, readable by its owner only) and "
+                        + "record-signing.pub (the consumers' RECORD_VERIFY_KEYS_FILE) and prints the key's id. Refuses to "
+                        + "overwrite either; with --if-missing, keeps a pair already there and makes one only where there is none."),
+                List.of(opt("dir", "<directory>", "where to write them (default: the current directory)"),
+                        flag("if-missing", "keep the pair already in the directory (a container's first start makes it)")), null));
         root.addSubcommand("status", spec("status", (a, o) -> status(), List.of("status"), List.of("What runs and how far behind it is.",
                 "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
                 + "applied/stale/dead-letter counts."), List.of(), null));
@@ -203,7 +227,7 @@ public final class Cli {
             boolean many = arguments.endsWith("...");
             String label = many ? arguments.substring(0, arguments.length() - 3) : arguments;
             spec.addPositional(PositionalParamSpec.builder().paramLabel(label).arity(many ? "0..*" : "1").required(!many)
-                    .description(many ? "dead letter ids" : label.equals("<id>") ? "a dead letter id" : "the schedule's name")
+                    .description(many ? "dead letter ids" : label.equals("<id>") ? "a dead letter id" : label.equals("<resource>") ? "the resource" : "the schedule's name")
                     .type(many ? String[].class : String.class).build());
         }
         return spec;
@@ -324,6 +348,40 @@ public final class Cli {
                 out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
             }
         }
+        return 0;
+    }
+
+    private int keygen(Map<String, String> options) {
+        java.nio.file.Path dir = java.nio.file.Path.of(options.getOrDefault("dir", "."));
+        java.nio.file.Path key = dir.resolve("record-signing.key");
+        java.nio.file.Path pub = dir.resolve("record-signing.pub");
+        if (options.containsKey("if-missing") && java.nio.file.Files.exists(key) && java.nio.file.Files.exists(pub)) {
+            out.println("Keeping the key pair in " + dir.toAbsolutePath() + " (key " + dev.fencedjobs.runtime.RecordTrust.from(
+                    Settings.of(Map.of(dev.fencedjobs.runtime.RecordTrust.SIGNING_KEY_FILE, key.toString()))).signingKeyId().orElseThrow() + ")");
+            return 0;
+        }
+        for (java.nio.file.Path p : List.of(key, pub)) {
+            if (java.nio.file.Files.exists(p)) {
+                throw new UsageException("keygen: " + p + " exists; move it away first (a relay or consumer may be using it)");
+            }
+        }
+        java.security.KeyPair keys = dev.fencedjobs.runtime.RecordTrust.generateKeys();
+        try {
+            java.nio.file.Files.createDirectories(dir);
+            java.nio.file.Files.writeString(key, dev.fencedjobs.runtime.RecordTrust.privatePem(keys));
+            try {
+                java.nio.file.Files.setPosixFilePermissions(key, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+            } catch (UnsupportedOperationException e) {
+                err.println("fenced-jobs keygen: could not make " + key + " readable by its owner only; do it by hand");
+            }
+            java.nio.file.Files.writeString(pub, dev.fencedjobs.runtime.RecordTrust.publicPem(keys.getPublic()));
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        out.println("Key " + dev.fencedjobs.runtime.RecordTrust.keyId(keys.getPublic()) + ":");
+        out.println("  relay:     RECORD_SIGNING_KEY_FILE=" + key.toAbsolutePath());
+        out.println("  consumers: RECORD_VERIFY_KEYS_FILE=" + pub.toAbsolutePath()
+                + "  (several public keys in one file while a rotation runs)");
         return 0;
     }
 

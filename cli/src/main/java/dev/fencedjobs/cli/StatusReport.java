@@ -24,7 +24,8 @@ final class StatusReport {
     static final String CONSUMER = "SELECT count(*) FILTER (WHERE outcome = 'applied'), count(*) FILTER (WHERE outcome = 'rejected'), "
             + "(SELECT count(*) FROM consumer_dead_letter WHERE status IN ('dead', 'replay_requested')), (SELECT count(*) FROM ledger), "
             + "(SELECT value FROM consumer_counters WHERE name = 'duplicates'), "
-            + "(SELECT count(*) FROM consumer_dead_letter WHERE status = 'replayed'), (SELECT count(*) FROM consumer_dead_letter WHERE status = 'discarded') "
+            + "(SELECT count(*) FROM consumer_dead_letter WHERE status = 'replayed'), (SELECT count(*) FROM consumer_dead_letter WHERE status = 'discarded'), "
+            + "(SELECT count(*) FROM consumer_dead_letter WHERE reason LIKE 'unauthenticated%') "
             + "FROM consumer_processed";
     static final String WAITING = "SELECT count(*), count(DISTINCT resource), "
             + "coalesce(round(extract(epoch FROM clock_timestamp() - min(first_failed_at))::numeric), 0), max(attempts) FROM consumer_waiting";
@@ -76,8 +77,9 @@ final class StatusReport {
         try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(CONSUMER)) {
             rs.next();
             out.printf("Consumer: %d applied (%d ledger rows), %d duplicates absorbed, %d stale rejected; "
-                    + "%d dead letters to act on (%d replayed, %d discarded: fenced-jobs dead-letters list)%n",
-                    rs.getLong(1), rs.getLong(4), rs.getLong(5), rs.getLong(2), rs.getLong(3), rs.getLong(6), rs.getLong(7));
+                    + "%d dead letters to act on (%d replayed, %d discarded: fenced-jobs dead-letters list); "
+                    + "%d unauthenticated records refused (dead-letters list --reason unauthenticated)%n",
+                    rs.getLong(1), rs.getLong(4), rs.getLong(5), rs.getLong(2), rs.getLong(3), rs.getLong(6), rs.getLong(7), rs.getLong(8));
             try (ResultSet w = s.executeQuery(WAITING)) {
                 w.next();
                 out.printf(w.getLong(1) == 0 ? "Patient retries: nothing waiting%n"

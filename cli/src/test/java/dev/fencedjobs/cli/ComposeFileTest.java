@@ -9,6 +9,7 @@ import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,14 +31,14 @@ class ComposeFileTest {
             DatabaseConfig.IDLE_IN_TRANSACTION_TIMEOUT, ServiceConfig.HTTP_PORT, ServiceConfig.SHUTDOWN_TIMEOUT, ServiceConfig.MIGRATE,
             "LOG_LEVEL", "JAVA_TOOL_OPTIONS");
     private static final Set<String> LEASE = Set.of(LeaseConfig.DURATION, LeaseConfig.RENEW_INTERVAL);
-    private static final Set<String> KAFKA = Set.of(KafkaSettings.BOOTSTRAP_SERVERS, KafkaSettings.TOPIC);
+    private static final Set<String> KAFKA = Set.of(KafkaSettings.BOOTSTRAP_SERVERS, KafkaSettings.TOPIC, RecordTrust.SIGNATURES);
 
     private static final Map<String, Set<String>> READS = Map.of(
             "dispatcher", union(EVERY_SERVICE, LEASE, Set.of(DispatcherConfig.BATCH_SIZE)),
             "relay", union(EVERY_SERVICE, LEASE, KAFKA, Set.of(RelayConfig.PARTITIONS, RelayConfig.REPLICATION,
-                    RelayConfig.BATCH_SIZE, RelayConfig.POLL_INTERVAL, RelayConfig.MAX_RECORD_BYTES, RelayConfig.RETENTION)),
+                    RelayConfig.BATCH_SIZE, RelayConfig.POLL_INTERVAL, RelayConfig.MAX_RECORD_BYTES, RelayConfig.RETENTION, RecordTrust.SIGNING_KEY_FILE)),
             "consumer", union(EVERY_SERVICE, KAFKA, Set.of(ConsumerConfig.GROUP, ConsumerConfig.BATCH_SIZE, ConsumerConfig.EFFECT_MAX_ATTEMPTS,
-                    ConsumerConfig.EFFECT_RETRY_BACKOFF, ConsumerConfig.PROCESSED_RETENTION)),
+                    ConsumerConfig.EFFECT_RETRY_BACKOFF, ConsumerConfig.PROCESSED_RETENTION, RecordTrust.VERIFY_KEYS_FILE)),
             "migrate", union(Set.of(DatabaseConfig.URL, DatabaseConfig.USER, DatabaseConfig.PASSWORD, DatabaseConfig.CONNECT_TIMEOUT,
                     "FJ_DISPATCHER_PASSWORD", "FJ_RELAY_PASSWORD", "FJ_CONSUMER_PASSWORD", "FJ_PRODUCER_PASSWORD", "LOG_LEVEL")));
 
@@ -88,12 +89,25 @@ class ComposeFileTest {
             assertThat(env.get(service.getKey()).keySet()).as("variables of %s", service.getKey()).isSubsetOf(service.getValue());
         }
         DispatcherConfig.from(Settings.of(env.get("dispatcher")));
-        RelayConfig.from(Settings.of(env.get("relay")));
-        ConsumerConfig.from(Settings.of(env.get("consumer")));
+        // The key files as the keygen service writes them, here instead of in the keys volume.
+        Path keys = Files.createTempDirectory("fj-compose-keys");
+        assertThat(new Cli(Settings.of(Map.of()), new java.io.PrintStream(new java.io.ByteArrayOutputStream()), System.err)
+                .run(new String[] {"keygen", "--dir", keys.toString(), "--if-missing"})).isZero();
+        RecordTrust relayTrust = RelayConfig.from(Settings.of(inDirectory(env.get("relay"), keys))).kafka().trust();
+        RecordTrust consumerTrust = ConsumerConfig.from(Settings.of(inDirectory(env.get("consumer"), keys))).kafka().trust();
+        assertThat(consumerTrust.trusted()).containsOnlyKeys(relayTrust.signingKeyId().orElseThrow());
+        assertThat(consumerTrust.signing()).as("the consumer is given no private key").isNull();
         DatabaseConfig.from(Settings.of(env.get("migrate")));
         assertThat(env.get("dispatcher")).containsEntry(DatabaseConfig.USER, "fj_dispatcher").containsEntry(ServiceConfig.MIGRATE, "false");
         assertThat(env.get("relay")).containsEntry(DatabaseConfig.USER, "fj_relay");
         assertThat(env.get("consumer")).containsEntry(DatabaseConfig.USER, "fj_consumer");
+    }
+
+    /** The environment with the keys volume's paths (/keys/...) moved to {@code dir}. */
+    private static Map<String, String> inDirectory(Map<String, String> env, Path dir) {
+        Map<String, String> moved = new LinkedHashMap<>(env);
+        moved.replaceAll((k, v) -> v.startsWith("/keys/") ? dir.resolve(v.substring("/keys/".length())).toString() : v);
+        return moved;
     }
 
     @Test

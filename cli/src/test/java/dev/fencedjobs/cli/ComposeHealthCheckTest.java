@@ -52,7 +52,7 @@ class ComposeHealthCheckTest {
     void theHealthCheckRunsWithoutAShellAndTellsReadyFromNotReady() throws Exception {
         List<String> check = healthCheck();
         AtomicBoolean ready = new AtomicBoolean(true);
-        OpsServer ops = OpsServer.start(0, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT)::scrape, ready::get, Map::of, null);
+        OpsServer ops = OpsServer.start(0, dev.fencedjobs.runtime.OpsAccess.OPEN, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT)::scrape, ready::get, Map::of, null);
         int port = ops.port();
         try {
             assertThat(run(check, port)).as("ready: healthy").isZero();

@@ -159,7 +159,7 @@ class JobControlTest {
             try (Connection d = as("fj_dispatcher", "d-secret"); Statement s = d.createStatement()) {
                 assertThatThrownBy(() -> s.execute("INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by) "
                         + "VALUES (clock_timestamp(), 'r', '{\"a\": 1}', 'schedule:lp@2030-01-01T00:00:00Z', 'schedule:lp')"))
-                        .as("the schedule is gone").hasMessageContaining("permission denied: fj_dispatcher inserts only the occurrences");
+                        .as("the schedule is gone").hasMessageContaining("permission denied: fj_dispatcher may complete jobs, so it inserts only the occurrences");
                 owner.createStatement().execute("INSERT INTO schedules (name, every, paused) VALUES ('other', interval '1 hour', true)");
                 assertThatThrownBy(() -> s.execute("INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by) "
                         + "VALUES (clock_timestamp(), 'default', '{\"forged\": true}', 'schedule:other@2030-01-01T00:00:00Z', 'schedule:other')"))

@@ -31,6 +31,8 @@ import java.util.UUID;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** The roles hold: each can do its work and nothing else. */
 class LeastPrivilegeTest {
@@ -142,11 +144,46 @@ class LeastPrivilegeTest {
      * What column grants cannot say, the schema's triggers refuse, on a database of its own holding a
      * live scheduler lease, completed jobs (published and not), a pending job and the relay's lease.
      */
-    @Test
-    void theTriggersRefuseWhatTheGrantsCannotExpress() throws Exception {
-        try (TestDatabase db = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("lp_forge")) {
+    /** A login for the dispatcher's and one for the relay's work, with a password each. */
+    private record Logins(String dispatcher, String dispatcherPassword, String relay, String relayPassword) {}
+
+    /**
+     * The services' own roles; an application's logins that are members of them; and an
+     * application's logins simply granted the same rights ({@link Roles#grantRightsOf}).
+     */
+    private static Logins logins(String kind, TestDatabase db) throws SQLException {
+        if (kind.equals("role")) {
+            return new Logins(Roles.DISPATCHER, "d-secret", Roles.RELAY, "r-secret");
+        }
+        String d = "app_" + kind + "_dispatcher";
+        String r = "app_" + kind + "_relay";
+        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+            for (String login : List.of(d, r)) {
+                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + login + "') THEN CREATE ROLE " + login
+                        + " LOGIN PASSWORD 'app-secret'; END IF; END $$");
+            }
+            if (kind.equals("member")) {
+                s.execute("GRANT " + Roles.DISPATCHER + " TO " + d);
+                s.execute("GRANT " + Roles.RELAY + " TO " + r);
+            } else {
+                Roles.grantRightsOf(c, Roles.DISPATCHER, d);
+                Roles.grantRightsOf(c, Roles.RELAY, r);
+            }
+        }
+        return new Logins(d, "app-secret", r, "app-secret");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"role", "member", "rights"})
+    void theTriggersRefuseWhatTheGrantsCannotExpressForEveryLogin(String kind) throws Exception {
+        try (TestDatabase db = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("lp_forge_" + kind)) {
             CliTest.Run run = runCli(db, PASSWORDS, "migrate", "--roles");
             assertThat(run.code()).as(run.err()).isZero();
+            Logins l = logins(kind, db);
+            String dispatcher = l.dispatcher();
+            String dPassword = l.dispatcherPassword();
+            String relay = l.relay();
+            String rPassword = l.relayPassword();
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
                 dev.fencedjobs.testing.CompletedJobs.insert(c, 3, "'r'", "'{}'::jsonb");
                 s.execute("UPDATE outbox_position SET published_through = (SELECT min(id) FROM outbox) WHERE role = 'relay'");
@@ -156,45 +193,50 @@ class LeastPrivilegeTest {
             }
             String pending = "(SELECT id FROM jobs WHERE resource = 'pending-one')";
             // The dispatcher completes only with the lease's current token (2), and never touches a completed job again.
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'completed', completed_by_token = 999, completed_at = clock_timestamp()"
+            refused(db, dispatcher, dPassword, "UPDATE jobs SET state = 'completed', completed_by_token = 999, completed_at = clock_timestamp()"
                     + " WHERE id = " + pending, "only the lease holder completes jobs");
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
+            refused(db, dispatcher, dPassword, "UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
                     + " WHERE id = " + pending, "the scheduler lease has token 2");
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET state = 'pending', completed_by_token = NULL, completed_at = NULL"
+            refused(db, dispatcher, dPassword, "UPDATE jobs SET state = 'pending', completed_by_token = NULL, completed_at = NULL"
                     + " WHERE state = 'completed'", "a completed job is never changed");
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE jobs SET completed_by_token = 2 WHERE state = 'completed'",
+            refused(db, dispatcher, dPassword, "UPDATE jobs SET completed_by_token = 2 WHERE state = 'completed'",
                     "a completed job is never changed");
             // Outbox rows only for a job completed with their token, which is the lease's.
-            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+            refused(db, dispatcher, dPassword, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
                     + " SELECT id, resource, 2, payload, due_at, clock_timestamp() FROM jobs WHERE id = " + pending, "outbox rows are written only");
-            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+            refused(db, dispatcher, dPassword, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
                     + " VALUES (424242, 'r', 2, '{}', now(), now())", "outbox rows are written only");
-            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+            refused(db, dispatcher, dPassword, "INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
                     + " SELECT id, resource, 2, payload, due_at, completed_at FROM jobs WHERE state = 'completed' LIMIT 1",
                     "outbox_job_id"); // a second message for a job
             // Each service writes its own role's lease only, and a new holder always comes with a new token.
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET expires_at = clock_timestamp() WHERE role = 'relay'",
-                    "fj_dispatcher may not write the lease of role relay");
-            refused(db, Roles.DISPATCHER, "d-secret", "INSERT INTO leader_lease VALUES ('reports', 'me', 1, 'infinity')",
-                    "fj_dispatcher may not write the lease of role reports");
-            refused(db, Roles.RELAY, "r-secret", "UPDATE leader_lease SET holder_id = 'relay-2', fencing_token = 3 WHERE role = 'scheduler'",
-                    "fj_relay may not write the lease of role scheduler");
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET holder_id = 'dispatcher-2' WHERE role = 'scheduler'",
+            refused(db, dispatcher, dPassword, "UPDATE leader_lease SET expires_at = clock_timestamp() WHERE role = 'relay'",
+                    dispatcher + " may not write the lease of role relay");
+            refused(db, dispatcher, dPassword, "INSERT INTO leader_lease VALUES ('reports', 'me', 1, 'infinity')",
+                    dispatcher + " may not write the lease of role reports");
+            refused(db, relay, rPassword, "UPDATE leader_lease SET holder_id = 'relay-2', fencing_token = 3 WHERE role = 'scheduler'",
+                    relay + " may not write the lease of role scheduler");
+            refused(db, dispatcher, dPassword, "UPDATE leader_lease SET holder_id = 'dispatcher-2' WHERE role = 'scheduler'",
                     "needs a new fencing token");
-            refused(db, Roles.DISPATCHER, "d-secret", "UPDATE leader_lease SET fencing_token = 1 WHERE role = 'scheduler'", "may not decrease");
+            refused(db, dispatcher, dPassword, "UPDATE leader_lease SET fencing_token = 1 WHERE role = 'scheduler'", "may not decrease");
+            // A login that completes jobs submits none of its own: only the occurrences of existing schedules.
+            refused(db, dispatcher, dPassword, "INSERT INTO jobs (due_at, resource, submitted_by) VALUES (clock_timestamp(), 'mine', 'alice')",
+                    "may complete jobs, so it inserts only the occurrences of existing schedules");
+            refused(db, dispatcher, dPassword, "INSERT INTO jobs (due_at, resource, unique_key, submitted_by)"
+                    + " VALUES (clock_timestamp(), 'mine', 'schedule:none@2026-01-01T00:00:00Z', 'schedule:none')", "may complete jobs");
             // The relay purges published rows only.
-            refused(db, Roles.RELAY, "r-secret", "DELETE FROM outbox WHERE id > (SELECT min(id) FROM outbox)", "is not published yet and may not be deleted");
-            refused(db, Roles.RELAY, "r-secret", "UPDATE outbox_position SET published_through = 0", "may not go back");
-            try (Connection c = DriverManager.getConnection(db.url(), Roles.RELAY, "r-secret"); Statement s = c.createStatement()) {
+            refused(db, relay, rPassword, "DELETE FROM outbox WHERE id > (SELECT min(id) FROM outbox)", "is not published yet and may not be deleted");
+            refused(db, relay, rPassword, "UPDATE outbox_position SET published_through = 0", "may not go back");
+            try (Connection c = DriverManager.getConnection(db.url(), relay, rPassword); Statement s = c.createStatement()) {
                 assertThat(s.executeUpdate("DELETE FROM outbox WHERE id = (SELECT published_through FROM outbox_position)")).isEqualTo(1);
             }
             // The dispatcher's retention deletes completed jobs, never pending ones.
-            refused(db, Roles.DISPATCHER, "d-secret", "DELETE FROM jobs WHERE id = " + pending, "fj_dispatcher deletes completed jobs only");
-            try (Connection c = DriverManager.getConnection(db.url(), Roles.DISPATCHER, "d-secret"); Statement s = c.createStatement()) {
+            refused(db, dispatcher, dPassword, "DELETE FROM jobs WHERE id = " + pending, dispatcher + " deletes completed jobs only");
+            try (Connection c = DriverManager.getConnection(db.url(), dispatcher, dPassword); Statement s = c.createStatement()) {
                 assertThat(s.executeUpdate("DELETE FROM jobs WHERE id = (SELECT min(id) FROM jobs WHERE state = 'completed')")).isEqualTo(1);
             }
             // And what the dispatcher does is still allowed: completing the pending job with the lease's token, with its outbox row.
-            try (Connection c = DriverManager.getConnection(db.url(), Roles.DISPATCHER, "d-secret"); Statement s = c.createStatement()) {
+            try (Connection c = DriverManager.getConnection(db.url(), dispatcher, dPassword); Statement s = c.createStatement()) {
                 assertThat(s.executeUpdate("WITH done AS (UPDATE jobs SET state = 'completed', completed_by_token = 2,"
                         + " completed_at = clock_timestamp() WHERE id = " + pending + " RETURNING *)"
                         + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
@@ -258,11 +300,12 @@ class LeastPrivilegeTest {
                 DatabaseConfig.of(db.url(), user, password).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(1))
                         .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)), 0, Duration.ofSeconds(5), false);
         List<AutoCloseable> services = new java.util.ArrayList<>();
+        KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
         try {
             services.add(Dispatcher.start(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)));
-            services.add(Relay.start(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, new KafkaSettings(bootstrap, topic),
+            services.add(Relay.start(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, kafka,
                     3, (short) 1, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
-            services.add(FencedConsumer.start(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), new KafkaSettings(bootstrap, topic),
+            services.add(FencedConsumer.start(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), kafka,
                     "roles", 100, 3, Duration.ofMillis(10), Duration.ofDays(7))));
             try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (resource, due_at) SELECT 'r-' || g, clock_timestamp() FROM generate_series(1, 50) g");

@@ -13,6 +13,7 @@ import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static org.jooq.impl.DSL.val;
 
 import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.RecordSignatures;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
@@ -69,9 +70,13 @@ final class BatchProcessor {
 
     enum Outcome { APPLIED, REJECTED, DEAD_LETTER }
 
-    /** What one batch did. */
-    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting) {
-        static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0, 0);
+    /** What one batch did; {@code unauthenticated} records are among the {@code deadLettered}. */
+    record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting, int unauthenticated) {
+        static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0, 0, 0);
+
+        Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting) {
+            this(applied, duplicates, rejected, deadLettered, late, reused, waiting, 0);
+        }
 
         Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused) {
             this(applied, duplicates, rejected, deadLettered, late, reused, 0);
@@ -79,9 +84,24 @@ final class BatchProcessor {
 
         Counts plus(Counts o) {
             return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered,
-                    late + o.late, reused + o.reused, waiting + o.waiting);
+                    late + o.late, reused + o.reused, waiting + o.waiting, unauthenticated + o.unauthenticated);
         }
     }
+
+    /**
+     * Whether a record may be trusted: empty when it may, else why not. A fresh record is checked
+     * against the trusted keys ({@link RecordSignatures.Verifier}); a record the consumer stored
+     * itself after checking it (a patient retry) is not checked again.
+     */
+    @FunctionalInterface
+    interface Authenticity {
+        java.util.Optional<String> problem(ConsumerRecord<String, byte[]> record);
+
+        Authenticity CHECKED_ON_ARRIVAL = record -> java.util.Optional.empty();
+    }
+
+    /** The reason of an unauthenticated record's dead letter starts with this. */
+    static final String UNAUTHENTICATED = "unauthenticated";
 
     /** The effect threw: the caller retries the records one at a time. */
     static final class EffectFailure extends RuntimeException {
@@ -173,14 +193,26 @@ final class BatchProcessor {
     private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(BatchProcessor.class);
 
     private final Effect effect;
+    private final RecordSignatures.Verifier verifier;
 
-    BatchProcessor(Effect effect) {
+    BatchProcessor(Effect effect, RecordSignatures.Verifier verifier) {
         this.effect = effect;
+        this.verifier = verifier;
     }
 
-    /** Processes the batch in the caller's transaction. */
+    /** Checks a record that has just arrived. */
+    Authenticity onArrival() {
+        return record -> verifier.check(record, System.currentTimeMillis());
+    }
+
+    /** Checks a record as it was when it arrived at {@code arrivedAt} (a dead letter's replay). */
+    Authenticity arrivedAt(OffsetDateTime arrivedAt) {
+        return record -> verifier.check(record, arrivedAt.toInstant().toEpochMilli());
+    }
+
+    /** Processes the batch, just polled, in the caller's transaction. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records) {
-        return process(tx, records, null);
+        return process(tx, records, null, onArrival());
     }
 
     /**
@@ -189,12 +221,22 @@ final class BatchProcessor {
      * so that the resource's effects stay in order; except for {@code retrying}, the resource whose
      * first waiting record the caller is trying again.
      */
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying) {
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
         Map<ConsumerRecord<String, byte[]>, String> unreadable = new LinkedHashMap<>();
         List<Candidate> distinct = new ArrayList<>();
         Map<Long, List<Job>> seen = new HashMap<>();
         int duplicates = 0;
+        int unauthenticated = 0;
         for (ConsumerRecord<String, byte[]> record : records) {
+            // Before dedup and before the fence: an unauthenticated record claims no job id and moves no fence.
+            java.util.Optional<String> problem = authenticity.problem(record);
+            if (problem.isPresent()) {
+                log.error("Unauthenticated record {}-{}@{} dead-lettered, not applied: {}", record.topic(), record.partition(), record.offset(),
+                        problem.get());
+                unreadable.put(record, UNAUTHENTICATED + ": " + problem.get());
+                unauthenticated++;
+                continue;
+            }
             try {
                 Candidate c = Candidate.of(record, Envelope.parse(record.value()));
                 Job job = c.job();
@@ -268,7 +310,7 @@ final class BatchProcessor {
             tx.update(CONSUMER_COUNTERS).set(CONSUMER_COUNTERS.VALUE, CONSUMER_COUNTERS.VALUE.plus(duplicates))
                     .where(CONSUMER_COUNTERS.NAME.eq("duplicates")).execute();
         }
-        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size(), parked);
+        return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size(), parked, unauthenticated);
     }
 
     /** Which of these resources have records waiting, {@code retrying} left out. */
@@ -301,6 +343,7 @@ final class BatchProcessor {
                 .set(CONSUMER_WAITING.KAFKA_OFFSET, record.offset())
                 .set(CONSUMER_WAITING.RECORD_KEY, record.key() == null ? null : truncate(record.key(), 1000))
                 .set(CONSUMER_WAITING.RECORD_VALUE, record.value())
+                .set(CONSUMER_WAITING.RECORD_SIGNATURE, signature(record))
                 .set(CONSUMER_WAITING.ATTEMPTS, attempts)
                 .set(CONSUMER_WAITING.FIRST_FAILED_AT, CLOCK_TIMESTAMP)
                 .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, nextAttempt)
@@ -650,6 +693,7 @@ final class BatchProcessor {
                 .set(CONSUMER_DEAD_LETTER.KAFKA_OFFSET, record.offset())
                 .set(CONSUMER_DEAD_LETTER.RECORD_KEY, key == null ? null : truncate(key, 1000))
                 .set(CONSUMER_DEAD_LETTER.RECORD_VALUE, record.value())
+                .set(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE, signature(record))
                 .set(CONSUMER_DEAD_LETTER.JOB_ID, job == null ? null : job.jobId())
                 .set(CONSUMER_DEAD_LETTER.REASON, truncate(reason, 2000))
                 .set(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT, CLOCK_TIMESTAMP)
@@ -661,6 +705,21 @@ final class BatchProcessor {
     /** The column of {@code table} named like {@code column} of {@code consumer_processed}. */
     private static <T> org.jooq.Field<T> sameColumn(org.jooq.Table<?> table, org.jooq.Field<T> column) {
         return table.field(column.getName(), column.getType());
+    }
+
+    /** The record's signature header, kept with what the consumer stores of it. */
+    static byte[] signature(ConsumerRecord<String, byte[]> record) {
+        org.apache.kafka.common.header.Header h = record.headers().lastHeader(RecordSignatures.HEADER);
+        return h == null ? null : h.value();
+    }
+
+    /** A record as stored, with its signature header again where it had one. */
+    static ConsumerRecord<String, byte[]> stored(String topic, int partition, long offset, String key, byte[] value, byte[] signature) {
+        ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(topic, partition, offset, key, value);
+        if (signature != null) {
+            record.headers().add(RecordSignatures.HEADER, signature);
+        }
+        return record;
     }
 
     /** Reads the job out of a record whose batch failed in the effect, for the one-by-one retry. */

@@ -47,6 +47,7 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
         if (groupId == null || groupId.isBlank()) {
             throw new ConfigException(GROUP, "must not be blank");
         }
+        kafka.trust().requireVerifyKeys();
         ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         Settings.requirePositive(EFFECT_MAX_ATTEMPTS, effectMaxAttempts);
         if (effectRetryBackoff.isNegative()) {

@@ -108,6 +108,7 @@ final class ConsumerLoop {
     private final Counter duplicates;
     private final Counter stale;
     private final Counter deadLettered;
+    private final Counter unauthenticated;
     private final Counter late;
     private final Counter reused;
     private final Counter parked;
@@ -126,6 +127,9 @@ final class ConsumerLoop {
         duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
         stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
         deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
+        unauthenticated = Counter.builder("fencedjobs_consumer_unauthenticated")
+                .description("records dead-lettered because no trusted key signed them (forged, tampered, unsigned, or an untrusted key)")
+                .register(registry);
         late = Counter.builder("fencedjobs_consumer_late")
                 .description("records applied that arrived after a later outbox row of their resource").register(registry);
         reused = Counter.builder("fencedjobs_consumer_reused")
@@ -235,6 +239,7 @@ final class ConsumerLoop {
         duplicates.increment(counts.duplicates());
         stale.increment(counts.rejected());
         deadLettered.increment(counts.deadLettered());
+        unauthenticated.increment(counts.unauthenticated());
         late.increment(counts.late());
         reused.increment(counts.reused());
         parked.increment(counts.waiting());
@@ -253,6 +258,7 @@ final class ConsumerLoop {
         batch.put("duplicates", counts.duplicates());
         batch.put("staleRejected", counts.rejected());
         batch.put("deadLettered", counts.deadLettered());
+        batch.put("unauthenticated", counts.unauthenticated());
         batch.put("late", counts.late());
         batch.put("reused", counts.reused());
         batch.put("waiting", counts.waiting());
@@ -300,6 +306,7 @@ final class ConsumerLoop {
         status.put("duplicates", (long) duplicates.count());
         status.put("staleRejected", (long) stale.count());
         status.put("deadLettered", (long) deadLettered.count());
+        status.put("unauthenticated", (long) unauthenticated.count());
         status.put("late", (long) late.count());
         status.put("reused", (long) reused.count());
         return status;

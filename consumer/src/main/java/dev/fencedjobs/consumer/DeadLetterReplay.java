@@ -65,7 +65,8 @@ final class DeadLetterReplay {
 
     private int replay(DSLContext tx, long id) {
         Record r = tx.select(CONSUMER_DEAD_LETTER.TOPIC, CONSUMER_DEAD_LETTER.KAFKA_PARTITION, CONSUMER_DEAD_LETTER.KAFKA_OFFSET,
-                        CONSUMER_DEAD_LETTER.RECORD_KEY, CONSUMER_DEAD_LETTER.RECORD_VALUE, CONSUMER_DEAD_LETTER.JOB_ID, CONSUMER_DEAD_LETTER.REASON)
+                        CONSUMER_DEAD_LETTER.RECORD_KEY, CONSUMER_DEAD_LETTER.RECORD_VALUE, CONSUMER_DEAD_LETTER.JOB_ID, CONSUMER_DEAD_LETTER.REASON,
+                        CONSUMER_DEAD_LETTER.RECORD_SIGNATURE, CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)
                 .from(CONSUMER_DEAD_LETTER)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                 .forUpdate().skipLocked()
@@ -80,9 +81,11 @@ final class DeadLetterReplay {
             tx.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
                     .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter")).execute();
         }
-        ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
-                r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE));
-        BatchProcessor.Counts counts = processor.process(tx, List.of(record));
+        ConsumerRecord<String, byte[]> record = BatchProcessor.stored(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
+                r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE),
+                r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE));
+        // Checked again as it arrived: a letter dead for want of a trusted key replays once its key is trusted, and never before.
+        BatchProcessor.Counts counts = processor.process(tx, List.of(record), null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)));
         String outcome;
         String status = REPLAYED;
         if (counts.applied() > 0) {
@@ -93,6 +96,9 @@ final class DeadLetterReplay {
             outcome = "waiting behind an earlier record of its resource for a patient retry (consumer_waiting)";
         } else if (counts.duplicates() > 0) {
             outcome = "duplicate: its job had been processed meanwhile, nothing applied";
+        } else if (counts.unauthenticated() > 0) {
+            status = DEAD;
+            outcome = "still unauthenticated: its signature does not verify with the keys this consumer trusts (see its new dead letter)";
         } else {
             status = DEAD;
             outcome = "still unreadable: " + r.get(CONSUMER_DEAD_LETTER.REASON);

@@ -12,6 +12,8 @@ import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.RunningService;
@@ -95,10 +97,14 @@ public final class FencedConsumer implements RunningService {
         log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}", config.groupId(),
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
                 config.kafka().redactedClient(), runtime.describeDatabase());
+        log.info("Applying only records {}", config.kafka().trust().mode() == RecordTrust.Mode.REQUIRED
+                ? "signed by a trusted relay key " + config.kafka().trust().describe().getOrDefault("trustedKeys", List.of())
+                : "signed by a trusted key " + config.kafka().trust().describe().getOrDefault("trustedKeys", List.of())
+                        + ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)");
         MeterRegistry registry = runtime.registry();
         try {
             this.dsl = runtime.dsl();
-            this.processor = new BatchProcessor(effect);
+            this.processor = new BatchProcessor(effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
             this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
             this.loop = new ConsumerLoop(consumer, new JooqStore(), committer, config.effectMaxAttempts(), config.effectRetryBackoff(),
                     ticker, registry);
@@ -275,6 +281,7 @@ public final class FencedConsumer implements RunningService {
         status.put("service", "consumer");
         status.put("group", config.groupId());
         status.put("topic", config.kafka().topic());
+        status.put("signatures", config.kafka().trust().describe());
         status.put("ready", ready());
         status.putAll(loop.status());
         status.put("deadLettersReplayed", (long) replayed.count());

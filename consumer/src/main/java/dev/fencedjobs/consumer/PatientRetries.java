@@ -110,7 +110,7 @@ final class PatientRetries {
             return false; // another consumer tried it meanwhile
         }
         tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
-        BatchProcessor.Counts counts = processor.process(tx, List.of(record(w)), resource);
+        BatchProcessor.Counts counts = processor.process(tx, List.of(record(w)), resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL);
         log.info("Patient retry {} of job {} (resource {}) succeeded: {}", w.getAttempts() + 1, w.getJobId(), resource,
                 counts.applied() > 0 ? "applied" : counts.duplicates() > 0 ? "a duplicate" : counts.rejected() > 0 ? "rejected as stale" : "decided");
         return true;
@@ -153,7 +153,8 @@ final class PatientRetries {
     }
 
     private static ConsumerRecord<String, byte[]> record(ConsumerWaitingRecord w) {
-        return new ConsumerRecord<>(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue());
+        return BatchProcessor.stored(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue(),
+                w.getRecordSignature());
     }
 
     int succeeded() {

@@ -7,6 +7,8 @@ import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.TestDatabase;
 import java.nio.charset.StandardCharsets;
@@ -27,6 +29,8 @@ final class ConsumerFixture implements AutoCloseable {
 
     final String topic = "consumer-test-" + UUID.randomUUID();
     final String group = "group-" + UUID.randomUUID();
+    /** The relay's key as the fixture's records are signed with it, and the consumers trust it. */
+    final RecordTrust trust = RecordTrust.generate();
     private final DatabaseConfig database;
     private final HikariDataSource pool;
     private final DSLContext dsl;
@@ -51,7 +55,7 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     ConsumerConfig config(int batchSize) {
-        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new KafkaSettings(bootstrap, topic),
+        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new KafkaSettings(bootstrap, topic).withTrust(trust),
                 group, batchSize, 3, Duration.ofMillis(10), Duration.ofDays(7));
     }
 
@@ -78,8 +82,22 @@ final class ConsumerFixture implements AutoCloseable {
         sendRaw(resource, envelope(jobId, resource, token));
     }
 
+    /** Signed, as the relay signs: a batch of one. */
     void sendRaw(String key, byte[] value) {
-        producer.send(new ProducerRecord<>(topic, key, value));
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topic, key, value);
+        RecordSignatures.sign(trust, System.currentTimeMillis(), List.of(record));
+        producer.send(record);
+    }
+
+    /** Signed as one batch, as the relay signs its batches. */
+    void sendBatch(List<ProducerRecord<String, byte[]>> records) {
+        RecordSignatures.sign(trust, System.currentTimeMillis(), records);
+        records.forEach(producer::send);
+    }
+
+    /** As it is: unsigned, or signed by whoever made it. */
+    void sendAsIs(ProducerRecord<String, byte[]> record) {
+        producer.send(record);
     }
 
     void sendRaw(String key, String value) {

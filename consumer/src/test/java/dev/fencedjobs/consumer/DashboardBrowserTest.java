@@ -1,5 +1,7 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.runtime.RecordTrust;
+import dev.fencedjobs.runtime.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -59,12 +61,14 @@ class DashboardBrowserTest {
         TestKafka.createTopic(bootstrap, topic, 3);
         LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(5), Duration.ofSeconds(1));
         List<RunningService> services = new ArrayList<>();
+        RecordTrust trust = RecordTrust.generate();
+        KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(trust);
         try {
             Dispatcher first = Dispatcher.builder().database(database).lease(lease).opsServer(0).start();
             services.add(first);
-            services.add(Relay.builder(new KafkaSettings(bootstrap, topic)).database(database).lease(lease).topicLayout(3, (short) 1)
+            services.add(Relay.builder(kafka).database(database).lease(lease).topicLayout(3, (short) 1)
                     .pollInterval(Duration.ofSeconds(1)).opsServer(0).start());
-            FencedConsumer consumer = FencedConsumer.builder(new KafkaSettings(bootstrap, topic), "dashboard", new LedgerEffect())
+            FencedConsumer consumer = FencedConsumer.builder(kafka, "dashboard", new LedgerEffect())
                     .database(database).retries(EffectRetries.OFF).opsServer(0).start();
             services.add(consumer);
             await().atMost(Duration.ofSeconds(30)).until(() -> first.state() == RunningService.State.LEADING);
@@ -83,9 +87,12 @@ class DashboardBrowserTest {
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
             try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-                producer.send(new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_000, "elsewhere", 5)));
-                producer.send(new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_001, "elsewhere", 3)));
-                producer.send(new ProducerRecord<>(topic, "account-2", "not an envelope".getBytes(StandardCharsets.UTF_8)));
+                List<ProducerRecord<String, byte[]>> records = List.of(
+                        new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_000, "elsewhere", 5)),
+                        new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_001, "elsewhere", 3)),
+                        new ProducerRecord<>(topic, "account-2", "not an envelope".getBytes(StandardCharsets.UTF_8)));
+                RecordSignatures.sign(trust, System.currentTimeMillis(), records);
+                records.forEach(producer::send);
             }
             await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("staleRejected")).longValue() == 1
                     && ((Number) consumer.status().get("deadLettered")).longValue() == 1);

@@ -48,6 +48,7 @@ class EndToEndTest {
             String bootstrap = TestKafka.shared().bootstrapServers();
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
             List<AutoCloseable> services = new ArrayList<>();
+            KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
             try (HikariDataSource jobsPool = Database.pool(jobsDb, "e2e-producer");
                     HikariDataSource consumerPool = Database.pool(database(consumerDb), "e2e-check")) {
                 Database.migrate(jobsPool);
@@ -58,10 +59,10 @@ class EndToEndTest {
                 services.add(d1);
                 services.add(d2);
                 services.add(Relay.start(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
-                        new KafkaSettings(bootstrap, topic), 3, (short) 1, 500, Duration.ofSeconds(1), 100_000,
+                        kafka, 3, (short) 1, 500, Duration.ofSeconds(1), 100_000,
                         Duration.ofHours(1))));
                 services.add(FencedConsumer.start(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
-                        new KafkaSettings(bootstrap, topic), "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+                        kafka, "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
 
                 jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
                         + "jsonb_build_object('n', g), clock_timestamp() FROM generate_series(1, 1000) g");

@@ -157,18 +157,20 @@ class SecuredKafkaTest {
         return Map.of("KAFKA_BOOTSTRAP_SERVERS", kafka.secureBootstrapServers(), "KAFKA_CLIENT_PROPERTIES", file.toString());
     }
 
+    private static final dev.fencedjobs.runtime.RecordTrust TRUST = dev.fencedjobs.runtime.RecordTrust.generate();
+
     private static RelayConfig relayConfig(DatabaseConfig database, Map<String, String> env, String topic) {
         Map<String, String> withTopic = new HashMap<>(env);
         withTopic.put("KAFKA_TOPIC", topic);
         return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), true),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), KafkaSettings.from(Settings.of(withTopic)), 3,
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST), 3,
                 (short) 1, 500, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
     }
 
     private static ConsumerConfig consumerConfig(DatabaseConfig database, Map<String, String> env, String topic) {
         Map<String, String> withTopic = new HashMap<>(env);
         withTopic.put("KAFKA_TOPIC", topic);
-        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), true), KafkaSettings.from(Settings.of(withTopic)),
+        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), true), KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST),
                 "secured-" + UUID.randomUUID(), 500, 3, Duration.ofMillis(10), Duration.ofDays(7));
     }
 

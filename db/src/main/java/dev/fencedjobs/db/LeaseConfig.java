@@ -60,6 +60,18 @@ public record LeaseConfig(Duration duration, Duration renewInterval, boolean fas
         requireShorter(DatabaseConfig.IDLE_IN_TRANSACTION_TIMEOUT, database.idleInTransactionTimeout());
     }
 
+    /**
+     * A leader stops starting work one statement timeout before its local deadline; after a renewal
+     * it must still have time to work before the next one. The dispatcher and the relay both check it.
+     */
+    public void requireWorkBetweenRenewals(DatabaseConfig database) {
+        if (renewInterval.plus(database.statementTimeout()).compareTo(duration) >= 0) {
+            throw new ConfigException(RENEW_INTERVAL, "plus " + DatabaseConfig.STATEMENT_TIMEOUT + " (" + renewInterval + " + "
+                    + database.statementTimeout() + ") must be shorter than " + DURATION + " (" + duration
+                    + "), or the leader would idle between renewals");
+        }
+    }
+
     private void requireShorter(String setting, Duration timeout) {
         if (timeout.compareTo(duration) >= 0) {
             throw new ConfigException(setting, "must be shorter than " + DURATION + " (" + timeout + " is not shorter than " + duration + ")");

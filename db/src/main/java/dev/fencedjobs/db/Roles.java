@@ -73,7 +73,7 @@ public final class Roles {
             // appended, and only the processed ids are purged.
             CONSUMER, "DO $$ BEGIN IF to_regclass('consumer_processed') IS NOT NULL THEN "
                     + "REVOKE ALL ON consumer_resource_fence, consumer_processed, consumer_processed_reissued, consumer_rejected, "
-                    + "consumer_dead_letter, consumer_late, consumer_reused, consumer_counters, consumer_waiting, ledger FROM fj_consumer; "
+                    + "consumer_dead_letter, consumer_late, consumer_reused, consumer_counters, consumer_waiting, consumer_fence_reset, ledger FROM fj_consumer; "
                     + "GRANT SELECT, INSERT, UPDATE ON consumer_resource_fence TO fj_consumer; "
                     + "GRANT SELECT, INSERT, DELETE ON consumer_processed, consumer_processed_reissued TO fj_consumer; "
                     + "GRANT UPDATE (outcome) ON consumer_processed TO fj_consumer; "
@@ -84,6 +84,8 @@ public final class Roles {
                     // Patient retries: records waiting behind a failing effect, taken out when done.
                     + "GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_waiting TO fj_consumer; "
                     + "GRANT SELECT, INSERT ON ledger TO fj_consumer; "
+                    // The resets of its fences, which only an operator makes: it reads them, never writes them.
+                    + "GRANT SELECT ON consumer_fence_reset TO fj_consumer; "
                     + "END IF; END $$;");
 
     private Roles() {}
@@ -109,6 +111,25 @@ public final class Roles {
                 s.execute((exists ? "ALTER ROLE " : "CREATE ROLE ") + role + " LOGIN PASSWORD " + literal(password));
                 s.execute(grant.getValue());
             }
+        }
+    }
+
+    /**
+     * Gives {@code login}, an existing login of the application's own, the rights of a service's
+     * {@code role} without making it a member: for a dispatcher, relay or consumer embedded under
+     * the application's login. The triggers decide by rights, so such a login is refused exactly
+     * what the role is refused.
+     */
+    public static void grantRightsOf(Connection owner, String role, String login) throws SQLException {
+        String grants = GRANTS.get(role);
+        if (grants == null) {
+            throw new IllegalArgumentException("no role " + role + "; the roles are " + GRANTS.keySet());
+        }
+        if (!login.matches("[a-z_][a-z0-9_]{0,62}")) {
+            throw new IllegalArgumentException("login '" + login + "' is not a plain lower-case SQL name");
+        }
+        try (Statement s = owner.createStatement()) {
+            s.execute(grants.replaceAll("\\b" + role + "\\b", login));
         }
     }
 

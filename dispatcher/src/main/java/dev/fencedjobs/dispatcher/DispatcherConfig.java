@@ -43,13 +43,7 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
         Settings.requirePositive(JOBS_RETENTION, jobsRetention);
         Settings.requirePositive(SCHEDULE_MISFIRE_GRACE, misfireGrace);
         lease.requireTimeoutsWithin(service.database());
-        // The leader stops starting batches one statement timeout before its local deadline; after a
-        // renewal it must still have time to work before the next one.
-        if (lease.renewInterval().plus(service.database().statementTimeout()).compareTo(lease.duration()) >= 0) {
-            throw new ConfigException(LeaseConfig.RENEW_INTERVAL, "plus " + DatabaseConfig.STATEMENT_TIMEOUT + " ("
-                    + lease.renewInterval() + " + " + service.database().statementTimeout() + ") must be shorter than "
-                    + LeaseConfig.DURATION + " (" + lease.duration() + "), or the leader would idle between renewals");
-        }
+        lease.requireWorkBetweenRenewals(service.database());
     }
 
     public static DispatcherConfig from(Settings settings) {

@@ -40,6 +40,8 @@ public final class LocalStack {
     private final EmbeddedPostgres postgres;
     private final KafkaClusterTestKit kafka;
     private final String jdbcUrl;
+    /** A key pair for this run: the relay signs every record with it and the consumer trusts only it. */
+    private final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
     private final List<Child> children = new CopyOnWriteArrayList<>();
     private int dispatchers;
 
@@ -142,7 +144,8 @@ public final class LocalStack {
         System.out.println("  JDBC URL  " + jdbcUrl + "  (user " + OWNER + ", password " + OWNER_PASSWORD + ")");
         System.out.println("  psql      psql \"postgresql://" + OWNER + ":" + OWNER_PASSWORD + "@localhost:" + port + "/" + DATABASE + "\"");
         System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER) + " (inserts jobs; reads, cancels and reschedules its own: my_jobs, cancel_job)");
-        System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs");
+        System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs; each record signed by the relay with key "
+                + trust.signingKeyId().orElseThrow() + " (made for this run), and the consumer applies no other");
         System.out.println("  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
         System.out.println("  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
         for (Child c : children) {
@@ -161,7 +164,8 @@ public final class LocalStack {
         // A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child, with its message).
         int httpPort = KafkaProcess.freePort();
         Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role)).migrate(false).httpPort(httpPort)
-                .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).set(RelayConfig.PARTITIONS, "3")
+                .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).recordTrust(trust).set(RelayConfig.PARTITIONS, "3")
+                .set(dev.fencedjobs.runtime.OpsAccess.BIND_ADDRESS, "127.0.0.1")
                 .lease(Duration.ofSeconds(5), Duration.ofSeconds(1)).toMap();
         ServiceProcess process = ServiceProcess.mainClass(name, mainClass).environment(env).jvmOptions(List.of("-Xmx192m"))
                 .echoTo(System.out).start();

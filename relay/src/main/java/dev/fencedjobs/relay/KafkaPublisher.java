@@ -67,7 +67,9 @@ final class KafkaPublisher implements Publisher {
 
     KafkaPublisher(RelayConfig config) {
         this.config = config;
-        log.info("Publishing to topic {} at {} {}", config.kafka().topic(), config.kafka().bootstrapServers(), config.kafka().redactedClient());
+        log.info("Publishing to topic {} at {} {}, {}", config.kafka().topic(), config.kafka().bootstrapServers(), config.kafka().redactedClient(),
+                config.kafka().trust().signingKeyId().map(id -> "each batch signed with key " + id)
+                        .orElse("UNSIGNED (RECORD_SIGNATURES=accept-unsigned and no RECORD_SIGNING_KEY): consumers cannot tell these records from forged ones"));
     }
 
     @Override

@@ -45,6 +45,8 @@ public record RelayConfig(
 
     public RelayConfig {
         lease.requireTimeoutsWithin(service.database());
+        lease.requireWorkBetweenRenewals(service.database());
+        kafka.trust().requireSigningKey();
         Settings.requirePositive(PARTITIONS, partitions);
         if (replication < 1) {
             throw new ConfigException(REPLICATION, "must be at least 1, got " + replication);

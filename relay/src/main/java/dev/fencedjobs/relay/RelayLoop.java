@@ -9,6 +9,7 @@ import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Grants;
 import dev.fencedjobs.runtime.Next;
+import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
@@ -186,7 +187,8 @@ final class RelayLoop implements LeaderService.Worker {
         Map<Long, String> failed = new LinkedHashMap<>();
         for (OutboxStore.OutboxRow row : rows) {
             ProducerRecord<String, byte[]> record = toRecord(row);
-            int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + 128;
+            int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + 128
+                    + RecordSignatures.headerBytes(rows.size());
             if (size > config.maxRecordBytes()) {
                 String reason = "record of about " + size + " bytes exceeds MAX_RECORD_BYTES=" + config.maxRecordBytes();
                 log.error("Outbox row {} (job {}, resource {}) not sent: {}; marked with publish_error", row.id(), row.jobId(),
@@ -204,6 +206,8 @@ final class RelayLoop implements LeaderService.Worker {
             log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
             return Next.again();
         }
+        // One signature for the batch; each record carries its proof (RecordSignatures).
+        RecordSignatures.sign(config.kafka().trust(), System.currentTimeMillis(), records);
         try {
             if (!records.isEmpty()) {
                 publisher.publish(grant.token(), records);
@@ -281,6 +285,7 @@ final class RelayLoop implements LeaderService.Worker {
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("topic", config.kafka().topic());
+        status.put("signatures", config.kafka().trust().describe());
         status.put("batchSize", config.batchSize());
         status.put("kafka", kafka.state());
         status.put("warmedUp", warmedUp);

@@ -35,6 +35,8 @@ final class RelayFixture implements AutoCloseable {
     private final DSLContext dsl;
     private final String bootstrap;
     final String topic = "relay-test-" + UUID.randomUUID();
+    /** The relays sign with it; {@link #verifier} checks what they published against it. */
+    final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
     private final List<Relay> relays = new ArrayList<>();
     private int started;
 
@@ -49,7 +51,7 @@ final class RelayFixture implements AutoCloseable {
 
     RelayConfig config(int batchSize) {
         return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
-                new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), new KafkaSettings(bootstrap, topic),
+                new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), new KafkaSettings(bootstrap, topic).withTrust(trust),
                 3, (short) 1, batchSize, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
     }
 
@@ -103,6 +105,18 @@ final class RelayFixture implements AutoCloseable {
             counts.merge(TopicReader.headerLong(r, dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER), 1, Integer::sum);
         }
         return counts;
+    }
+
+    /** Every record carries a signature that the relays' public key verifies, and no other key does. */
+    void assertAllSignedByTheRelay(List<ConsumerRecord<String, byte[]>> records) {
+        var verifier = new dev.fencedjobs.runtime.RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        var stranger = new dev.fencedjobs.runtime.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
+        long now = System.currentTimeMillis();
+        for (ConsumerRecord<String, byte[]> r : records) {
+            org.assertj.core.api.Assertions.assertThat(verifier.check(r, now)).as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset())
+                    .isEmpty();
+            org.assertj.core.api.Assertions.assertThat(stranger.check(r, now)).as("checked with another key").isPresent();
+        }
     }
 
     /**

@@ -41,7 +41,7 @@ class RelayLoopTest {
     private static RelayConfig config() {
         DatabaseConfig database = DatabaseConfig.of("jdbc:postgresql://localhost/unused", "u", "p");
         return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new LeaseConfig(Duration.ofSeconds(10),
-                Duration.ofSeconds(3)), new KafkaSettings("localhost:9092", "jobs"), 3, (short) 1, BATCH, POLL, 2048, Duration.ofHours(1));
+                Duration.ofSeconds(3)), new KafkaSettings("localhost:9092", "jobs").withTrust(dev.fencedjobs.runtime.RecordTrust.generate()), 3, (short) 1, BATCH, POLL, 2048, Duration.ofHours(1));
     }
 
     private void lead(long token) {

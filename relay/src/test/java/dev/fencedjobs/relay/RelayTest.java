@@ -54,6 +54,7 @@ class RelayTest {
             List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(10_000, Duration.ofSeconds(60));
             assertThat(records).hasSize(10_000);
             fixture.assertAllArrivedInCommitOrderPerResource(records);
+            fixture.assertAllSignedByTheRelay(records);
             assertThat(RelayFixture.countsByOutboxId(records).values()).as("no duplicates without faults").containsOnly(1);
 
             ConsumerRecord<String, byte[]> first = records.get(0);

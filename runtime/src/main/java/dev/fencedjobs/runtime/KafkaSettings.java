@@ -29,8 +29,11 @@ import java.util.regex.Pattern;
  * @param bootstrapServers {@code KAFKA_BOOTSTRAP_SERVERS}, comma-separated host:port
  * @param topic {@code KAFKA_TOPIC}
  * @param client further client properties (security, timeouts), applied to every Kafka client
+ * @param trust the keys the relay signs records with and the consumer checks them with
+ *     ({@code RECORD_SIGNATURES}, {@code RECORD_SIGNING_KEY}, {@code RECORD_VERIFY_KEYS}): the
+ *     topic's other boundary, beside who may write to it
  */
-public record KafkaSettings(String bootstrapServers, String topic, Map<String, String> client) {
+public record KafkaSettings(String bootstrapServers, String topic, Map<String, String> client, RecordTrust trust) {
 
     public static final String BOOTSTRAP_SERVERS = "KAFKA_BOOTSTRAP_SERVERS";
     public static final String TOPIC = "KAFKA_TOPIC";
@@ -67,6 +70,7 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
             throw new ConfigException(TOPIC, "must be 1 to 249 of [a-zA-Z0-9._-], got '" + topic + "'");
         }
         client = Map.copyOf(client);
+        java.util.Objects.requireNonNull(trust, "trust");
         for (String key : client.keySet()) {
             if (RESERVED.contains(key)) {
                 throw new ConfigException(sourceOf(key), "sets " + key + ", which the services set themselves"
@@ -95,8 +99,19 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
         }
     }
 
+    /** No keys: give them with {@link #withTrust} before a relay or consumer uses these settings. */
     public KafkaSettings(String bootstrapServers, String topic) {
         this(bootstrapServers, topic, Map.of());
+    }
+
+    /** No keys: give them with {@link #withTrust} before a relay or consumer uses these settings. */
+    public KafkaSettings(String bootstrapServers, String topic, Map<String, String> client) {
+        this(bootstrapServers, topic, client, RecordTrust.NONE);
+    }
+
+    /** The same, with these signing and trusted keys. */
+    public KafkaSettings withTrust(RecordTrust other) {
+        return new KafkaSettings(bootstrapServers, topic, client, other);
     }
 
     public static KafkaSettings from(Settings settings) {
@@ -118,7 +133,7 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
             client.put("sasl.jaas.config", jaas(client.getOrDefault("sasl.mechanism", "GSSAPI"), user.get(), password.get()));
         }
         return new KafkaSettings(settings.string(BOOTSTRAP_SERVERS, DEFAULT_BOOTSTRAP_SERVERS), settings.string(TOPIC, DEFAULT_TOPIC),
-                client);
+                client, RecordTrust.from(settings));
     }
 
     /** {@code ssl.truststore.location} is {@code KAFKA_SSL_TRUSTSTORE_LOCATION}. */
@@ -143,7 +158,8 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
 
     @Override
     public String toString() {
-        return "KafkaSettings[bootstrapServers=" + bootstrapServers + ", topic=" + topic + ", client=" + redactedClient() + "]";
+        return "KafkaSettings[bootstrapServers=" + bootstrapServers + ", topic=" + topic + ", client=" + redactedClient() + ", trust="
+                + trust.describe() + "]";
     }
 
     private static String sourceOf(String property) {

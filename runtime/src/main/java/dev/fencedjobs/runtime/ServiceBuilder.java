@@ -23,6 +23,7 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
     private Integer httpPort;
     private Duration shutdownTimeout = ServiceConfig.DEFAULT_SHUTDOWN_TIMEOUT;
     private boolean migrate = true;
+    private OpsAccess opsAccess = OpsAccess.OPEN;
 
     protected ServiceBuilder() {}
 
@@ -63,6 +64,15 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
         return self();
     }
 
+    /**
+     * Who may reach the ops endpoint: its interface ({@code HTTP_BIND_ADDRESS}, default all) and the
+     * bearer token {@code /status}, {@code /dashboard.json} and {@code /metrics} need ({@code OPS_TOKEN}, default none).
+     */
+    public B opsAccess(OpsAccess access) {
+        this.opsAccess = Objects.requireNonNull(access, "access");
+        return self();
+    }
+
     /** How long {@code close()} waits for work in flight (default 10 s). */
     public B shutdownTimeout(Duration shutdownTimeout) {
         this.shutdownTimeout = Objects.requireNonNull(shutdownTimeout, "shutdownTimeout");
@@ -95,6 +105,6 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
             throw new ConfigException(DatabaseConfig.URL, "give the builder a database(DatabaseConfig.of(url, user, password)) "
                     + "or the application's dataSource(…)");
         }
-        return new ServiceConfig(db, httpPort == null ? 0 : httpPort, shutdownTimeout, migrate);
+        return new ServiceConfig(db, httpPort == null ? 0 : httpPort, shutdownTimeout, migrate, opsAccess);
     }
 }

@@ -12,8 +12,9 @@ import java.time.Duration;
  * @param httpPort health, metrics and status endpoint ({@code HTTP_PORT}; 0 picks a free port)
  * @param shutdownTimeout how long a graceful stop waits for work in flight ({@code SHUTDOWN_TIMEOUT})
  * @param migrate apply schema migrations at start-up ({@code DATABASE_MIGRATE})
+ * @param ops the endpoint's interface and bearer token ({@code HTTP_BIND_ADDRESS}, {@code OPS_TOKEN})
  */
-public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shutdownTimeout, boolean migrate) {
+public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shutdownTimeout, boolean migrate, OpsAccess ops) {
 
     public static final String HTTP_PORT = "HTTP_PORT";
     public static final String SHUTDOWN_TIMEOUT = "SHUTDOWN_TIMEOUT";
@@ -27,6 +28,12 @@ public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shut
             throw new ConfigException(HTTP_PORT, "must be a TCP port (0 for any free port), got " + httpPort);
         }
         Settings.requirePositive(SHUTDOWN_TIMEOUT, shutdownTimeout);
+        java.util.Objects.requireNonNull(ops, "ops");
+    }
+
+    /** On every interface, with no token. */
+    public ServiceConfig(DatabaseConfig database, int httpPort, Duration shutdownTimeout, boolean migrate) {
+        this(database, httpPort, shutdownTimeout, migrate, OpsAccess.OPEN);
     }
 
     public static ServiceConfig from(Settings settings) {
@@ -34,7 +41,8 @@ public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shut
                 DatabaseConfig.from(settings),
                 settings.integer(HTTP_PORT, DEFAULT_HTTP_PORT),
                 settings.duration(SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT),
-                settings.bool(MIGRATE, true));
+                settings.bool(MIGRATE, true),
+                OpsAccess.from(settings));
     }
 
     /** The bounds every service puts on its {@code BATCH_SIZE}: 1 to 10,000. */

@@ -42,6 +42,23 @@ public final class ServiceEnvironment {
         return set(KafkaSettings.TOPIC, topic);
     }
 
+    /**
+     * {@code RECORD_SIGNATURES}, and {@code RECORD_SIGNING_KEY} and {@code RECORD_VERIFY_KEYS} as
+     * PEM: the relay reads the first, the consumer the second (a process handed both reads its own).
+     */
+    public ServiceEnvironment recordTrust(RecordTrust trust) {
+        set(RecordTrust.SIGNATURES, trust.mode().setting());
+        if (trust.signing() != null) {
+            set(RecordTrust.SIGNING_KEY, RecordTrust.privatePem(trust.signing()));
+        }
+        if (!trust.trusted().isEmpty()) {
+            StringBuilder keys = new StringBuilder();
+            trust.trusted().values().forEach(k -> keys.append(RecordTrust.publicPem(k)));
+            set(RecordTrust.VERIFY_KEYS, keys.toString());
+        }
+        return this;
+    }
+
     /** {@code LEASE_DURATION} and {@code RENEW_INTERVAL}. */
     public ServiceEnvironment lease(Duration duration, Duration renewInterval) {
         set(LeaseConfig.DURATION, duration.toMillis() + "ms");

@@ -55,6 +55,42 @@ public final class RestartablePostgres implements AutoCloseable {
         }
     }
 
+    /**
+     * A stalled database: SIGSTOP to the postmaster and every process under it (each backend,
+     * the checkpointer, the WAL writer). Connections stay open and nothing answers on them, as
+     * with a server stuck on its disk. Closing the returned handle sends SIGCONT to them all.
+     */
+    public synchronized AutoCloseable pause() {
+        long postmaster;
+        try {
+            postmaster = Long.parseLong(Files.readAllLines(dataDirectory.resolve("postmaster.pid")).get(0).trim());
+        } catch (IOException e) {
+            throw new UncheckedIOException("no postmaster.pid in " + dataDirectory + ": is the server running?", e);
+        }
+        ProcessHandle root = ProcessHandle.of(postmaster).orElseThrow(() -> new IllegalStateException("no process " + postmaster));
+        java.util.List<Long> pids = new java.util.ArrayList<>();
+        pids.add(root.pid());
+        root.descendants().forEach(p -> pids.add(p.pid()));
+        signal("STOP", pids);
+        return () -> signal("CONT", pids);
+    }
+
+    private static void signal(String signal, java.util.List<Long> pids) {
+        java.util.List<String> command = new java.util.ArrayList<>(java.util.List.of("kill", "-" + signal));
+        pids.forEach(p -> command.add(Long.toString(p)));
+        try {
+            Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+            if (p.waitFor() != 0) {
+                throw new IllegalStateException(String.join(" ", command) + " failed: " + new String(p.getInputStream().readAllBytes()));
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while signalling PostgreSQL", e);
+        }
+    }
+
     public String url() {
         return "jdbc:postgresql://localhost:" + port + "/postgres";
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer.example;
 
+import dev.fencedjobs.runtime.RecordTrust;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.consumer.Effect;
@@ -22,7 +23,7 @@ public final class ShippingService implements AutoCloseable {
     private final MeterRegistry registry;
     private final FencedConsumer consumer;
 
-    public ShippingService(String jdbcUrl, String user, String password, String kafkaBootstrap, String topic) {
+    public ShippingService(String jdbcUrl, String user, String password, String kafkaBootstrap, String topic, RecordTrust relayKeys) {
         HikariConfig hikari = new HikariConfig();
         hikari.setJdbcUrl(jdbcUrl);
         hikari.setUsername(user);
@@ -38,7 +39,8 @@ public final class ShippingService implements AutoCloseable {
                         job.payloadJson(), job.jobId(), job.fencingToken());
             }
         };
-        consumer = FencedConsumer.builder(new KafkaSettings(kafkaBootstrap, topic), "shipping", shipOrder)
+        // relayKeys: the relay's public key, RecordTrust.from(Settings.fromEnvironment()) reads RECORD_VERIFY_KEYS(_FILE)
+        consumer = FencedConsumer.builder(new KafkaSettings(kafkaBootstrap, topic).withTrust(relayKeys), "shipping", shipOrder)
                 .dataSource(pool)          // the application's pool; or .database(DatabaseConfig.of(url, user, password))
                 .meterRegistry(registry)   // optional: fencedjobs_consumer_* meters, tagged service=consumer
                 .start();                  // no HTTP port unless .opsServer(port)
@@ -64,7 +66,8 @@ public final class ShippingService implements AutoCloseable {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        try (ShippingService service = new ShippingService(args[0], args[1], args[2], args[3], args[4])) {
+        try (ShippingService service = new ShippingService(args[0], args[1], args[2], args[3], args[4],
+                RecordTrust.from(dev.fencedjobs.db.Settings.fromEnvironment()))) {
             Runtime.getRuntime().addShutdownHook(new Thread(service.consumer()::close));
             service.consumer().awaitTermination();
         }

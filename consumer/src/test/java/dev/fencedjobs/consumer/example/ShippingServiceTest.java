@@ -1,5 +1,7 @@
 package dev.fencedjobs.consumer.example;
 
+import dev.fencedjobs.runtime.RecordTrust;
+import dev.fencedjobs.runtime.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
@@ -42,16 +44,20 @@ class ShippingServiceTest {
         try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
             s.execute("CREATE TABLE shipments (order_id text NOT NULL, job_id bigint NOT NULL, fencing_token bigint NOT NULL)");
         }
-        ShippingService service = new ShippingService(db.url(), db.user(), db.password(), bootstrap, topic);
+        RecordTrust relayKeys = RecordTrust.generate();
+        ShippingService service = new ShippingService(db.url(), db.user(), db.password(), bootstrap, topic, relayKeys);
         try {
             assertThat(service.consumer().httpPort()).as("no ops endpoint unless asked").isEqualTo(-1);
             assertThat(service.consumer().state()).isEqualTo(RunningService.State.RUNNING);
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
             try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+                java.util.List<ProducerRecord<String, byte[]>> records = new java.util.ArrayList<>();
                 for (long job : new long[] {1, 2, 2, 3}) { // job 2 delivered twice, as after a relay's retry
-                    producer.send(new ProducerRecord<>(topic, "orders", envelope(job, "A-" + job)));
+                    records.add(new ProducerRecord<>(topic, "orders", envelope(job, "A-" + job)));
                 }
+                RecordSignatures.sign(relayKeys, System.currentTimeMillis(), records);
+                records.forEach(producer::send);
             }
             await().atMost(Duration.ofSeconds(60)).until(() -> shipments(db).size() == 3
                     && service.registry().find("fencedjobs_consumer_duplicates").counter() != null

@@ -1,0 +1,86 @@
+package dev.fencedjobs.bench;
+
+import dev.fencedjobs.runtime.RecordTrust;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * What record signatures cost end to end: the sustained throughput of {@link ThroughputPhase} with
+ * the relay signing and the consumer verifying (the default), then with both as before signatures
+ * (a relay without a key, a consumer in {@code accept-unsigned} mode), {@code rounds} times each on
+ * one stack, in the order A B B A A B…, so that a drift of the machine shows as spread, not as cost.
+ */
+final class SignaturesPhase {
+
+    /** The relay and the consumer as before record signatures: no key, unsigned records applied. */
+    static final Map<String, String> UNSIGNED = Map.of(RecordTrust.SIGNATURES, RecordTrust.Mode.ACCEPT_UNSIGNED.setting(),
+            RecordTrust.SIGNING_KEY, "", RecordTrust.VERIFY_KEYS, "");
+
+    private final BenchStack stack;
+    private final E2eReport report;
+    private final ThroughputPhase throughput;
+    private final int rounds;
+
+    SignaturesPhase(BenchStack stack, E2eReport report, ThroughputPhase throughput, int rounds) {
+        this.stack = stack;
+        this.report = report;
+        this.throughput = throughput;
+        this.rounds = rounds;
+    }
+
+    void run() throws Exception {
+        System.out.println("7. record signatures: sustained throughput signed and unsigned, alternating, " + rounds + " rounds each");
+        Map<String, String> signed = stack.recordTrustEnvironment();
+        List<Double> withSignatures = new ArrayList<>();
+        List<Double> without = new ArrayList<>();
+        List<Map<String, Long>> cpuSigned = new ArrayList<>();
+        List<Map<String, Long>> cpuUnsigned = new ArrayList<>();
+        // A B B A A B ...: a drift of the machine over the run (a warming cache, a growing table)
+        // falls on both sides alike instead of on whichever runs second.
+        for (int round = 0; round < rounds; round++) {
+            for (boolean signedNow : round % 2 == 0 ? new boolean[] {false, true} : new boolean[] {true, false}) {
+                configure(signedNow ? signed : UNSIGNED);
+                System.out.println(signedNow ? "   signed (the default):" : "   unsigned (no key, accept-unsigned):");
+                Map<String, Long> cpu0 = new java.util.TreeMap<>();
+                Map<String, Long> cpu1 = new java.util.TreeMap<>();
+                long[] effects = new long[2];
+                double rate = throughput.sustained(() -> {
+                    cpu0.putAll(BenchStack.cpuTicksByComponent());
+                    effects[0] = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+                }, seconds -> {
+                    cpu1.putAll(BenchStack.cpuTicksByComponent());
+                    effects[1] = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+                });
+                (signedNow ? withSignatures : without).add(rate);
+                // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
+                Map<String, Long> perJob = new java.util.TreeMap<>();
+                cpu1.forEach((c, t) -> perJob.put(c, Math.round((t - cpu0.getOrDefault(c, t)) * 10_000.0 / Math.max(1, effects[1] - effects[0]))));
+                (signedNow ? cpuSigned : cpuUnsigned).add(perJob);
+                System.out.println("   CPU per job, microseconds: " + perJob);
+            }
+        }
+        double a = BenchSql.median(withSignatures);
+        double b = BenchSql.median(without);
+        report.put("signaturesJobsPerSecond", withSignatures);
+        report.put("unsignedJobsPerSecond", without);
+        report.put("signaturesCpuMicrosecondsPerJob", cpuSigned);
+        report.put("unsignedCpuMicrosecondsPerJob", cpuUnsigned);
+        report.row("7. end to end, signed (relay signs one Merkle root per batch, consumer verifies)",
+                String.format(Locale.ROOT, "median %,.0f jobs/s of %s", a, rates(withSignatures)),
+                String.format(Locale.ROOT, "%.1f %% of unsigned; target within 10 %%", 100 * a / b));
+        report.row("7. end to end, unsigned (as before signatures)", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, rates(without)),
+                "same run, same stack, alternating");
+        System.out.printf(Locale.ROOT, "   signed median %,.0f jobs/s, unsigned median %,.0f jobs/s: %.1f %%%n", a, b, 100 * a / b);
+    }
+
+    private void configure(Map<String, String> environment) {
+        stack.reconfigure("relay", environment);
+        stack.reconfigure("consumer", environment);
+    }
+
+    private static String rates(List<Double> values) {
+        return values.stream().map(v -> String.format(Locale.ROOT, "%,.0f", v)).toList().toString();
+    }
+}
