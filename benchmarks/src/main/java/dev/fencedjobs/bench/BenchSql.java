@@ -53,6 +53,33 @@ final class BenchSql {
         }
     }
 
+    /**
+     * Figures of one benchmark run in rounds, signed beside unsigned: each run printed as it ends,
+     * and the medians at the end.
+     */
+    static final class Rounds {
+        private final String unit;
+        private final java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
+
+        Rounds(String unit) {
+            this.unit = unit;
+            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
+        }
+
+        void add(int round, int batch, boolean signed, long count, double seconds) {
+            System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", count, seconds,
+                    count / seconds);
+            rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
+                    .add(count / seconds);
+        }
+
+        void printMedians(int rounds) {
+            System.out.printf("%nMedian of %d rounds, %s/s:%n", rounds, unit);
+            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, median(v),
+                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
+        }
+    }
+
     /** The median of some figures (the mean of the middle two for an even count). */
     static double median(java.util.List<Double> values) {
         java.util.List<Double> sorted = new java.util.ArrayList<>(values);

@@ -45,9 +45,8 @@ public final class ConsumerBenchmark {
             fill(bootstrap, signedTopic, records, trust);
             System.out.printf("Applied per second from a pre-filled topic of %,d records (3 partitions, 100 resources), one instance%n", records);
             int rounds = Integer.getInteger("rounds", 3);
-            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", "records", "seconds", "records/s");
+            BenchSql.Rounds table = new BenchSql.Rounds("records");
             int run = 0;
-            java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
             for (int round = 1; round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
               for (boolean signed : new boolean[] {false, true}) {
@@ -60,16 +59,11 @@ public final class ConsumerBenchmark {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
                 double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
-                System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", records, seconds,
-                        records / seconds);
-                rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
-                        .add(records / seconds);
+                table.add(round, batch, signed, records, seconds);
               }
              }
             }
-            System.out.printf("%nMedian of %d rounds, records/s:%n", rounds);
-            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, BenchSql.median(v),
-                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
+            table.printMedians(rounds);
         } finally {
             if (embedded != null) {
                 embedded.close();

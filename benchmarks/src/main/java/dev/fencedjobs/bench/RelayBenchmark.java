@@ -43,11 +43,10 @@ public final class RelayBenchmark {
                     System.getProperty("java.version"), pg.describe(),
                     embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
             System.out.printf("1. Throughput: one relay publishes a backlog of %,d outbox rows (3 partitions, idempotent producer, acks=all, one flush per batch)%n", backlog);
-            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", "rows", "seconds", "rows/s");
+            BenchSql.Rounds table = new BenchSql.Rounds("rows");
             int run = 0;
             // Each batch size unsigned (as before record signatures) and signed, one after the other, in
             // rounds: the machine's drift shows as spread between rounds, not as a cost.
-            java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
             for (int round = 1; round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
               for (boolean signed : new boolean[] {false, true}) {
@@ -62,16 +61,11 @@ public final class RelayBenchmark {
                 // From the relay's takeover to its last mark, which moved the position past the backlog.
                 double elapsed = BenchSql.queryDouble(db, "SELECT extract(epoch FROM p.updated_at - min(t.acquired_at)) "
                         + "FROM outbox_position p, lease_takeover t WHERE t.role = 'relay' AND p.role = 'relay' GROUP BY p.updated_at");
-                System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", backlog, elapsed,
-                        backlog / elapsed);
-                rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
-                        .add(backlog / elapsed);
+                table.add(round, batch, signed, backlog, elapsed);
               }
              }
             }
-            System.out.printf("%nMedian of %d rounds, rows/s:%n", rounds);
-            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, BenchSql.median(v),
-                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
+            table.printMedians(rounds);
 
             System.out.printf("%n2. Commit-to-publish latency at %d rows/s offered for %d s (batch 500)%n", rate, seconds);
             DatabaseConfig db = BenchSql.database(pg.freshDatabase("relaylatency"), pg.user(), pg.password());

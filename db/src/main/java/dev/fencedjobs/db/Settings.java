@@ -47,6 +47,26 @@ public final class Settings {
         return Optional.ofNullable(value).map(String::trim).filter(v -> !v.isEmpty());
     }
 
+    /**
+     * A secret given as a variable or as the path of a file holding it ({@code OPS_TOKEN} or
+     * {@code OPS_TOKEN_FILE}); both set is an error, and so is a file that cannot be read.
+     */
+    public Optional<String> valueOrFile(String name, String fileName) {
+        Optional<String> value = get(name);
+        Optional<String> file = get(fileName);
+        if (value.isPresent() && file.isPresent()) {
+            throw new ConfigException(name, "and " + fileName + " are both set; set one of them");
+        }
+        if (file.isEmpty()) {
+            return value;
+        }
+        try {
+            return Optional.of(java.nio.file.Files.readString(java.nio.file.Path.of(file.get()), java.nio.charset.StandardCharsets.UTF_8));
+        } catch (java.io.IOException e) {
+            throw new ConfigException(fileName, "cannot read " + file.get() + ": " + e.getMessage());
+        }
+    }
+
     public String string(String name, String defaultValue) {
         return get(name).orElse(defaultValue);
     }

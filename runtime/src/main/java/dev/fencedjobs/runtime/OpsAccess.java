@@ -2,14 +2,10 @@ package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
-import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.MessageDigest;
-import java.util.Optional;
 
 /**
  * Who can reach the ops endpoint and what they see. The health endpoints are always open (a
@@ -45,19 +41,7 @@ public record OpsAccess(String bindAddress, String token) {
     }
 
     public static OpsAccess from(Settings settings) {
-        Optional<String> token = settings.get(TOKEN).filter(t -> !t.isBlank());
-        Optional<String> file = settings.get(TOKEN_FILE).filter(t -> !t.isBlank());
-        if (token.isPresent() && file.isPresent()) {
-            throw new ConfigException(TOKEN, "and " + TOKEN_FILE + " are both set; set one of them");
-        }
-        if (file.isPresent()) {
-            try {
-                token = Optional.of(Files.readString(Path.of(file.get()), StandardCharsets.UTF_8));
-            } catch (IOException e) {
-                throw new ConfigException(TOKEN_FILE, "cannot read " + file.get() + ": " + e.getMessage());
-            }
-        }
-        return new OpsAccess(settings.string(BIND_ADDRESS, ALL_INTERFACES), token.orElse(null));
+        return new OpsAccess(settings.string(BIND_ADDRESS, ALL_INTERFACES), settings.valueOrFile(TOKEN, TOKEN_FILE).orElse(null));
     }
 
     public OpsAccess withToken(String other) {

@@ -2,10 +2,7 @@ package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
-import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.security.KeyFactory;
 import java.security.KeyPair;
@@ -193,19 +190,7 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     }
 
     private static Optional<String> text(Settings settings, String variable, String fileVariable) {
-        Optional<String> value = settings.get(variable).filter(v -> !v.isBlank());
-        Optional<String> file = settings.get(fileVariable).filter(v -> !v.isBlank());
-        if (value.isPresent() && file.isPresent()) {
-            throw new ConfigException(variable, "and " + fileVariable + " are both set; set one of them");
-        }
-        if (file.isPresent()) {
-            try {
-                return Optional.of(Files.readString(Path.of(file.get()), StandardCharsets.US_ASCII));
-            } catch (IOException e) {
-                throw new ConfigException(fileVariable, "cannot read " + file.get() + ": " + e.getMessage());
-            }
-        }
-        return value;
+        return settings.valueOrFile(variable, fileVariable);
     }
 
     /**
