@@ -135,8 +135,7 @@ final class BenchStack implements AutoCloseable {
 
     /** The variables that give the relay its signing key and the consumer the relay's public key (the stack's default). */
     Map<String, String> recordTrustEnvironment() {
-        return ServiceEnvironment.database("jdbc:postgresql://unused/db", "unused", "unused").recordTrust(trust).toMap().entrySet().stream()
-                .filter(e -> e.getKey().startsWith("RECORD_")).collect(java.util.stream.Collectors.toMap(Map.Entry::getKey, Map.Entry::getValue));
+        return ServiceEnvironment.recordTrustVariables(trust);
     }
 
     /** Starts a service; {@code extra} may name its {@code HTTP_PORT}, else it gets a free one, kept across restarts. */
@@ -349,6 +348,15 @@ final class BenchStack implements AutoCloseable {
      * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
      * (the loader). Empty where there is no /proc.
      */
+    /** Each component's share of the machine's CPU, in % to a tenth, between two readings of {@link #cpuTicksByComponent} {@code seconds} apart. */
+    static Map<String, Double> cpuShare(Map<String, Long> before, Map<String, Long> after, double seconds) {
+        Map<String, Double> share = new LinkedHashMap<>();
+        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
+        after.forEach((component, ticks) -> share.put(component,
+                Math.round(1000.0 * (ticks - before.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        return share;
+    }
+
     static Map<String, Long> cpuTicksByComponent() {
         Map<String, Long> ticks = new TreeMap<>();
         long self = ProcessHandle.current().pid();

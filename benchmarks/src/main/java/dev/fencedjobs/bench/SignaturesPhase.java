@@ -44,19 +44,12 @@ final class SignaturesPhase {
                 configure(signedNow ? signed : UNSIGNED);
                 System.out.println(signedNow ? "   signed (the default):" : "   unsigned (no key, accept-unsigned):");
                 Map<String, Long> cpu0 = new java.util.TreeMap<>();
-                Map<String, Long> cpu1 = new java.util.TreeMap<>();
-                long[] effects = new long[2];
-                double rate = throughput.sustained(() -> {
-                    cpu0.putAll(BenchStack.cpuTicksByComponent());
-                    effects[0] = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
-                }, seconds -> {
-                    cpu1.putAll(BenchStack.cpuTicksByComponent());
-                    effects[1] = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
-                });
-                (signedNow ? withSignatures : without).add(rate);
                 // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
                 Map<String, Long> perJob = new java.util.TreeMap<>();
-                cpu1.forEach((c, t) -> perJob.put(c, Math.round((t - cpu0.getOrDefault(c, t)) * 10_000.0 / Math.max(1, effects[1] - effects[0]))));
+                double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
+                        BenchStack.cpuTicksByComponent().forEach((c, t) -> perJob.put(c,
+                                Math.round((t - cpu0.getOrDefault(c, t)) * 10_000.0 / Math.max(1, window.effects())))));
+                (signedNow ? withSignatures : without).add(rate);
                 (signedNow ? cpuSigned : cpuUnsigned).add(perJob);
                 System.out.println("   CPU per job, microseconds: " + perJob);
             }

@@ -295,11 +295,7 @@ final class SoakBenchmark {
             loader.join();
             watcher.join();
             double elapsed = (System.nanoTime() - started) / 1e9;
-            Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
-            Map<String, Double> cpuShare = new LinkedHashMap<>();
-            double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * elapsed;
-            cpu1.forEach((component, ticks) -> cpuShare.put(component,
-                    Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+            Map<String, Double> cpuShare = BenchStack.cpuShare(cpu0, BenchStack.cpuTicksByComponent(), elapsed);
             report.put("cpuSharePercent", cpuShare);
             long jobs = windows.stream().mapToLong(m -> (Long) m.get("jobs")).sum();
             report.put("jobsApplied", jobs);

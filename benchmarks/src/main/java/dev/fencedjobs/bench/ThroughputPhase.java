@@ -44,12 +44,8 @@ final class ThroughputPhase {
             try (Connection c = stack.owner(); Statement s = c.createStatement()) {
                 s.execute("SELECT pg_stat_statements_reset()");
             }
-        }, seconds -> {
-            Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
-            Map<String, Double> cpuShare = new LinkedHashMap<>();
-            double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
-            cpu1.forEach((component, ticks) -> cpuShare.put(component,
-                    Math.round(1000.0 * (ticks - cpu0.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        }, window -> {
+            Map<String, Double> cpuShare = BenchStack.cpuShare(cpu0, BenchStack.cpuTicksByComponent(), window.seconds());
             report.put("cpuShareDuringThroughputPercent", cpuShare);
             List<String> top = new ArrayList<>();
             try (Connection c = stack.owner(); Statement s = c.createStatement();
@@ -74,7 +70,10 @@ final class ThroughputPhase {
         return rate;
     }
 
-    /** What a measurement does at the start of its window, and at its end (given the window's seconds) before the load stops. */
+    /** A measured window: how long, and how many effects were applied in it. */
+    record Window(double seconds, long effects) {}
+
+    /** What a measurement does at the start of its window, and at its end (given the window) before the load stops. */
     interface Hook<T> {
         void run(T value) throws Exception;
 
@@ -88,7 +87,7 @@ final class ThroughputPhase {
      * Inserts due jobs whenever fewer than 50,000 are between INSERT and effect, so the pipeline never
      * starves, counts effect rows over the window after a warm-up, and waits for the backlog to drain.
      */
-    double sustained(Hook.Start atStart, Hook<Double> atEnd) throws Exception {
+    double sustained(Hook.Start atStart, Hook<Window> atEnd) throws Exception {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         Thread loader = stack.saturatingLoader("e2e-loader", stop, failure);
@@ -105,7 +104,7 @@ final class ThroughputPhase {
             Thread.sleep(windowSeconds * 1000L);
             a1 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
             t1 = System.nanoTime();
-            atEnd.run((t1 - t0) / 1e9);
+            atEnd.run(new Window((t1 - t0) / 1e9, a1 - a0));
         } finally {
             stop.set(true);
             loader.join();

@@ -359,6 +359,19 @@ public final class Checker {
             }
         }
         for (Forged f : h.forged) {
+            if (Forger.UNAUTHENTICATED.contains(f.kind())) {
+                DeadLetter d = deadByPosition.get(f.partition() + "@" + f.offset());
+                if (d == null || d.reason() == null || !d.reason().startsWith("unauthenticated")) {
+                    violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " at partition " + f.partition()
+                            + " offset " + f.offset() + " was not dead-lettered as unauthenticated" + (d == null ? "" : " (" + d.reason() + ")"),
+                            evidence(f.jobId()));
+                }
+                if (processedByJob.containsKey(f.jobId())) {
+                    violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " claimed its job id as "
+                            + processedByJob.get(f.jobId()).outcome(), evidence(f.jobId()));
+                }
+                continue;
+            }
             switch (f.kind()) {
                 case "malformed" -> {
                     if (!deadByPosition.containsKey(f.partition() + "@" + f.offset())) {
@@ -371,18 +384,6 @@ public final class Checker {
                     if (rejected.isEmpty()) {
                         violation("7 fence", "forged stale record for job " + f.jobId() + " (token " + f.fencingToken() + " on "
                                 + f.resource() + ") was not rejected", evidence(f.jobId()));
-                    }
-                }
-                case "unsigned", "wrong-key" -> {
-                    DeadLetter d = deadByPosition.get(f.partition() + "@" + f.offset());
-                    if (d == null || d.reason() == null || !d.reason().startsWith("unauthenticated")) {
-                        violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " at partition " + f.partition()
-                                + " offset " + f.offset() + " was not dead-lettered as unauthenticated" + (d == null ? "" : " (" + d.reason() + ")"),
-                                evidence(f.jobId()));
-                    }
-                    if (processedByJob.containsKey(f.jobId())) {
-                        violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " claimed its job id as "
-                                + processedByJob.get(f.jobId()).outcome(), evidence(f.jobId()));
                     }
                 }
                 default -> {

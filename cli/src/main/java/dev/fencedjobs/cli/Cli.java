@@ -180,7 +180,7 @@ public final class Cli {
                         opt("outbox-id", "<n>", "the highest outbox id applied with it (default 0: not known)"),
                         opt("reason", "<text>", "why, for the audit record")), "<resource>"));
         root.addSubcommand("fence", fence);
-        root.addSubcommand("keygen", spec("keygen", (a, o) -> keygen(o), List.of("keygen [--dir <directory>] [--if-missing]"),
+        root.addSubcommand("keygen", spec("keygen", (a, o) -> new KeygenCommand(out, err).run(o), List.of("keygen [--dir <directory>] [--if-missing]"),
                 List.of("Make an Ed25519 key pair for record signatures.",
                         "Writes record-signing.key (the relay's RECORD_SIGNING_KEY_FILE, readable by its owner only) and "
                         + "record-signing.pub (the consumers' RECORD_VERIFY_KEYS_FILE) and prints the key's id. Refuses to "
@@ -348,40 +348,6 @@ public final class Cli {
                 out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
             }
         }
-        return 0;
-    }
-
-    private int keygen(Map<String, String> options) {
-        java.nio.file.Path dir = java.nio.file.Path.of(options.getOrDefault("dir", "."));
-        java.nio.file.Path key = dir.resolve("record-signing.key");
-        java.nio.file.Path pub = dir.resolve("record-signing.pub");
-        if (options.containsKey("if-missing") && java.nio.file.Files.exists(key) && java.nio.file.Files.exists(pub)) {
-            out.println("Keeping the key pair in " + dir.toAbsolutePath() + " (key " + dev.fencedjobs.runtime.RecordTrust.from(
-                    Settings.of(Map.of(dev.fencedjobs.runtime.RecordTrust.SIGNING_KEY_FILE, key.toString()))).signingKeyId().orElseThrow() + ")");
-            return 0;
-        }
-        for (java.nio.file.Path p : List.of(key, pub)) {
-            if (java.nio.file.Files.exists(p)) {
-                throw new UsageException("keygen: " + p + " exists; move it away first (a relay or consumer may be using it)");
-            }
-        }
-        java.security.KeyPair keys = dev.fencedjobs.runtime.RecordTrust.generateKeys();
-        try {
-            java.nio.file.Files.createDirectories(dir);
-            java.nio.file.Files.writeString(key, dev.fencedjobs.runtime.RecordTrust.privatePem(keys));
-            try {
-                java.nio.file.Files.setPosixFilePermissions(key, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
-            } catch (UnsupportedOperationException e) {
-                err.println("fenced-jobs keygen: could not make " + key + " readable by its owner only; do it by hand");
-            }
-            java.nio.file.Files.writeString(pub, dev.fencedjobs.runtime.RecordTrust.publicPem(keys.getPublic()));
-        } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
-        }
-        out.println("Key " + dev.fencedjobs.runtime.RecordTrust.keyId(keys.getPublic()) + ":");
-        out.println("  relay:     RECORD_SIGNING_KEY_FILE=" + key.toAbsolutePath());
-        out.println("  consumers: RECORD_VERIFY_KEYS_FILE=" + pub.toAbsolutePath()
-                + "  (several public keys in one file while a rotation runs)");
         return 0;
     }
 

@@ -97,10 +97,9 @@ public final class FencedConsumer implements RunningService {
         log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}", config.groupId(),
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
                 config.kafka().redactedClient(), runtime.describeDatabase());
-        log.info("Applying only records {}", config.kafka().trust().mode() == RecordTrust.Mode.REQUIRED
-                ? "signed by a trusted relay key " + config.kafka().trust().describe().getOrDefault("trustedKeys", List.of())
-                : "signed by a trusted key " + config.kafka().trust().describe().getOrDefault("trustedKeys", List.of())
-                        + ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)");
+        RecordTrust trust = config.kafka().trust();
+        log.info("Applying only records signed by a trusted relay key {}{}", new java.util.TreeSet<>(trust.trusted().keySet()),
+                trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)" : "");
         MeterRegistry registry = runtime.registry();
         try {
             this.dsl = runtime.dsl();

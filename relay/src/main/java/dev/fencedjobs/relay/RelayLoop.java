@@ -185,10 +185,10 @@ final class RelayLoop implements LeaderService.Worker {
         List<ProducerRecord<String, byte[]>> records = new ArrayList<>(rows.size());
         List<Long> ids = new ArrayList<>(rows.size());
         Map<Long, String> failed = new LinkedHashMap<>();
+        int overhead = 128 + RecordSignatures.headerBytes(rows.size());
         for (OutboxStore.OutboxRow row : rows) {
             ProducerRecord<String, byte[]> record = toRecord(row);
-            int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + 128
-                    + RecordSignatures.headerBytes(rows.size());
+            int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + overhead;
             if (size > config.maxRecordBytes()) {
                 String reason = "record of about " + size + " bytes exceeds MAX_RECORD_BYTES=" + config.maxRecordBytes();
                 log.error("Outbox row {} (job {}, resource {}) not sent: {}; marked with publish_error", row.id(), row.jobId(),

@@ -99,9 +99,10 @@ public final class RecordSignatures {
         byte[] message = signedMessage(nowMillis, leaves.length, root);
         Ed25519.sign(privateKey(trust), 0, publicKey(trust.signing().getPublic()), 0, message, 0, message.length, signature, 0);
         byte[] id = trust.signingKeyId().orElseThrow().getBytes(StandardCharsets.US_ASCII);
-        int fixed = 1 + 1 + id.length + 8 + SIGNATURE_BYTES + 8;
+        // Each header is written here, as long as the longest proof, and copied out at its own length.
+        ByteBuffer b = ByteBuffer.allocate(1 + 1 + id.length + 8 + SIGNATURE_BYTES + 8 + NODE * (levels.size() - 1));
         for (int i = 0; i < leaves.length; i++) {
-            ByteBuffer b = ByteBuffer.allocate(fixed + NODE * proofLength(i, leaves.length));
+            b.clear();
             b.put(VERSION).put((byte) id.length).put(id).putLong(nowMillis).put(signature).putInt(i).putInt(leaves.length);
             int index = i;
             for (int l = 0; l < levels.size() - 1; l++) {
@@ -111,19 +112,8 @@ public final class RecordSignatures {
                 }
                 index >>= 1;
             }
-            records.get(i).headers().add(new RecordHeader(HEADER, b.array()));
+            records.get(i).headers().add(new RecordHeader(HEADER, Arrays.copyOf(b.array(), b.position())));
         }
-    }
-
-    /** Siblings on the way from leaf {@code index} of {@code count} to the root. */
-    private static int proofLength(int index, int count) {
-        int n = 0;
-        for (int size = count; size > 1; size = (size + 1) / 2, index >>= 1) {
-            if ((index ^ 1) < size) {
-                n++;
-            }
-        }
-        return n;
     }
 
     /** The 32 bytes of an Ed25519 private key (its seed), for BouncyCastle. */
@@ -155,8 +145,9 @@ public final class RecordSignatures {
     }
 
     /**
-     * SHA-256 of leaves and nodes, with the few calls the digest is fastest with: a leaf's fixed
-     * prefix (its tag and topic) made once per topic, a node's 65 bytes from one scratch array.
+     * SHA-256 of leaves and nodes, kept to their first {@value #NODE} bytes, with the few calls the
+     * digest is fastest with: a leaf's fixed prefix (its tag and topic) made once per topic, a
+     * node's 41 bytes from one scratch array.
      */
     private static final class Hasher {
         private final MessageDigest sha = sha256();
@@ -324,26 +315,18 @@ public final class RecordSignatures {
                 if (b.hasRemaining()) {
                     return Optional.of("signature header with " + b.remaining() + " bytes too many");
                 }
-                if (tree == null) {
-                    byte[] message = signedMessage(signedAt, count, hash);
-                    if (!Ed25519.verify(signature, 0, key, 0, message, 0, message.length)) {
-                        return Optional.of("signature does not match the record (key " + keyId
-                                + "): its bytes were changed, or it was never signed");
-                    }
-                    tree = new Tree(keyId, id, signedAt, count, signature);
-                    trees.put(new Sig(signature), tree);
-                } else {
-                    // The walk reached the top without meeting a known node: it must end at the known root.
-                    if (!tree.knows(level, 0, hash)) {
-                        return Optional.of("signature does not match the record (key " + keyId
-                                + "): its bytes were changed, or it was never signed");
-                    }
+                // Of a known tree, the walk met no node of it, not even its root; else the signature decides.
+                if (tree != null || !signs(signature, key, signedMessage(signedAt, count, hash))) {
+                    return Optional.of("signature does not match the record (key " + keyId
+                            + "): its bytes were changed, or it was never signed");
                 }
+                tree = new Tree(keyId, id, signedAt, count, signature);
+                trees.put(new Sig(signature), tree);
                 last = tree;
                 slots += tree.learn(path, index, count);
                 for (var eldest = trees.entrySet().iterator(); slots > MAX_SLOTS && eldest.hasNext(); ) {
                     Tree dropped = eldest.next().getValue();
-                    if (dropped != tree && dropped != last) {
+                    if (dropped != tree) {
                         slots -= dropped.slots;
                         eldest.remove();
                     }
@@ -352,6 +335,10 @@ public final class RecordSignatures {
             } catch (java.nio.BufferUnderflowException e) {
                 return Optional.of("signature header is cut short");
             }
+        }
+
+        private static boolean signs(byte[] signature, byte[] key, byte[] message) {
+            return Ed25519.verify(signature, 0, key, 0, message, 0, message.length);
         }
 
         private boolean tooOld(long signedAt, long nowMillis) {

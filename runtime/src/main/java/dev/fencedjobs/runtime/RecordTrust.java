@@ -107,9 +107,9 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     /** Reads {@code RECORD_SIGNATURES}, the signing key and the trusted keys; each key from its variable or its file. */
     public static RecordTrust from(Settings settings) {
         Mode mode = settings.get(SIGNATURES).map(Mode::parse).orElse(Mode.REQUIRED);
-        KeyPair signing = text(settings, SIGNING_KEY, SIGNING_KEY_FILE).map(RecordTrust::parsePrivate).orElse(null);
+        KeyPair signing = settings.valueOrFile(SIGNING_KEY, SIGNING_KEY_FILE).map(RecordTrust::parsePrivate).orElse(null);
         Map<String, PublicKey> trusted = new LinkedHashMap<>();
-        text(settings, VERIFY_KEYS, VERIFY_KEYS_FILE).ifPresent(t -> {
+        settings.valueOrFile(VERIFY_KEYS, VERIFY_KEYS_FILE).ifPresent(t -> {
             for (PublicKey key : parsePublic(t)) {
                 trusted.put(keyId(key), key);
             }
@@ -187,10 +187,6 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     private static String pem(String type, byte[] der) {
         return "-----BEGIN " + type + "-----\n" + Base64.getMimeEncoder(64, "\n".getBytes(StandardCharsets.US_ASCII)).encodeToString(der)
                 + "\n-----END " + type + "-----\n";
-    }
-
-    private static Optional<String> text(Settings settings, String variable, String fileVariable) {
-        return settings.valueOrFile(variable, fileVariable);
     }
 
     /**

@@ -47,16 +47,22 @@ public final class ServiceEnvironment {
      * PEM: the relay reads the first, the consumer the second (a process handed both reads its own).
      */
     public ServiceEnvironment recordTrust(RecordTrust trust) {
-        set(RecordTrust.SIGNATURES, trust.mode().setting());
+        return setAll(recordTrustVariables(trust));
+    }
+
+    /** The variables of {@link #recordTrust}, alone: to switch a running stack's keys. */
+    public static Map<String, String> recordTrustVariables(RecordTrust trust) {
+        Map<String, String> variables = new LinkedHashMap<>();
+        variables.put(RecordTrust.SIGNATURES, trust.mode().setting());
         if (trust.signing() != null) {
-            set(RecordTrust.SIGNING_KEY, RecordTrust.privatePem(trust.signing()));
+            variables.put(RecordTrust.SIGNING_KEY, RecordTrust.privatePem(trust.signing()));
         }
         if (!trust.trusted().isEmpty()) {
             StringBuilder keys = new StringBuilder();
             trust.trusted().values().forEach(k -> keys.append(RecordTrust.publicPem(k)));
-            set(RecordTrust.VERIFY_KEYS, keys.toString());
+            variables.put(RecordTrust.VERIFY_KEYS, keys.toString());
         }
-        return this;
+        return variables;
     }
 
     /** {@code LEASE_DURATION} and {@code RENEW_INTERVAL}. */
