@@ -138,6 +138,21 @@ final class BenchStack implements AutoCloseable {
         return ServiceEnvironment.recordTrustVariables(trust);
     }
 
+    /**
+     * A service's JVM options: the heap, and those of {@code -DserviceJvm} (split at spaces), with
+     * {@code {name}} standing for the name its log has (relay, relay.2, ...).
+     */
+    private static List<String> jvm(String name) {
+        String extra = System.getProperty("serviceJvm", "");
+        List<String> options = new java.util.ArrayList<>(List.of(HEAP));
+        for (String o : extra.split(" ")) {
+            if (!o.isBlank()) {
+                options.add(o.replace("{name}", name));
+            }
+        }
+        return options;
+    }
+
     /** Starts a service; {@code extra} may name its {@code HTTP_PORT}, else it gets a free one, kept across restarts. */
     void start(String name, String kind, String user, Map<String, String> extra) {
         int port = extra.containsKey(ServiceConfig.HTTP_PORT) ? Integer.parseInt(extra.get(ServiceConfig.HTTP_PORT)) : freePort();
@@ -145,13 +160,13 @@ final class BenchStack implements AutoCloseable {
                 .kafka(kafka.bootstrapServers(), topic).recordTrust(trust).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
         environments.put(name, env);
         opsPorts.put(name, port);
-        services.put(name, ServiceProcess.start(name, jar(kind), env, logs, List.of(HEAP)));
+        services.put(name, ServiceProcess.start(name, jar(kind), env, logs, jvm(name)));
     }
 
     /** Starts {@code name} again with the same environment; a log per start: dispatcher-1.log, dispatcher-1.2.log, ... */
     void restart(String name) {
         int n = restarts.merge(name, 1, Integer::sum);
-        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, List.of(HEAP)));
+        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, jvm(name + "." + (n + 1))));
     }
 
     /**
@@ -359,6 +374,48 @@ final class BenchStack implements AutoCloseable {
 
     static Map<String, Long> cpuTicksByComponent() {
         Map<String, Long> ticks = new TreeMap<>();
+        forEachComponent((component, dir) -> {
+            String stat = Files.readString(dir.resolve("stat"));
+            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+            // utime and stime, and cutime and cstime: the children it has reaped, which for the postmaster
+            // are the backends that ended (the services' pools retire connections after HikariCP's idle
+            // timeout and 30-minute lifetime; without these a long run lost most of PostgreSQL's CPU time).
+            ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]) + Long.parseLong(f[13]) + Long.parseLong(f[14]), Long::sum);
+        });
+        return ticks;
+    }
+
+    /**
+     * CPU clock ticks the JIT compiler threads of the services' JVMs and the broker's have used: a
+     * JVM started for a measurement compiles for a minute or more on two cores, and that CPU comes
+     * out of the pipeline's.
+     */
+    static long compilerTicks() {
+        long[] ticks = {0};
+        forEachComponent((component, dir) -> {
+            if (component.equals("postgresql") || component.equals("benchmark and loader")) {
+                return;
+            }
+            try (var tasks = Files.list(dir.resolve("task"))) {
+                for (Path task : (Iterable<Path>) tasks::iterator) {
+                    String stat = Files.readString(task.resolve("stat"));
+                    String thread = stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+                    if (thread.startsWith("C1 CompilerThre") || thread.startsWith("C2 CompilerThre")) {
+                        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                        ticks[0] += Long.parseLong(f[11]) + Long.parseLong(f[12]);
+                    }
+                }
+            }
+        });
+        return ticks[0];
+    }
+
+    private interface ComponentProcess {
+        void read(String component, Path procDir) throws Exception;
+    }
+
+    /** Each process of the stack and this one, by its component, with its {@code /proc} directory; one that ends while read is skipped. */
+    private static void forEachComponent(ComponentProcess each) {
         long self = ProcessHandle.current().pid();
         try (var dirs = Files.list(Path.of("/proc"))) {
             for (Path dir : (Iterable<Path>) dirs::iterator) {
@@ -374,24 +431,16 @@ final class BenchStack implements AutoCloseable {
                             : cmd.contains("fenced-jobs-consumer.jar") ? "consumer"
                             : cmd.contains("kafka.Kafka") ? "kafka broker"
                             : cmd.startsWith("postgres") || cmd.contains("/bin/postgres") ? "postgresql" : null;
-                    if (component == null) {
-                        continue;
+                    if (component != null) {
+                        each.read(component, dir);
                     }
-                    String stat = Files.readString(dir.resolve("stat"));
-                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                    // utime and stime, and cutime and cstime: the children it has reaped, which for the postmaster
-                    // are the backends that ended (the services' pools retire connections after HikariCP's idle
-                    // timeout and 30-minute lifetime; without these a long run lost most of PostgreSQL's CPU time).
-                    ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]) + Long.parseLong(f[13]) + Long.parseLong(f[14]),
-                            Long::sum);
                 } catch (Exception gone) {
                     // The process ended while being read.
                 }
             }
-        } catch (Exception e) {
-            return Map.of();
+        } catch (java.io.IOException e) {
+            // No /proc: nothing to read.
         }
-        return ticks;
     }
 
     /** SIGTERM to every service, and waits for each to exit. */

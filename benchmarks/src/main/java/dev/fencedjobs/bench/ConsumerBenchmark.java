@@ -37,7 +37,7 @@ public final class ConsumerBenchmark {
             System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
                     System.getProperty("java.version"), pg.describe(), embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
             // Two topics of the same records: unsigned (as before record signatures, read in accept-unsigned mode),
-            // and signed as the relay signs them, one signature per 2,000 records.
+            // and signed as the relay signs them, one signature for each partition's share of 2,000 records.
             RecordTrust trust = RecordTrust.generate();
             String unsignedTopic = "bench-consumer-unsigned-" + System.currentTimeMillis();
             String signedTopic = "bench-consumer-signed-" + System.currentTimeMillis();
@@ -55,9 +55,15 @@ public final class ConsumerBenchmark {
                         : new KafkaSettings(bootstrap, unsignedTopic).withTrust(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED));
                 ConsumerConfig config = new ConsumerConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
                         kafka, "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
+                // CPU a record (clock ticks are 10 ms), less moved by the machine's load than the rate.
+                java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
                 try (FencedConsumer consumer = FencedConsumer.start(config)) {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
+                java.util.Map<String, Long> perRecord = new java.util.TreeMap<>();
+                BenchStack.cpuTicksByComponent().forEach((c, t) -> perRecord.put(c.equals("benchmark and loader") ? "consumer and broker" : c,
+                        Math.round((t - cpu0.getOrDefault(c, 0L)) * 10_000.0 / records)));
+                System.out.printf("   round %d, batch %d, %s: CPU per record, microseconds: %s%n", round, batch, signed ? "signed" : "unsigned", perRecord);
                 double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
                 table.add(round, batch, signed, records, seconds);
               }
@@ -79,7 +85,7 @@ public final class ConsumerBenchmark {
         }
     }
 
-    /** The records, signed with {@code trust} in batches of 2,000 as the relay signs them, or unsigned where it is null. */
+    /** The records, signed with {@code trust} in batches of 2,000 as the relay signs them (a tree a partition), or unsigned where it is null. */
     private static void fill(String bootstrap, String topic, int records, RecordTrust trust) throws Exception {
         TestKafka.createTopic(bootstrap, topic, 3);
         Properties p = new Properties();
@@ -102,7 +108,7 @@ public final class ConsumerBenchmark {
                 batch.add(new ProducerRecord<>(topic, resource, e.toJson()));
                 if (batch.size() == 2000 || job == records) {
                     if (trust != null) {
-                        RecordSignatures.sign(trust, System.currentTimeMillis(), batch);
+                        RecordSignatures.sign(trust, System.currentTimeMillis(), batch, 3);
                     }
                     batch.forEach(producer::send);
                     batch.clear();

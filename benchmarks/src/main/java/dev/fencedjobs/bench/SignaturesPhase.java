@@ -60,7 +60,7 @@ final class SignaturesPhase {
         report.put("unsignedJobsPerSecond", without);
         report.put("signaturesCpuMicrosecondsPerJob", cpuSigned);
         report.put("unsignedCpuMicrosecondsPerJob", cpuUnsigned);
-        report.row("7. end to end, signed (relay signs one Merkle root per batch, consumer verifies)",
+        report.row("7. end to end, signed (relay signs a Merkle root for each partition's share of a batch, consumer verifies)",
                 String.format(Locale.ROOT, "median %,.0f jobs/s of %s", a, rates(withSignatures)),
                 String.format(Locale.ROOT, "%.1f %% of unsigned; target within 10 %%", 100 * a / b));
         report.row("7. end to end, unsigned (as before signatures)", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, rates(without)),

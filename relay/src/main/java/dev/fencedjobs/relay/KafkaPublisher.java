@@ -10,6 +10,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -64,6 +65,8 @@ final class KafkaPublisher implements Publisher {
     /** {@link #producerToken} of a spare producer no token has taken yet. */
     private static final long SPARE = Long.MIN_VALUE;
     private boolean topicReady;
+    /** The topic's partitions, as the current producer first learned them. */
+    private int partitions = 1;
 
     KafkaPublisher(RelayConfig config) {
         this.config = config;
@@ -102,7 +105,7 @@ final class KafkaPublisher implements Publisher {
             if (producer == null) {
                 producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
                 producerToken = SPARE;
-                producer.partitionsFor(config.kafka().topic());
+                partitions = producer.partitionsFor(config.kafka().topic()).size();
             }
         } catch (KafkaException | ExecutionException | TimeoutException e) {
             log.debug("Standing by to publish failed, preparing again when leading: {}", Faults.describe(e));
@@ -124,29 +127,46 @@ final class KafkaPublisher implements Publisher {
             reset();
             producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
             producerToken = token;
+            partitions = producer.partitionsFor(config.kafka().topic()).size();
             log.info("Kafka producer ready for token {}", token);
         }
     }
 
     @Override
+    public int partitions() {
+        return partitions;
+    }
+
+    @Override
     public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
+        publish(token, List.of(records), group -> {});
+    }
+
+    @Override
+    public void publish(long token, List<List<ProducerRecord<String, byte[]>>> groups,
+            Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
+        int size = groups.stream().mapToInt(List::size).sum();
         try {
             ready(token);
             KafkaProducer<String, byte[]> current = producer;
             StopAtFirstFailure stop = new StopAtFirstFailure(current);
-            List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
-            for (ProducerRecord<String, byte[]> record : records) {
-                if (stop.failed()) {
-                    break;
+            List<Future<RecordMetadata>> sent = new ArrayList<>(size);
+            sending:
+            for (List<ProducerRecord<String, byte[]>> group : groups) {
+                beforeSending.accept(group);
+                for (ProducerRecord<String, byte[]> record : group) {
+                    if (stop.failed()) {
+                        break sending;
+                    }
+                    Future<RecordMetadata> f = current.send(record, stop);
+                    // send() waits up to max.block.ms for metadata and then returns an already failed
+                    // future instead of throwing: stop at the first one, or a batch against a dead
+                    // broker would wait max.block.ms for every record.
+                    if (f.isDone()) {
+                        f.get();
+                    }
+                    sent.add(f);
                 }
-                Future<RecordMetadata> f = current.send(record, stop);
-                // send() waits up to max.block.ms for metadata and then returns an already failed
-                // future instead of throwing: stop at the first one, or a batch against a dead
-                // broker would wait max.block.ms for every record.
-                if (f.isDone()) {
-                    f.get();
-                }
-                sent.add(f);
             }
             if (stop.failed()) {
                 throw new ExecutionException(stop.cause());
@@ -160,7 +180,7 @@ final class KafkaPublisher implements Publisher {
         } catch (KafkaException | ExecutionException | TimeoutException | IllegalStateException e) {
             // IllegalStateException: send() or flush() after the first failure closed the producer.
             reset();
-            throw new PublishException("publishing " + records.size() + " records failed: " + Faults.describe(e), e);
+            throw new PublishException("publishing " + size + " records failed: " + Faults.describe(e), e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             reset();

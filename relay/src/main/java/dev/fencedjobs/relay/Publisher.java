@@ -1,6 +1,8 @@
 package dev.fencedjobs.relay;
 
+import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Consumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
 /** Sends a batch to Kafka. */
@@ -13,6 +15,21 @@ interface Publisher extends AutoCloseable {
      * duplicates by job id).
      */
     void publish(long token, List<ProducerRecord<String, byte[]>> records);
+
+    /**
+     * As {@link #publish(long, List)}, for records in groups, with {@code beforeSending} called on
+     * each group just before its records are sent: the relay signs a group while the one before is
+     * on its way to the broker.
+     */
+    default void publish(long token, List<List<ProducerRecord<String, byte[]>>> groups,
+            Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
+        List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
+        for (List<ProducerRecord<String, byte[]>> group : groups) {
+            beforeSending.accept(group);
+            records.addAll(group);
+        }
+        publish(token, records);
+    }
 
     /**
      * Gets ready to publish for {@code token} (the topic exists, a producer for the token) before
@@ -28,6 +45,14 @@ interface Publisher extends AutoCloseable {
      */
     default void standBy() {
         reset();
+    }
+
+    /**
+     * The topic's partition count as the producer last learned it, for the relay to sign each
+     * partition's share of a batch on its own; 1 when not known.
+     */
+    default int partitions() {
+        return 1;
     }
 
     /** Drops the producer; the next publish starts a new one. */

@@ -10,6 +10,7 @@ import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.Grants;
 import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.Wakeup;
@@ -206,11 +207,14 @@ final class RelayLoop implements LeaderService.Worker {
             log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
             return Next.again();
         }
-        // One signature for the batch; each record carries its proof (RecordSignatures).
-        RecordSignatures.sign(config.kafka().trust(), System.currentTimeMillis(), records);
+        // One signature for each partition's share of the batch, made while the share before it is
+        // on its way to the broker; each record carries its proof (RecordSignatures).
+        RecordTrust trust = config.kafka().trust();
+        long signedAt = System.currentTimeMillis();
         try {
             if (!records.isEmpty()) {
-                publisher.publish(grant.token(), records);
+                publisher.publish(grant.token(), RecordSignatures.trees(records, publisher.partitions()),
+                        tree -> RecordSignatures.signTree(trust, signedAt, tree));
             }
             kafka.succeeded();
         } catch (RuntimeException e) {

@@ -107,16 +107,26 @@ final class RelayFixture implements AutoCloseable {
         return counts;
     }
 
-    /** Every record carries a signature that the relays' public key verifies, and no other key does. */
+    /**
+     * Every record carries a signature that the relays' public key verifies, and no other key does;
+     * each signature covers records of one partition (a tree for each partition's share of a batch).
+     */
     void assertAllSignedByTheRelay(List<ConsumerRecord<String, byte[]>> records) {
         var verifier = new dev.fencedjobs.runtime.RecordSignatures.Verifier(trust, Duration.ofDays(7));
         var stranger = new dev.fencedjobs.runtime.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
         long now = System.currentTimeMillis();
+        Map<String, java.util.Set<Integer>> partitionsBySignature = new TreeMap<>();
         for (ConsumerRecord<String, byte[]> r : records) {
-            org.assertj.core.api.Assertions.assertThat(verifier.check(r, now)).as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset())
-                    .isEmpty();
-            org.assertj.core.api.Assertions.assertThat(stranger.check(r, now)).as("checked with another key").isPresent();
+            assertThat(verifier.check(r, now)).as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset()).isEmpty();
+            assertThat(stranger.check(r, now)).as("checked with another key").isPresent();
+            // The header: version, key id length, key id, signing time, then the 64-byte signature.
+            byte[] h = r.headers().lastHeader(dev.fencedjobs.runtime.RecordSignatures.HEADER).value();
+            int at = 2 + (h[1] & 0xff) + 8;
+            partitionsBySignature.computeIfAbsent(java.util.HexFormat.of().formatHex(h, at, at + 64), k -> new java.util.TreeSet<>())
+                    .add(r.partition());
         }
+        assertThat(partitionsBySignature.values()).as("partitions of each signature's records").allSatisfy(p -> assertThat(p).hasSize(1));
+        assertThat(records.stream().map(ConsumerRecord::partition).distinct().count()).as("partitions the records span").isGreaterThan(1);
     }
 
     /**

@@ -97,6 +97,57 @@ class RecordSignaturesTest {
     }
 
     @Test
+    void aBatchIsSignedOnceAPartitionAndEachRecordChecksInAnyOrder() {
+        List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
+        for (int i = 0; i < 2000; i++) {
+            records.add(new ProducerRecord<>("jobs", "r-" + i % 100, ("{\"n\":" + i + "}").getBytes(StandardCharsets.UTF_8)));
+        }
+        RecordSignatures.sign(trust, NOW, records, 6);
+        java.util.Map<String, Integer> perSignature = new java.util.HashMap<>();
+        java.util.Map<String, java.util.Set<Integer>> partitionsOfSignature = new java.util.HashMap<>();
+        for (ProducerRecord<String, byte[]> r : records) {
+            byte[] h = r.headers().lastHeader(RecordSignatures.HEADER).value();
+            String signature = java.util.HexFormat.of().formatHex(h, 2 + 16 + 8, 2 + 16 + 8 + 64);
+            perSignature.merge(signature, 1, Integer::sum);
+            int partition = org.apache.kafka.common.utils.Utils.toPositive(
+                    org.apache.kafka.common.utils.Utils.murmur2(r.key().getBytes(StandardCharsets.UTF_8))) % 6;
+            partitionsOfSignature.computeIfAbsent(signature, k -> new java.util.HashSet<>()).add(partition);
+        }
+        assertThat(perSignature).as("one tree a partition").hasSize(6);
+        assertThat(partitionsOfSignature.values()).allSatisfy(p -> assertThat(p).hasSize(1));
+        assertThat(perSignature.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(2000);
+
+        // In the batch's order, the trees' records interleave: more trees than the verifier keeps nodes of.
+        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        for (ProducerRecord<String, byte[]> r : records) {
+            assertThat(verifier.check(received(r), NOW)).isEmpty();
+        }
+        List<ProducerRecord<String, byte[]>> shuffled = new ArrayList<>(records);
+        java.util.Collections.shuffle(shuffled, new java.util.Random(27));
+        RecordSignatures.Verifier another = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        for (ProducerRecord<String, byte[]> r : shuffled) {
+            assertThat(another.check(received(r), NOW)).isEmpty();
+        }
+    }
+
+    @Test
+    void aNodeProvedByEarlierRecordsVouchesOnlyForTheBytesThatHashToIt() {
+        List<ProducerRecord<String, byte[]>> records = batch(16);
+        RecordSignatures.sign(trust, NOW, records);
+        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        for (int i = 0; i < 8; i++) {
+            assertThat(verifier.check(received(records.get(i)), NOW)).isEmpty();
+        }
+        for (int i : new int[] {3, 8, 15}) {
+            // Leaf 3 itself is proved; 8 to 15 share only the root with what is proved.
+            ProducerRecord<String, byte[]> r = records.get(i);
+            assertThat(verifier.check(received(r.topic(), r.key(), "{\"n\":99}".getBytes(StandardCharsets.UTF_8), r.headers().toArray()), NOW))
+                    .as("record %d changed", i).hasValueSatisfying(why -> assertThat(why).contains("signature does not match the record"));
+            assertThat(verifier.check(received(r), NOW)).as("record %d as signed", i).isEmpty();
+        }
+    }
+
+    @Test
     void unsignedRecordsDependOnTheModeAndUntrustedOrOldSignaturesNeverPass() {
         ProducerRecord<String, byte[]> unsigned = batch(1).get(0);
         assertThat(new RecordSignatures.Verifier(trust, Duration.ofDays(7)).check(received(unsigned), NOW))
