@@ -363,6 +363,17 @@ final class BenchStack implements AutoCloseable {
      * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
      * (the loader). Empty where there is no /proc.
      */
+    /**
+     * Each component's CPU in microseconds per unit of work (a job, a record) between two readings of
+     * {@link #cpuTicksByComponent} (clock ticks are 10 ms); a component absent from the first counts nothing.
+     */
+    static Map<String, Long> cpuMicrosecondsEach(Map<String, Long> before, Map<String, Long> after, long units) {
+        Map<String, Long> each = new TreeMap<>();
+        after.forEach((component, ticks) -> each.put(component,
+                Math.round((ticks - before.getOrDefault(component, ticks)) * 10_000.0 / Math.max(1, units))));
+        return each;
+    }
+
     /** Each component's share of the machine's CPU, in % to a tenth, between two readings of {@link #cpuTicksByComponent} {@code seconds} apart. */
     static Map<String, Double> cpuShare(Map<String, Long> before, Map<String, Long> after, double seconds) {
         Map<String, Double> share = new LinkedHashMap<>();

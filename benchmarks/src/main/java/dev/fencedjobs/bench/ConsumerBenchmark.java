@@ -61,8 +61,8 @@ public final class ConsumerBenchmark {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
                 java.util.Map<String, Long> perRecord = new java.util.TreeMap<>();
-                BenchStack.cpuTicksByComponent().forEach((c, t) -> perRecord.put(c.equals("benchmark and loader") ? "consumer and broker" : c,
-                        Math.round((t - cpu0.getOrDefault(c, 0L)) * 10_000.0 / records)));
+                BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), records)
+                        .forEach((c, us) -> perRecord.put(c.equals("benchmark and loader") ? "consumer and broker" : c, us));
                 System.out.printf("   round %d, batch %d, %s: CPU per record, microseconds: %s%n", round, batch, signed ? "signed" : "unsigned", perRecord);
                 double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
                 table.add(round, batch, signed, records, seconds);

@@ -47,8 +47,7 @@ final class SignaturesPhase {
                 // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
                 Map<String, Long> perJob = new java.util.TreeMap<>();
                 double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
-                        BenchStack.cpuTicksByComponent().forEach((c, t) -> perJob.put(c,
-                                Math.round((t - cpu0.getOrDefault(c, t)) * 10_000.0 / Math.max(1, window.effects())))));
+                        perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
                 (signedNow ? withSignatures : without).add(rate);
                 (signedNow ? cpuSigned : cpuUnsigned).add(perJob);
                 System.out.println("   CPU per job, microseconds: " + perJob);

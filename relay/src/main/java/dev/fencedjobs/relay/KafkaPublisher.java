@@ -103,9 +103,7 @@ final class KafkaPublisher implements Publisher {
                 ensureTopic();
             }
             if (producer == null) {
-                producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
-                producerToken = SPARE;
-                partitions = producer.partitionsFor(config.kafka().topic()).size();
+                startProducer(SPARE);
             }
         } catch (KafkaException | ExecutionException | TimeoutException e) {
             log.debug("Standing by to publish failed, preparing again when leading: {}", Faults.describe(e));
@@ -125,11 +123,16 @@ final class KafkaPublisher implements Publisher {
         }
         if (producer == null || producerToken != token) {
             reset();
-            producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
-            producerToken = token;
-            partitions = producer.partitionsFor(config.kafka().topic()).size();
+            startProducer(token);
             log.info("Kafka producer ready for token {}", token);
         }
+    }
+
+    /** A producer for {@code token} (or {@link #SPARE}), with the topic's metadata fetched: its partition count. */
+    private void startProducer(long token) {
+        producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
+        producerToken = token;
+        partitions = producer.partitionsFor(config.kafka().topic()).size();
     }
 
     @Override
