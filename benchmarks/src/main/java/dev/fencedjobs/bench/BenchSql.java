@@ -63,12 +63,29 @@ final class BenchSql {
 
         Rounds(String unit) {
             this.unit = unit;
-            System.out.printf("%-6s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
+            System.out.printf("%-7s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
+        }
+
+        /**
+         * The rounds to run: {@code -DwarmUpRounds} (1 unless set) rounds numbered 0 and below, which
+         * print but do not count (the JIT compiles the code under test through the first runs of a
+         * fresh JVM, more for whichever side runs first), then {@code rounds} from 1.
+         */
+        static int firstRound() {
+            return 1 - Integer.getInteger("warmUpRounds", 1);
+        }
+
+        /** The two sides of a round in turn: unsigned first in odd rounds, signed first in even ones. */
+        static boolean[] sides(int round) {
+            return Math.floorMod(round, 2) == 1 ? new boolean[] {false, true} : new boolean[] {true, false};
         }
 
         void add(int round, int batch, boolean signed, long count, double seconds) {
-            System.out.printf("%-6d %-10d %-10s %,12d %12.2f %,14.0f%n", round, batch, signed ? "signed" : "unsigned", count, seconds,
-                    count / seconds);
+            System.out.printf("%-7s %-10d %-10s %,12d %12.2f %,14.0f%n", round < 1 ? "warm-up" : String.valueOf(round), batch,
+                    signed ? "signed" : "unsigned", count, seconds, count / seconds);
+            if (round < 1) {
+                return;
+            }
             rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
                     .add(count / seconds);
         }

@@ -407,18 +407,37 @@ final class BenchStack implements AutoCloseable {
             if (component.equals("postgresql") || component.equals("benchmark and loader")) {
                 return;
             }
-            try (var tasks = Files.list(dir.resolve("task"))) {
-                for (Path task : (Iterable<Path>) tasks::iterator) {
+            ticks[0] += compilerTicks(dir);
+        });
+        return ticks[0];
+    }
+
+    /** CPU clock ticks this JVM's JIT compiler threads have used (0 without /proc). */
+    static long ownCompilerTicks() {
+        try {
+            return compilerTicks(Path.of("/proc/self"));
+        } catch (Exception e) {
+            return 0;
+        }
+    }
+
+    private static long compilerTicks(Path process) throws java.io.IOException {
+        long ticks = 0;
+        try (var tasks = Files.list(process.resolve("task"))) {
+            for (Path task : (Iterable<Path>) tasks::iterator) {
+                try {
                     String stat = Files.readString(task.resolve("stat"));
                     String thread = stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
                     if (thread.startsWith("C1 CompilerThre") || thread.startsWith("C2 CompilerThre")) {
                         String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                        ticks[0] += Long.parseLong(f[11]) + Long.parseLong(f[12]);
+                        ticks += Long.parseLong(f[11]) + Long.parseLong(f[12]);
                     }
+                } catch (java.io.IOException ended) {
+                    // A compiler thread the JVM stopped while being read.
                 }
             }
-        });
-        return ticks[0];
+        }
+        return ticks;
     }
 
     private interface ComponentProcess {

@@ -47,9 +47,9 @@ public final class ConsumerBenchmark {
             int rounds = Integer.getInteger("rounds", 3);
             BenchSql.Rounds table = new BenchSql.Rounds("records");
             int run = 0;
-            for (int round = 1; round <= rounds; round++) {
+            for (int round = BenchSql.Rounds.firstRound(); round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
-              for (boolean signed : new boolean[] {false, true}) {
+              for (boolean signed : BenchSql.Rounds.sides(round)) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("consumer"), pg.user(), pg.password());
                 KafkaSettings kafka = signed ? new KafkaSettings(bootstrap, signedTopic).withTrust(trust)
                         : new KafkaSettings(bootstrap, unsignedTopic).withTrust(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED));

@@ -46,18 +46,31 @@ public final class RelayBenchmark {
             BenchSql.Rounds table = new BenchSql.Rounds("rows");
             int run = 0;
             // Each batch size unsigned (as before record signatures) and signed, one after the other, in
-            // rounds: the machine's drift shows as spread between rounds, not as a cost.
-            for (int round = 1; round <= rounds; round++) {
+            // rounds after a warm-up: the machine's drift shows as spread between rounds, not as a cost.
+            for (int round = BenchSql.Rounds.firstRound(); round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
-              for (boolean signed : new boolean[] {false, true}) {
+              for (boolean signed : BenchSql.Rounds.sides(round)) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("relay"), pg.user(), pg.password());
                 BenchSql.migrate(db);
                 BenchSql.execute(db, CompletedJobs.LEASE);
                 BenchSql.execute(db, CompletedJobs.statement(backlog, "'r-' || (g % 100)", "jsonb_build_object('n', g)"));
                 BenchSql.execute(db, "VACUUM ANALYZE outbox");
+                // The backlog's WAL written out now, not by a checkpoint that lands in one side's run.
+                BenchSql.execute(db, "CHECKPOINT");
+                // CPU a row (clock ticks are 10 ms): this JVM is the relay and the broker; its JIT apart.
+                java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+                long jit0 = BenchStack.ownCompilerTicks();
                 try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch, signed))) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox_unpublished LIMIT 1"), Duration.ofMinutes(10));
                 }
+                long jit = BenchStack.ownCompilerTicks() - jit0;
+                java.util.Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
+                cpu1.computeIfPresent("benchmark and loader", (c, ticks) -> ticks - jit);
+                java.util.Map<String, Long> perRow = new java.util.TreeMap<>();
+                BenchStack.cpuMicrosecondsEach(cpu0, cpu1, backlog)
+                        .forEach((c, us) -> perRow.put(c.equals("benchmark and loader") ? "relay and broker" : c, us));
+                perRow.put("JIT compiler", Math.round(jit * 10_000.0 / backlog));
+                System.out.printf("   batch %d, %s: CPU per row, microseconds: %s%n", batch, signed ? "signed" : "unsigned", perRow);
                 // From the relay's takeover to its last mark, which moved the position past the backlog.
                 double elapsed = BenchSql.queryDouble(db, "SELECT extract(epoch FROM p.updated_at - min(t.acquired_at)) "
                         + "FROM outbox_position p, lease_takeover t WHERE t.role = 'relay' AND p.role = 'relay' GROUP BY p.updated_at");
