@@ -1,9 +1,11 @@
-# syntax=docker/dockerfile:1
 # Builds every service from this repository with the Maven wrapper, then runs it as a non-root user.
 FROM eclipse-temurin:17-jdk AS build
 WORKDIR /src
 # The poms alone bought no layer cache (no dependency step could use them: the modules depend on
 # each other's builds); a BuildKit cache mount keeps the Maven repository between builds instead.
+# docker/maven-cache.Dockerfile fills it from a local ~/.m2, so that a build downloads nothing (CI).
+# No "# syntax=" line: that makes BuildKit pull its Dockerfile front end from Docker Hub, and the
+# engine's own supports everything here.
 COPY . .
 RUN --mount=type=cache,target=/root/.m2 ./mvnw -B -q --no-transfer-progress -pl dispatcher,relay,consumer,cli -am package -DskipTests
 

@@ -16,6 +16,8 @@ import org.testcontainers.kafka.KafkaContainer;
  *   <li>otherwise a single-node KRaft broker inside this JVM ({@code KafkaClusterTestKit}).
  * </ol>
  *
+ * <p>{@code FJ_TEST_SERVERS} narrows the last two as for {@link TestPostgres}.
+ *
  * <p>Tests share the broker, so each test uses topics and group ids of its own.
  */
 public final class TestKafka {
@@ -48,7 +50,12 @@ public final class TestKafka {
             return new TestKafka(bootstrap.get(), BOOTSTRAP_ENV);
         }
         if (TestPostgres.Docker.available()) {
-            KafkaContainer container = new KafkaContainer(KAFKA_IMAGE);
+            // Configured as the in-JVM broker is (startEmbedded): Testcontainers' defaults create
+            // topics on first use and give the offsets topic one partition.
+            KafkaContainer container = new KafkaContainer(KAFKA_IMAGE)
+                    .withEnv("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
+                    .withEnv("KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS", "4")
+                    .withEnv("KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS", "4");
             container.start();
             Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-kafka-stop"));
             return new TestKafka(container.getBootstrapServers(), "Testcontainers");

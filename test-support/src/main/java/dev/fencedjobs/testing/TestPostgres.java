@@ -26,6 +26,9 @@ import org.testcontainers.postgresql.PostgreSQLContainer;
  *   <li>otherwise an embedded PostgreSQL 17 started from Maven-served binaries.
  * </ol>
  *
+ * <p>{@code FJ_TEST_SERVERS} narrows the last two: {@code testcontainers} requires a Docker engine
+ * (no engine fails the test instead of falling back), {@code embedded} does not ask for one.
+ *
  * <p>Tests never share a database: {@link #createDatabase} makes a fresh one each time.
  */
 public final class TestPostgres {
@@ -64,7 +67,10 @@ public final class TestPostgres {
             return new TestPostgres(url.get(), env(USER_ENV).orElse("postgres"), env(PASSWORD_ENV).orElse(""), URL_ENV);
         }
         if (Docker.available()) {
-            PostgreSQLContainer container = new PostgreSQLContainer("postgres:17");
+            // As the embedded server is set up: room for a handful of services, pools and tests at once
+            // (the image's default, 100, ran out), and no fsync (as Testcontainers sets by default).
+            PostgreSQLContainer container = new PostgreSQLContainer("postgres:17")
+                    .withCommand("postgres", "-c", "fsync=off", "-c", "max_connections=300");
             container.start();
             Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-postgres-stop"));
             return new TestPostgres(container.getJdbcUrl(), container.getUsername(), container.getPassword(), "Testcontainers");
@@ -134,16 +140,34 @@ public final class TestPostgres {
         }
     }
 
-    /** Asks Testcontainers once whether a Docker engine answers. */
+    /**
+     * Whether to take servers from Testcontainers: asks once whether a Docker engine answers, unless
+     * {@code FJ_TEST_SERVERS} decides ({@code embedded}: no; {@code testcontainers}: yes, and no
+     * engine is an error).
+     */
     static final class Docker {
+        static final String SERVERS_ENV = "FJ_TEST_SERVERS";
         private static Boolean available;
 
         static synchronized boolean available() {
             if (available == null) {
+                String servers = env(SERVERS_ENV).orElse("auto").toLowerCase(Locale.ROOT);
+                if (servers.equals("embedded")) {
+                    available = false;
+                    log.info("Docker engine for Testcontainers: not asked ({}=embedded), using embedded servers", SERVERS_ENV);
+                    return available;
+                }
+                if (!servers.equals("auto") && !servers.equals("testcontainers")) {
+                    throw new IllegalStateException(SERVERS_ENV + "=" + servers + ": expected testcontainers, embedded or auto");
+                }
                 try {
                     available = DockerClientFactory.instance().isDockerAvailable();
                 } catch (RuntimeException | LinkageError e) {
                     available = false;
+                }
+                if (!available && servers.equals("testcontainers")) {
+                    available = null;
+                    throw new IllegalStateException(SERVERS_ENV + "=testcontainers, but no Docker engine answers Testcontainers");
                 }
                 log.info("Docker engine for Testcontainers: {}", available ? "available" : "not available, using embedded servers");
             }

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# As the distribution's script of this name: org.apache.kafka.tools.TopicCommand.
+exec /opt/kafka/bin/kafka-run-class.sh org.apache.kafka.tools.TopicCommand "$@"
