@@ -68,7 +68,7 @@ public final class TestPostgres {
         }
         if (Docker.available()) {
             // As the embedded server is set up: room for a handful of services, pools and tests at once
-            // (the image's default, 100, ran out), and no fsync (as Testcontainers sets by default).
+            // (300, where the image's default is 100), and no fsync (as Testcontainers sets by default).
             PostgreSQLContainer container = new PostgreSQLContainer("postgres:17")
                     .withCommand("postgres", "-c", "fsync=off", "-c", "max_connections=300");
             container.start();
