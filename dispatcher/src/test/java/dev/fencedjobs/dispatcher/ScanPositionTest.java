@@ -121,7 +121,7 @@ class ScanPositionTest {
                 long completedBefore = fixture.completed();
                 await().atMost(Duration.ofSeconds(10)).until(() -> fixture.completed() > completedBefore + 200);
                 // The batches have passed it: the last one started after it. A leader that had fallen
-                // behind the load (a slower server: Testcontainers' through Docker's port proxy) would
+                // behind the load (a slower server: Testcontainers' was, through Docker's port mapping) would
                 // reach it from its position once released, and the batch from the start would prove nothing.
                 JobBatches.Position locked = new JobBatches.Position(
                         fixture.dsl().fetchOne("SELECT due_at FROM jobs WHERE id = " + id).get(0, java.time.OffsetDateTime.class), id);
@@ -144,7 +144,7 @@ class ScanPositionTest {
         // inserting transaction, so none of them may send the next batch back to the start.
         Dispatcher leader = fixture.leader().orElseThrow();
         // 300 batches from a position, however fast the server makes them (about 7 a second through
-        // Testcontainers' port proxy, several times that embedded): the wait fails only if the batches stop.
+        // Testcontainers' port mapping here, several times that embedded): the wait fails only if the batches stop.
         long afterPosition = positioned();
         long[] progress = {afterPosition, System.nanoTime()};
         await().atMost(Duration.ofMinutes(5)).pollInterval(Duration.ofMillis(100)).until(() -> {
