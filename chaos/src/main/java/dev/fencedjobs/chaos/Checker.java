@@ -23,7 +23,7 @@ import java.util.function.Function;
 import java.util.stream.Collectors;
 
 /**
- * Checks a run's {@link History} against every invariant of DESIGN.md, after the system drained.
+ * Checks a run's {@link History} against every invariant that docs/fault-injection.md lists, after the system drained.
  * Each violation names the invariant, says what is wrong, and carries the rows that show it.
  */
 public final class Checker {

@@ -72,7 +72,7 @@ final class Demo {
         if (leader.isEmpty()) {
             return false;
         }
-        System.out.println(String.format("%-13s| SIGKILL %s, the leader with token %d; a follower takes over after the lease (5 s)",
+        System.out.println(String.format("%-13s| SIGKILL %s, the leader with token %d; a follower takes over once its database session ends (after the lease, 5 s, at the latest)",
                 "demo", leader.get().name, token));
         leader.get().process.kill();
         stack.children().remove(leader.get());

@@ -81,7 +81,8 @@ class LocalStackIT {
                 dev.fencedjobs.db.LeaseRow lease = dev.fencedjobs.db.LeaseRow.of(owner, "scheduler").orElseThrow();
                 token = lease.token();
                 leaderPid = lease.holderPid();
-                // Stop the leader process abruptly: no release, a follower takes over after the lease.
+                // Stop the leader process abruptly: no release; a follower takes over once the dead leader's
+                // database session ends (after the lease at the latest).
                 assertThat(ProcessHandle.of(leaderPid)).isPresent();
                 ProcessHandle.of(leaderPid).orElseThrow().destroyForcibly();
                 try (Connection producer = DriverManager.getConnection(url, "fj_producer", "producer"); Statement p = producer.createStatement()) {

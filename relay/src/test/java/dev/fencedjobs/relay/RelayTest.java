@@ -69,7 +69,7 @@ class RelayTest {
 
     @Test
     void aRelayKilledAfterTheBrokerAcknowledgedButBeforeMarkingCausesExactlyThatBatchAgain() throws Exception {
-        // Relay A "dies" right after its Kafka commit: its mark and its lease stop for good.
+        // Relay A "dies" right after the broker acknowledged its batch: its mark and its lease stop for good.
         Gate dead = new Gate();
         List<List<Long>> unmarked = new CopyOnWriteArrayList<>();
         UnaryOperator<OutboxStore> dyingAfterAck = delegate -> new DelegatingStore(delegate) {
