@@ -55,7 +55,8 @@ class DashboardBrowserTest {
     void thePageShowsRolesTokensTakeoversLagsDeadLettersAndStaleRejections() throws Exception {
         // Skipped on a developer's machine without Chromium; under CI (CI set, as .ci/run does, which
         // installs it) a missing browser fails the build instead of hiding an untested dashboard.
-        if (System.getenv("CI") != null && !System.getenv("CI").isBlank()) {
+        String ci = System.getenv("CI");
+        if (ci != null && !ci.isBlank()) {
             assertThat(CHROMIUM).as("CI is set: the dashboard must be tested in a browser; .ci/run installs Debian's chromium").isExecutable();
         }
         assumeTrue(Files.isExecutable(CHROMIUM), "needs Debian's chromium: apt-get install chromium");
