@@ -262,7 +262,7 @@ final class BenchStack implements AutoCloseable {
 
     long liveLeases() {
         try (Connection c = owner()) {
-            return dev.fencedjobs.db.LeaseRow.all(c).stream().filter(dev.fencedjobs.db.LeaseRow::live).count();
+            return dev.fencedjobs.lease.LeaseRow.all(c).stream().filter(dev.fencedjobs.lease.LeaseRow::live).count();
         } catch (SQLException e) {
             throw new IllegalStateException("reading leader_lease", e);
         }

@@ -2,7 +2,7 @@ package dev.fencedjobs.bench;
 
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.runtime.RunningService;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.bench;
 
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TcpProxy;
 import java.sql.Connection;
@@ -227,7 +227,7 @@ final class FailoverPhase {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (leaderName == null) {
             try (Connection c = stack.owner()) {
-                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(c, role);
+                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(c, role);
                 if (lease.isPresent()) {
                     long pid = lease.get().holderPid();
                     token = lease.get().token();

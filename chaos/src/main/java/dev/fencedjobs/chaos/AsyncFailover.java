@@ -4,7 +4,7 @@ import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;

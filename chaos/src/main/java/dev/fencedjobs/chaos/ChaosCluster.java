@@ -114,7 +114,7 @@ final class ChaosCluster {
                         + " AND k.objid = (l.fencing_token & 4294967295)::oid"
                         + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
             s.setString(1, role);
-            s.setLong(2, Integer.toUnsignedLong(dev.fencedjobs.db.Lease.signOfLifeKey(role)));
+            s.setLong(2, Integer.toUnsignedLong(dev.fencedjobs.lease.Lease.signOfLifeKey(role)));
             try (java.sql.ResultSet r = s.executeQuery()) {
                 r.next();
                 return r.getInt(1);
@@ -184,7 +184,7 @@ final class ChaosCluster {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
             try (Connection c = owner()) {
-                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(c, role);
+                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(c, role);
                 if (lease.isPresent()) {
                     for (Service service : services) {
                         if (service.pid() == lease.get().holderPid() && service.alive()) {

@@ -529,7 +529,7 @@ public final class Cli {
             String holder = options.get("holder");
             long token;
             if (holder == null) {
-                java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.of(c, role);
+                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.of(c, role);
                 if (lease.isEmpty()) {
                     err.println("fenced-jobs release: no lease for role " + role);
                     return 1;
@@ -543,7 +543,7 @@ public final class Cli {
                     throw new UsageException("release: --token must be a whole number, got " + options.get("token"));
                 }
             }
-            boolean released = dev.fencedjobs.db.Lease.release(org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES), role, holder, token);
+            boolean released = dev.fencedjobs.lease.Lease.release(org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES), role, holder, token);
             if (released) {
                 out.println("Released " + role + " (holder " + holder + ", token " + token + "); followers were notified");
                 return 0;

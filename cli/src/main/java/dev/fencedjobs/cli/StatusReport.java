@@ -1,6 +1,6 @@
 package dev.fencedjobs.cli;
 
-import dev.fencedjobs.db.LeaseRow;
+import dev.fencedjobs.lease.LeaseRow;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.ResultSet;

@@ -3,7 +3,7 @@ package dev.fencedjobs.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.Database;
-import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.testing.PostgresExtension;
@@ -78,7 +78,7 @@ class CliTest {
 
     static boolean liveScheduler() throws Exception {
         try (Connection c = postgres.database().connect()) {
-            return dev.fencedjobs.db.LeaseRow.live(c, "scheduler").isPresent();
+            return dev.fencedjobs.lease.LeaseRow.live(c, "scheduler").isPresent();
         }
     }
 

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.relay.RelayConfig;

@@ -12,6 +12,8 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_WAITING;
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.consumer.FenceDecisions.Fence;
+import dev.fencedjobs.consumer.FenceDecisions.Tenure;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.RecordSignatures;
 import java.nio.charset.StandardCharsets;
@@ -120,75 +122,22 @@ final class BatchProcessor {
         }
     }
 
-    /** Who held a token, since when; either part null when not known. */
-    record Tenure(String holder, OffsetDateTime acquiredAt) {
-        static final Tenure UNKNOWN = new Tenure(null, null);
-
-        boolean known() {
-            return holder != null && acquiredAt != null;
-        }
-
-        /** Both known and different: the same token was issued twice. */
-        boolean contradicts(Tenure other) {
-            return known() && other.known() && !(holder.equals(other.holder) && acquiredAt.isEqual(other.acquiredAt));
-        }
-
-        @Override
-        public String toString() {
-            return known() ? holder + " since " + acquiredAt : "(tenure not known)";
-        }
-    }
-
-    /**
-     * What the fence knew when it decided: the resource's highest token and its tenure, the first
-     * outbox id applied with it (0: not known) and the highest outbox id applied.
-     */
-    private record Fence(long highestToken, long tokenFirstOutboxId, long highestOutboxId, Tenure tenure) {
-
-        /**
-         * The fence after applying a record with this outbox id, token and tenure. A higher token
-         * starts over from its first row: in commit order every row before it has a lower outbox id,
-         * and after a failover the promoted database may hand out outbox ids already seen.
-         */
-        Fence after(long outboxId, long token, Tenure recordTenure) {
-            if (token > highestToken) {
-                return new Fence(token, outboxId, outboxId, recordTenure);
-            }
-            long highestOutbox = Math.max(highestOutboxId, outboxId);
-            if (token == highestToken) {
-                long first = tokenFirstOutboxId > 0 ? Math.min(tokenFirstOutboxId, outboxId) : 0;
-                return new Fence(token, first, highestOutbox, recordTenure.known() ? recordTenure : tenure);
-            }
-            return new Fence(highestToken, tokenFirstOutboxId, highestOutbox, tenure);
-        }
-
-        /** The record carries the highest token, from another tenure. */
-        boolean tokenReusedBy(long token, Tenure recordTenure) {
-            return token == highestToken && tenure.contradicts(recordTenure);
-        }
-
-        /** Below an outbox id applied, without a higher token (which starts over: see {@link #after}). */
-        boolean late(long outboxId, long token) {
-            return token <= highestToken && outboxId < highestOutboxId;
-        }
-
-        /** A lower token is acceptable only as a late row of an earlier tenure: below where the higher token begins. */
-        boolean admits(long outboxId, long token) {
-            return token >= highestToken || (tokenFirstOutboxId > 0 && outboxId < tokenFirstOutboxId);
-        }
-    }
-
-    private record Decision(Candidate candidate, Outcome outcome, Fence before) {
-        boolean late() {
-            return outcome == Outcome.APPLIED && before.late(candidate.job().outboxId(), candidate.job().fencingToken());
-        }
-    }
+    private record Decision(Candidate candidate, Outcome outcome, Fence before) {}
 
     /** A reuse to report: of a job id (with what was processed under it) or of a token. */
     private record Reuse(Decision decision, String kind, String previous) {}
 
     /** The claims of one batch: the decisions whose job this transaction claimed, and the reuses found. */
-    private record Claims(Set<Decision> claimed, List<Reuse> reused) {}
+    private record Claims(Set<Decision> claimed, List<Reuse> reused) {
+
+        /** What claiming the decision's job id found; a reuse is claimed only where its job was not processed under that id yet. */
+        FenceDecisions.Claim of(Decision d) {
+            if (!claimed.contains(d)) {
+                return FenceDecisions.Claim.SAME_JOB;
+            }
+            return reused.stream().anyMatch(r -> r.decision() == d) ? FenceDecisions.Claim.OTHER_JOB : FenceDecisions.Claim.NEW;
+        }
+    }
 
     private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(BatchProcessor.class);
 
@@ -277,20 +226,22 @@ final class BatchProcessor {
         Map<String, Fence> fences = new HashMap<>();
         for (Decision d : deciding) {
             Job job = d.candidate().job();
-            if (!claims.claimed().contains(d)) {
-                duplicates++;
-            } else if (d.outcome() == Outcome.APPLIED) {
-                toApply.add(job);
-                Fence before = fences.getOrDefault(job.resource(), decided.locked().get(job.resource()));
-                if (before.tokenReusedBy(job.fencingToken(), d.candidate().tenure())) {
-                    reused.add(new Reuse(d, "token", before.tenure().toString()));
+            switch (FenceDecisions.verdict(false, claims.of(d), d.before(), job.outboxId(), job.fencingToken())) {
+                case DUPLICATE -> duplicates++;
+                case STALE -> rejected.add(d);
+                case APPLIED, LATE, REUSED -> {
+                    toApply.add(job);
+                    Fence before = fences.getOrDefault(job.resource(), decided.locked().get(job.resource()));
+                    if (before.tokenReusedBy(job.fencingToken(), d.candidate().tenure())) {
+                        reused.add(new Reuse(d, "token", before.tenure().toString()));
+                    }
+                    fences.put(job.resource(), before.after(job.outboxId(), job.fencingToken(), d.candidate().tenure()));
+                    // A reused id can be late too.
+                    if (d.before().late(job.outboxId(), job.fencingToken())) {
+                        late.add(d);
+                    }
                 }
-                fences.put(job.resource(), before.after(job.outboxId(), job.fencingToken(), d.candidate().tenure()));
-                if (d.late()) {
-                    late.add(d);
-                }
-            } else {
-                rejected.add(d);
+                case WAITING -> throw new IllegalStateException("parked before the claims");
             }
         }
         try {
@@ -457,7 +408,7 @@ final class BatchProcessor {
             }
             OffsetDateTime held = r.get(CONSUMER_PROCESSED.JOB_CREATED_AT);
             holder.put(job.jobId(), held);
-            if (held == null || job.createdAt() == null || held.isEqual(job.createdAt())) {
+            if (FenceDecisions.Claim.of(true, held, job.createdAt()) == FenceDecisions.Claim.SAME_JOB) {
                 claimed.add(d);
             } else {
                 reissued.put(d, previousJob(job.jobId(), held, r.get(CONSUMER_PROCESSED.RESOURCE), r.get(CONSUMER_PROCESSED.FENCING_TOKEN),

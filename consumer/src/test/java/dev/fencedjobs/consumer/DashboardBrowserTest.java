@@ -7,7 +7,7 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.runtime.KafkaSettings;

@@ -12,7 +12,7 @@ import ch.qos.logback.core.read.ListAppender;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;

@@ -1,11 +1,11 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.Grants;
+import dev.fencedjobs.lease.Grants;
 import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.runtime.PurgeSchedule;
 import dev.fencedjobs.runtime.Purger;

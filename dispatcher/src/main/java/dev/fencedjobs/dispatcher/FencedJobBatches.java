@@ -11,8 +11,8 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import java.time.OffsetDateTime;
 import org.jooq.CommonTableExpression;

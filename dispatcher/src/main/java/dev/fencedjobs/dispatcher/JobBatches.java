@@ -1,6 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import java.time.OffsetDateTime;
 
 /** The leader's two database operations. */

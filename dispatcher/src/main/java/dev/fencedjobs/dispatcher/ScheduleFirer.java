@@ -1,12 +1,12 @@
 package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.runtime.Occurrences;
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.runtime.Grants;
+import dev.fencedjobs.lease.Grants;
 import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Next;
-import dev.fencedjobs.runtime.ScriptedGrants;
+import dev.fencedjobs.lease.ScriptedGrants;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;

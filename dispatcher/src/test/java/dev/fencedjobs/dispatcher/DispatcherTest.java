@@ -5,7 +5,7 @@ import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
@@ -181,7 +181,7 @@ class DispatcherTest {
     @Test
     void theWarmUpWritesAndLocksNothing() {
         fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'due')");
-        dev.fencedjobs.db.Lease lease = new dev.fencedjobs.db.Lease(fixture.dsl(), "scheduler", "warm", Duration.ofSeconds(30),
+        dev.fencedjobs.lease.Lease lease = new dev.fencedjobs.lease.Lease(fixture.dsl(), "scheduler", "warm", Duration.ofSeconds(30),
                 dev.fencedjobs.db.Ticker.system());
         lease.acquireOrRenew().orElseThrow();
 

@@ -4,8 +4,8 @@ import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.PostgresExtension;
 import java.time.Duration;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;

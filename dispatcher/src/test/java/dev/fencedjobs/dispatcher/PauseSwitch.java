@@ -1,7 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.testing.Gate;
 
 /**
@@ -29,7 +29,7 @@ final class PauseSwitch {
     }
 
     static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
-        return dev.fencedjobs.runtime.GatedLease.gated(gate, delegate);
+        return dev.fencedjobs.lease.GatedLease.gated(gate, delegate);
     }
 
     JobBatches batches(JobBatches delegate) {

@@ -62,7 +62,7 @@ class SchedulesTest {
                 fixture.dsl().execute("INSERT INTO schedules (name, every, misfire, starts_at) VALUES (?, interval '10 minutes', ?, "
                         + "date_trunc('second', clock_timestamp()) - interval '90 minutes 30 seconds')", "missed-" + policy, policy);
             }
-            DispatcherConfig base = fixture.config(new dev.fencedjobs.db.LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500);
+            DispatcherConfig base = fixture.config(new dev.fencedjobs.lease.LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500);
             fixture.start(new DispatcherConfig(base.service(), base.lease(), base.batchSize(), base.jobsRetention(), Duration.ofMinutes(5)),
                     java.util.function.UnaryOperator.identity(), java.util.function.UnaryOperator.identity());
             for (String policy : List.of("all", "latest", "skip")) {

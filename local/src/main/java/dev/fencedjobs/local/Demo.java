@@ -61,7 +61,7 @@ final class Demo {
     private boolean killLeader(Statement s) throws Exception {
         String holder;
         long token;
-        java.util.Optional<dev.fencedjobs.db.LeaseRow> lease = dev.fencedjobs.db.LeaseRow.live(s.getConnection(), "scheduler");
+        java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(s.getConnection(), "scheduler");
         if (lease.isEmpty()) {
             return false;
         }

@@ -78,7 +78,7 @@ class LocalStackIT {
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 200);
                 long token;
                 long leaderPid;
-                dev.fencedjobs.db.LeaseRow lease = dev.fencedjobs.db.LeaseRow.of(owner, "scheduler").orElseThrow();
+                dev.fencedjobs.lease.LeaseRow lease = dev.fencedjobs.lease.LeaseRow.of(owner, "scheduler").orElseThrow();
                 token = lease.token();
                 leaderPid = lease.holderPid();
                 // Stop the leader process abruptly: no release; a follower takes over once the dead leader's
@@ -90,7 +90,7 @@ class LocalStackIT {
                             + "FROM generate_series(1, 200) g");
                 }
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 400);
-                assertThat(dev.fencedjobs.db.LeaseRow.of(owner, "scheduler").orElseThrow().token()).isGreaterThan(token);
+                assertThat(dev.fencedjobs.lease.LeaseRow.of(owner, "scheduler").orElseThrow().token()).isGreaterThan(token);
                 assertThat(count(s, "SELECT count(DISTINCT job_id) FROM ledger")).isEqualTo(400);
                 assertThat(count(s, "SELECT count(*) FROM jobs j JOIN ledger l ON l.job_id = j.id AND l.fencing_token = j.completed_by_token"))
                         .as("every effect carries the token that completed its job").isEqualTo(400);

@@ -9,8 +9,8 @@ import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.val;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.Lease;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;

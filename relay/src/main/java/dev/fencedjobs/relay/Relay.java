@@ -1,13 +1,13 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.db.HolderId;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.HolderId;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.runtime.LeasedService;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import java.time.Duration;
 import java.util.List;

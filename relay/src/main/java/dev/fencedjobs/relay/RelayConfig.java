@@ -1,7 +1,7 @@
 package dev.fencedjobs.relay;
 
 import dev.fencedjobs.db.ConfigException;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;

@@ -1,13 +1,13 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Backoff;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.runtime.KafkaHealth;
 import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.Grants;
+import dev.fencedjobs.lease.Grants;
 import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.RecordTrust;

@@ -7,11 +7,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.Embedding;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.Leadership;
+import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.Gate;
@@ -152,7 +152,7 @@ final class RelayFixture implements AutoCloseable {
     }
 
     static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
-        return dev.fencedjobs.runtime.GatedLease.gated(gate, delegate);
+        return dev.fencedjobs.lease.GatedLease.gated(gate, delegate);
     }
 
     @Override

@@ -3,12 +3,12 @@ package dev.fencedjobs.relay;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.Next;
-import dev.fencedjobs.runtime.ScriptedGrants;
+import dev.fencedjobs.lease.ScriptedGrants;
 import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;

@@ -4,7 +4,7 @@ import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.Gate;

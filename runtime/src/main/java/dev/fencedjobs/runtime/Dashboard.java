@@ -1,6 +1,6 @@
 package dev.fencedjobs.runtime;
 
-import dev.fencedjobs.db.LeaseRow;
+import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;

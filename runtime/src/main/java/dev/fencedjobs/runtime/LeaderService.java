@@ -1,11 +1,11 @@
 package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.Database;
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.HolderWatch;
-import dev.fencedjobs.db.Lease;
-import dev.fencedjobs.db.LeaseConfig;
-import dev.fencedjobs.db.LeaseSession;
+import dev.fencedjobs.lease.HolderWatch;
+import dev.fencedjobs.lease.Lease;
+import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.Leadership;
+import dev.fencedjobs.lease.LeaseSession;
 import dev.fencedjobs.db.Ticker;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
@@ -13,7 +13,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.UnaryOperator;
@@ -104,14 +103,14 @@ public final class LeaderService implements AutoCloseable {
             // neither connection opens before the first attempt.
             leaseSession = new LeaseSession(lease, runtime.sessions("lease"));
             holderWatch = new HolderWatch(spec.role(), runtime.sessions("watch"));
-            ops = sessionOps(leaseSession);
+            ops = leaseSession;
         } else {
             leaseSession = null;
             holderWatch = null;
-            ops = poolOps(lease);
+            ops = lease;
         }
         try {
-            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(ops), watchOps(holderWatch),
+            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(ops), holderWatch,
                     spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
             this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker()));
             List<String> channels = new ArrayList<>(spec.channels());
@@ -138,78 +137,6 @@ public final class LeaderService implements AutoCloseable {
             // Ends the session, and with it the sign of life: a waiting follower takes over now.
             leaseSession.close();
         }
-    }
-
-    /** The lease's statements over its own session (the fast path). */
-    static Leadership.LeaseOps sessionOps(LeaseSession session) {
-        return new Leadership.LeaseOps() {
-            @Override
-            public Optional<Grant> acquireOrRenew() {
-                return session.acquireOrRenew();
-            }
-
-            @Override
-            public boolean release(long token) {
-                return session.release(token);
-            }
-
-            @Override
-            public Optional<Lease.Holder> holder() {
-                return session.holder();
-            }
-
-            @Override
-            public Optional<Grant> takeOver(long token) {
-                return session.takeOver(token);
-            }
-        };
-    }
-
-    /** The lease's statements over the pool (the fast path off). */
-    static Leadership.LeaseOps poolOps(Lease lease) {
-        return new Leadership.LeaseOps() {
-            @Override
-            public Optional<Grant> acquireOrRenew() {
-                return lease.acquireOrRenew();
-            }
-
-            @Override
-            public boolean release(long token) {
-                return lease.release(token);
-            }
-
-            @Override
-            public Optional<Lease.Holder> holder() {
-                return lease.holder();
-            }
-        };
-    }
-
-    static Leadership.SessionWatch watchOps(HolderWatch watch) {
-        if (watch == null) {
-            return null;
-        }
-        return new Leadership.SessionWatch() {
-            @Override
-            public boolean await(long token, Duration upTo) {
-                return watch.await(token, upTo);
-            }
-
-            @Override
-            public void unlock(long token) {
-                watch.unlock(token);
-            }
-
-            @Override
-            public void interrupt() {
-                watch.interrupt();
-            }
-
-            @Override
-            public void close() {
-                watch.close();
-            }
-        };
     }
 
     public static LeaderService start(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {

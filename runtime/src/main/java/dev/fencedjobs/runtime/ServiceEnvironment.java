@@ -1,7 +1,7 @@
 package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;

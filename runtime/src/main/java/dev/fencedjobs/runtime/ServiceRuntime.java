@@ -132,7 +132,7 @@ public final class ServiceRuntime implements AutoCloseable {
      * connection of its own, set up as the pool's are, or, on a lent pool, one of the pool's kept
      * for it until the service stops.
      */
-    public dev.fencedjobs.db.LeaseSession.Connections sessions(String purpose) {
+    public dev.fencedjobs.lease.LeaseSession.Connections sessions(String purpose) {
         if (ownPool != null) {
             return () -> Database.session(config.database(), service + "-" + purpose);
         }

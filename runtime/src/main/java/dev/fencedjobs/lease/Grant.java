@@ -1,5 +1,6 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
+import dev.fencedjobs.db.Ticker;
 import java.time.OffsetDateTime;
 
 /**

@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.db.DbTime;
+import dev.fencedjobs.db.Ticker;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;

@@ -1,24 +1,27 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import java.math.BigDecimal;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 
 /**
- * One row of {@code leader_lease} as the status pages, the CLI, the tools and the tests read it:
- * plain JDBC, liveness in database time. The services themselves go through {@link Lease}.
+ * One row of {@code leader_lease}, the one read-model of it: plain JDBC, liveness in database time.
+ * The status pages, the CLI, the tools and the tests read it; a follower reads the holder with its
+ * sign of life instead ({@link Lease.Holder}).
  *
+ * @param expiresAt as the database wrote it
  * @param live whether it expires after now, in database time
  * @param secondsLeft until it expires (negative once expired), to a tenth of a second
  */
-public record LeaseRow(String role, String holderId, long token, boolean live, BigDecimal secondsLeft) {
+public record LeaseRow(String role, String holderId, long token, OffsetDateTime expiresAt, boolean live, BigDecimal secondsLeft) {
 
-    static final String SELECT = "SELECT role, holder_id, fencing_token, expires_at > clock_timestamp(), "
+    static final String SELECT = "SELECT role, holder_id, fencing_token, expires_at, expires_at > clock_timestamp(), "
             + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease";
 
     /** Every role's row, by role. */
@@ -53,6 +56,7 @@ public record LeaseRow(String role, String holderId, long token, boolean live, B
     }
 
     private static LeaseRow of(ResultSet rs) throws SQLException {
-        return new LeaseRow(rs.getString(1), rs.getString(2), rs.getLong(3), rs.getBoolean(4), rs.getBigDecimal(5));
+        return new LeaseRow(rs.getString(1), rs.getString(2), rs.getLong(3), rs.getObject(4, OffsetDateTime.class), rs.getBoolean(5),
+                rs.getBigDecimal(6));
     }
 }

@@ -1,10 +1,12 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.when;
 
+import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.db.Ticker;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Objects;
@@ -35,7 +37,7 @@ import org.jooq.types.DayToSecond;
  * {@link Ticker} only gives the holder a local deadline for scheduling. The row is never deleted,
  * so tokens never restart (a trigger also refuses it).
  */
-public final class Lease {
+public final class Lease implements Leadership.LeaseOps {
 
     private final DSLContext dsl;
     private final String role;
@@ -52,6 +54,7 @@ public final class Lease {
     }
 
     /** Acquires or renews; empty when another holder's lease is live (a lost race, not a fault). */
+    @Override
     public Optional<Grant> acquireOrRenew() {
         long sentAt = ticker.nanoTime();
         Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
@@ -108,6 +111,7 @@ public final class Lease {
      * Call it only after all leader work has stopped. Changes nothing, and returns false, when the
      * lease has expired or belongs to another holder or token.
      */
+    @Override
     public boolean release(long token) {
         return release(dsl, role, holderId, token);
     }
@@ -145,6 +149,7 @@ public final class Lease {
      * the token has moved on meanwhile. Safety does not rest on the proof: a holder that still runs
      * fails its next guard, as after any takeover.
      */
+    @Override
     public Optional<Grant> takeOver(long token) {
         long sentAt = ticker.nanoTime();
         Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
@@ -164,6 +169,7 @@ public final class Lease {
      * database time (zero once expired), and whether a session holds that token's sign of life
      * ({@link #signOfLifeKey}). Empty when the role was never acquired.
      */
+    @Override
     public Optional<Holder> holder() {
         Field<Long> millis = DSL.field("greatest(0, (extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint)", Long.class,
                 LEADER_LEASE.EXPIRES_AT);
@@ -201,15 +207,11 @@ public final class Lease {
     }
 
     /** The role's lease row, if the role was ever acquired. */
-    public static Optional<LeaseState> read(DSLContext dsl, String role) {
-        Field<Boolean> live = DSL.field(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)).as("live");
-        return dsl.select(LEADER_LEASE.ROLE, LEADER_LEASE.HOLDER_ID, LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, live)
-                .from(LEADER_LEASE)
-                .where(LEADER_LEASE.ROLE.eq(role))
-                .fetchOptional(r -> new LeaseState(r.value1(), r.value2(), r.value3(), r.value4(), r.value5()));
+    public static Optional<LeaseRow> read(DSLContext dsl, String role) {
+        return dsl.connectionResult(c -> LeaseRow.of(c, role));
     }
 
-    public Optional<LeaseState> read() {
+    public Optional<LeaseRow> read() {
         return read(dsl, role);
     }
 

@@ -1,7 +1,5 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
 import dev.fencedjobs.testing.Gate;
 import java.util.Optional;
 

@@ -1,9 +1,10 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.db.Ticker;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Optional;

@@ -1,5 +1,8 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
+import dev.fencedjobs.db.ConfigException;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.Settings;
 import java.time.Duration;
 
 /**

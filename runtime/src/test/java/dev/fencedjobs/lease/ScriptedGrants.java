@@ -1,6 +1,5 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
-import dev.fencedjobs.db.Grant;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.List;

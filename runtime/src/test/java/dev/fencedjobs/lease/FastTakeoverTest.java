@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -6,10 +6,6 @@ import static org.awaitility.Awaitility.await;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.HolderWatch;
-import dev.fencedjobs.db.Lease;
-import dev.fencedjobs.db.LeaseConfig;
-import dev.fencedjobs.db.LeaseSession;
 import dev.fencedjobs.db.Ticker;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.PostgresExtension;
@@ -106,8 +102,8 @@ class FastTakeoverTest {
             String url = proxy == null ? server.url() : viaProxy(server.url(), proxy);
             this.session = new LeaseSession(lease, () -> connect(url, name + "-lease"));
             HolderWatch watch = new HolderWatch(role, () -> connect(server.url(), name + "-watch"));
-            Leadership.LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? LeaderService.sessionOps(session) : LeaderService.poolOps(lease));
-            this.leadership = new Leadership(role, name, ops, config.fastTakeover() ? LeaderService.watchOps(watch) : null, config, Duration.ZERO,
+            Leadership.LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? session : lease);
+            this.leadership = new Leadership(role, name, ops, config.fastTakeover() ? watch : null, config, Duration.ZERO,
                     Ticker.system(), new SimpleMeterRegistry());
             replicas.add(this);
             leadership.start();

@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -29,7 +29,7 @@ import org.jooq.impl.DSL;
  * connection is dropped, and with it the lock; the next call opens a new one. Not for concurrent
  * use beyond its own lock: one thread, the lease thread, drives it.
  */
-public final class LeaseSession implements AutoCloseable {
+public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
 
     /** Where the session's connection comes from. */
     public interface Connections {
@@ -59,6 +59,7 @@ public final class LeaseSession implements AutoCloseable {
     }
 
     /** {@link Lease#acquireOrRenew()} on this session, holding the granted token's sign of life. */
+    @Override
     public synchronized Optional<Grant> acquireOrRenew() {
         Optional<Grant> grant = run(Lease::acquireOrRenew);
         if (grant.isEmpty()) {
@@ -70,6 +71,7 @@ public final class LeaseSession implements AutoCloseable {
     }
 
     /** {@link Lease#takeOver(long)} on this session, holding the new token's sign of life. */
+    @Override
     public synchronized Optional<Grant> takeOver(long token) {
         Optional<Grant> grant = run(l -> l.takeOver(token));
         grant.ifPresent(g -> holdSignOfLife(g.token()));
@@ -81,11 +83,13 @@ public final class LeaseSession implements AutoCloseable {
      * moment later: followers take over on the release's notification, and a wait that ended at the
      * same moment would only compete with it.
      */
+    @Override
     public synchronized boolean release(long token) {
         return run(l -> l.release(token));
     }
 
     /** {@link Lease#holder()}, read on this session. */
+    @Override
     public synchronized Optional<Lease.Holder> holder() {
         return run(Lease::holder);
     }

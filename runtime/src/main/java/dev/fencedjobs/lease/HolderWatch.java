@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -22,7 +22,7 @@ import org.jooq.exception.DataAccessException;
  * one statement: a running statement holds back vacuum's horizon, so no wait is left open for
  * longer than a lease. The session's {@code statement_timeout} is 0 (restored on close).
  */
-public final class HolderWatch implements AutoCloseable {
+public final class HolderWatch implements Leadership.SessionWatch {
 
     private static final String WAIT = "WITH t AS MATERIALIZED (SELECT set_config('lock_timeout', ?, true)) SELECT pg_advisory_lock(?, ?) FROM t";
 
@@ -47,6 +47,7 @@ public final class HolderWatch implements AutoCloseable {
      * once done). False: the wait ran out. Throws when the connection failed or was
      * {@link #interrupt()}ed.
      */
+    @Override
     public boolean await(long token, Duration upTo) {
         Connection c;
         synchronized (lock) {
@@ -81,6 +82,7 @@ public final class HolderWatch implements AutoCloseable {
     }
 
     /** Lets go of a lock {@link #await} got. */
+    @Override
     public void unlock(long token) {
         synchronized (lock) {
             if (connection == null) {
@@ -100,6 +102,7 @@ public final class HolderWatch implements AutoCloseable {
      * new connection. With no wait in progress, the next one ends at once instead, so a wait about
      * to begin for a token that moved on is not left to run its course.
      */
+    @Override
     public void interrupt() {
         Connection c;
         synchronized (lock) {

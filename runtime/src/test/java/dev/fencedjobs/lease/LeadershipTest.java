@@ -1,10 +1,9 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
-import dev.fencedjobs.db.LeaseConfig;
+import dev.fencedjobs.runtime.Backoff;
+import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.db.Ticker;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
@@ -15,7 +14,11 @@ import java.util.Optional;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
-/** Leadership's state machine, with a scripted lease and a settable clock: no database, no sleeps. */
+/**
+ * Leadership's state machine, with a scripted lease, a scripted watch and a settable clock: no
+ * database, no threads, no sleeps. The tests call {@link Leadership#step()} as the lease thread
+ * would, read what it told the watcher, and answer for the watcher.
+ */
 class LeadershipTest {
 
     private static final LeaseConfig LEASE = new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3));
@@ -63,7 +66,7 @@ class LeadershipTest {
     private final java.util.List<Long> takeOvers = new java.util.ArrayList<>();
     private final AtomicInteger interrupts = new AtomicInteger();
 
-    /** The fast path's wait, never run here: the tests drive the lease thread's side. */
+    /** The fast path's wait, never run here: the tests answer for the watcher with {@link Leadership#waitEnded}. */
     private final Leadership.SessionWatch watch = new Leadership.SessionWatch() {
         @Override
         public boolean await(long token, Duration upTo) {
@@ -109,7 +112,7 @@ class LeadershipTest {
         answers.add("another holder");
         l.attempt();
         assertThat(l.watchTarget()).isEmpty();
-        assertThat(interrupts).as("no wait was in progress to cut").hasValue(0);
+        assertThat(interrupts).as("the wait handed to the watcher is cut").hasValue(1);
     }
 
     @Test
@@ -151,6 +154,169 @@ class LeadershipTest {
         assertThat(answers).as("the ordinary attempt asked").isEmpty();
         assertThat(l.watchTarget()).as("and now waits for the new holder's session").hasValue(8L);
         assertThat(l.fastTakeoverCount()).isZero();
+        l.close();
+    }
+
+    private static Watcher.Command waitFor(long token) {
+        return new Watcher.Command(Watcher.Command.Kind.WAIT, token);
+    }
+
+    private static Watcher.Command unlock(long token) {
+        return new Watcher.Command(Watcher.Command.Kind.UNLOCK, token);
+    }
+
+    /** A follower's first step: another holder (token 7, 9 s left) shows a sign of life, so the watcher is told to wait for it. */
+    private Leadership following() {
+        Leadership l = withFastPath();
+        holderRemaining = Duration.ofSeconds(9);
+        signOfLife = true;
+        answers.add("another holder");
+        long start = now;
+        assertThat(l.step()).as("next: the periodic attempt").isEqualTo(Next.sleepUntil(start + LEASE.renewInterval().toNanos()));
+        assertThat(l.takeWatchCommands()).containsExactly(waitFor(7));
+        assertThat(l.watchTarget()).hasValue(7L);
+        return l;
+    }
+
+    @Test
+    void theStepSleepsUntilTheNextThingDue_andAFollowerSendsNothingBeforeTheHoldersExpiry() {
+        Leadership l = following();
+        now += LEASE.renewInterval().toNanos();
+        assertThat(l.step()).as("the periodic attempt is skipped: the holder's lease runs until 9 s")
+                .isEqualTo(Next.sleepUntil(now + LEASE.renewInterval().toNanos()));
+        now += Duration.ofMillis(6005).toNanos();
+        holderToken = 8L;
+        signOfLife = false;
+        answers.add(9L);
+        l.step();
+        assertThat(answers).as("the attempt at the expiry asked").isEmpty();
+        assertThat(l.current()).map(Grant::token).contains(9L);
+        assertThat(l.takeWatchCommands()).as("a wait in progress is left to end by itself").isEmpty();
+        assertThat(interrupts).hasValue(0);
+    }
+
+    @Test
+    void race_theTokenMovesDuringAWait_theWaitIsCutAndTheNewTokenWaitedFor() {
+        Leadership l = following();
+        // The holder of 7 expired and a third replica took over (token 8, with a sign of life)
+        // while the watcher still waits for 7.
+        now += Duration.ofMillis(9005).toNanos();
+        holderToken = 8L;
+        holderRemaining = Duration.ofSeconds(10);
+        answers.add("another holder");
+        l.step();
+        assertThat(l.watchTarget()).hasValue(8L);
+        assertThat(interrupts).as("the wait for 7 is cut").hasValue(1);
+        assertThat(l.takeWatchCommands()).as("nothing new until the watcher answers").isEmpty();
+
+        // Its session ended just before the cut: the answer for 7 takes nothing over.
+        l.waitEnded(7L, true, null);
+        l.step();
+        assertThat(takeOvers).isEmpty();
+        assertThat(l.takeWatchCommands()).containsExactly(unlock(7), waitFor(8));
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+
+        // The wait for 8 is cut by a later token move too; a failed (cut) wait hands the next one over.
+        now += Duration.ofMillis(10005).toNanos();
+        holderToken = 9L;
+        answers.add("another holder");
+        l.step();
+        l.waitEnded(8L, false, new IllegalStateException("connection aborted"));
+        l.step();
+        assertThat(l.takeWatchCommands()).containsExactly(waitFor(9));
+        assertThat(l.watchTarget()).hasValue(9L);
+        l.close();
+    }
+
+    @Test
+    void race_aWaitFailsAfterADatabaseRestart_theFollowerLooksAgainUntilTheHolderShowsASignOfLife() {
+        Leadership l = following();
+        long failedAt = now;
+        l.waitEnded(7L, false, new IllegalStateException("terminating connection due to administrator command"));
+        assertThat(l.step()).as("one look at the holder a renewal interval later")
+                .isEqualTo(Next.sleepUntil(failedAt + LEASE.renewInterval().toNanos()));
+        assertThat(l.watchTarget()).as("a failed wait proves nothing").isEmpty();
+        assertThat(takeOvers).isEmpty();
+
+        // The holder has not taken its sign of life again on its new session yet: look again later.
+        now += LEASE.renewInterval().toNanos();
+        signOfLife = false;
+        holderRemaining = Duration.ofSeconds(6);
+        l.step();
+        assertThat(l.takeWatchCommands()).isEmpty();
+
+        // Now it has: wait for it again, and take over when that session ends.
+        now += LEASE.renewInterval().toNanos();
+        signOfLife = true;
+        holderRemaining = Duration.ofSeconds(3).plusMillis(500);
+        l.step();
+        assertThat(l.takeWatchCommands()).containsExactly(waitFor(7));
+        l.waitEnded(7L, true, null);
+        l.step();
+        assertThat(takeOvers).containsExactly(7L);
+        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.takeWatchCommands()).containsExactly(unlock(7));
+        l.close();
+    }
+
+    @Test
+    void race_aReleaseArrivesDuringAWait_theFollowerAcquiresAndTheLateAnswerTakesNothingOver() {
+        Leadership l = following();
+        holderToken = 8L;
+        answers.add(8L);
+        l.attemptNow();
+        l.step();
+        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.watchTarget()).isEmpty();
+        assertThat(interrupts).as("the wait is left to end by itself, not cut").hasValue(0);
+
+        // The released holder's session ends: the watcher's answer arrives after the grant.
+        l.waitEnded(7L, true, null);
+        l.step();
+        assertThat(takeOvers).as("a leader takes nothing over").isEmpty();
+        assertThat(l.takeWatchCommands()).as("the lock is let go, and no new wait begins").containsExactly(unlock(7));
+        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.acquisitions()).isEqualTo(1);
+        l.close();
+    }
+
+    @Test
+    void race_theSessionEndedAnswerArrivesAfterTheHolderCameBack_theFollowerTakesOverAndTheHolderIsFenced() {
+        Leadership l = following();
+        // The holder's session ended (a restart of its process, say) and it came back on a new one
+        // and renewed token 7 before this answer was handled. The ended session is proof enough:
+        // the takeover moves the token, so whatever the returning holder writes under 7 is refused.
+        holderRemaining = Duration.ofSeconds(10);
+        l.waitEnded(7L, true, null);
+        int before = changes.get();
+        l.step();
+        assertThat(takeOvers).containsExactly(7L);
+        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.fastTakeoverCount()).isEqualTo(1);
+        assertThat(changes.get()).as("the worker is told").isEqualTo(before + 1);
+        assertThat(l.takeWatchCommands()).containsExactly(unlock(7));
+
+        // The same answer twice (it cannot come twice; if it did) changes nothing.
+        l.waitEnded(7L, true, null);
+        l.step();
+        assertThat(takeOvers).containsExactly(7L);
+        l.close();
+    }
+
+    @Test
+    void aStepDownByTheWorkStopsHandingOutTheGrantAtOnce_andTheLeaseThreadTellsTheListeners() {
+        Leadership l = leadership();
+        answers.add(1L);
+        l.step();
+        Grant g = l.current().orElseThrow();
+        int before = changes.get();
+        l.stepDown(g, "guard rejected");
+        assertThat(l.current()).isEmpty();
+        assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
+        assertThat(changes.get()).as("not on the worker's thread").isEqualTo(before);
+        holderRemaining = null;
+        l.step();
+        assertThat(changes.get()).isEqualTo(before + 1);
         l.close();
     }
 

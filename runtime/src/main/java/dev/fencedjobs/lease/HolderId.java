@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import java.net.InetAddress;
 import java.security.SecureRandom;

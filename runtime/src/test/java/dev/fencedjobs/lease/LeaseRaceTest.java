@@ -1,8 +1,9 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.lease;
 
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fencedjobs.db.Ticker;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,9 +1,9 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
-import dev.fencedjobs.db.Grant;
-import dev.fencedjobs.db.Lease;
-import dev.fencedjobs.db.LeaseConfig;
 import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.Next;
+import dev.fencedjobs.runtime.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -11,25 +11,33 @@ import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Holds or seeks one role's lease on a schedule of its own, so renewal is never delayed by the
- * work the lease protects.
+ * Holds or seeks one role's lease on a thread of its own, so renewal is never delayed by the work
+ * the lease protects.
+ *
+ * <p>The state machine is {@link #step()}, run by {@link Next#drive} like the work loops: every
+ * decision is taken on that one thread, and a test calls {@code step()} itself on a settable clock.
+ * Other threads only post to it: a release notification ({@link #attemptNow()}), the worker's
+ * {@link #stepDown}, and the watcher's answers.
  *
  * <p>States: FOLLOWER → LEADER (an acquisition returned a token) → FOLLOWER (a renewal returned
  * nothing or failed, or the worker's guard rejected the token) → … → STOPPED. Each transition is
  * logged once at INFO with holder and token.
  *
  * <p>Fast path ({@link SessionWatch}, unless turned off): while another replica holds the lease and
- * shows a sign of life, a watcher thread waits for that holder's session to end, and this replica
- * then takes over at once ({@link LeaseOps#takeOver}) instead of at the lease's expiry.
+ * shows a sign of life, the watcher, a plain blocking worker on a thread of its own, waits for that
+ * holder's session to end and says so; this replica then takes over at once ({@link
+ * LeaseOps#takeOver}) instead of at the lease's expiry. The watcher decides nothing: it runs one
+ * command at a time (wait for a token, let a token's lock go) and posts each wait's outcome back.
  *
  * <p>{@link #current()} hands out the grant only while the local deadline (the reading taken
  * before the renewal was sent, plus the lease, minus a safety margin) has not passed: a leader
@@ -38,10 +46,7 @@ import org.slf4j.LoggerFactory;
  */
 public final class Leadership implements Grants, AutoCloseable {
 
-    /**
-     * The lease operations leadership needs; {@link dev.fencedjobs.db.LeaseSession} (with the fast
-     * path) or {@link dev.fencedjobs.db.Lease} provides them.
-     */
+    /** The lease operations leadership needs; {@link LeaseSession} (with the fast path) or {@link Lease} provides them. */
     public interface LeaseOps {
         Optional<Grant> acquireOrRenew();
 
@@ -63,17 +68,14 @@ public final class Leadership implements Grants, AutoCloseable {
         }
     }
 
-    /**
-     * The fast path's wait for the end of a holder's session; {@link dev.fencedjobs.db.HolderWatch}
-     * provides it.
-     */
+    /** The fast path's wait for the end of a holder's session; {@link HolderWatch} provides it. */
     public interface SessionWatch extends AutoCloseable {
         /** True once the sign of life of {@code token} is let go by every session (this one holds it then); false when {@code upTo} ran out. */
         boolean await(long token, Duration upTo);
 
         void unlock(long token);
 
-        /** Ends a wait in progress, from another thread. */
+        /** Ends a wait in progress, from another thread; with none in progress, the next one ends at once. */
         void interrupt();
 
         @Override
@@ -82,9 +84,20 @@ public final class Leadership implements Grants, AutoCloseable {
 
     public enum State { FOLLOWER, LEADER, STOPPED }
 
+    /** What other threads post to the lease thread. */
+    private sealed interface Event permits AttemptNow, WaitEnded, SteppedDown {}
+
+    private record AttemptNow() implements Event {}
+
+    /** A wait for {@code token} ended: the session let the sign of life go ({@code ended}), ran out, or failed ({@code error}). */
+    private record WaitEnded(long token, boolean ended, RuntimeException error) implements Event {}
+
+    private record SteppedDown(Grant stale, String reason) implements Event {}
+
     private static final Logger log = LoggerFactory.getLogger(Leadership.class);
     /** An attempt at the holder's expiry comes this much after it, so the expiry has passed in database time. */
     private static final long EXPIRY_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
+    private static final long NONE = Long.MIN_VALUE;
 
     private final String role;
     private final String holderId;
@@ -92,29 +105,33 @@ public final class Leadership implements Grants, AutoCloseable {
     private final LeaseConfig config;
     private final long safetyMarginNanos;
     private final Ticker ticker;
-    private final ScheduledThreadPoolExecutor renewer;
-    private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
-    private final AtomicReference<Grant> grant = new AtomicReference<>();
-    private volatile State state = State.FOLLOWER;
-    private volatile boolean databaseReachable;
-    private volatile long lastToken;
-    /** A follower makes no periodic attempt before this (ticker nanos): the holder's lease is live until then. */
-    private volatile long notBeforeNanos;
-    private volatile boolean waitingForExpiry;
-    /** The one attempt scheduled at the holder's expiry; touched only by the thread running attempts. */
-    private ScheduledFuture<?> atExpiry;
-
-    private static final long NO_TOKEN = Long.MIN_VALUE;
     /** Null when the fast path is off. */
     private final SessionWatch watch;
-    private final Thread watcher;
-    private final Object watchLock = new Object();
-    /** The token whose holder's session the watcher waits for; guarded by watchLock. */
-    private long watchTarget = NO_TOKEN;
-    /** The token of the wait in progress; guarded by watchLock. */
-    private long waitingFor = NO_TOKEN;
-    private volatile boolean stopping;
-    private final java.util.concurrent.atomic.AtomicBoolean lookAgainPending = new java.util.concurrent.atomic.AtomicBoolean();
+    private final Watcher watcher;
+    private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
+    private final Queue<Event> events = new ConcurrentLinkedQueue<>();
+    private final Wakeup wakeup = new Wakeup();
+
+    // Read from any thread; written on the lease thread, except that stepDown clears the grant.
+    private final AtomicReference<Grant> grant = new AtomicReference<>();
+    private volatile boolean stopped;
+    private volatile boolean databaseReachable;
+    private volatile long lastToken;
+    /** The token whose holder's session the watcher should wait for, or NONE; read by the status page. */
+    private volatile long watchTarget = NONE;
+
+    // Confined to the lease thread (before start and after the threads end: to the caller).
+    /** The token the watcher was last told to wait for and has not answered yet, or NONE. */
+    private long waitingFor = NONE;
+    /** Ticker readings, or NONE: the next periodic attempt, the attempt at the holder's expiry, the next look at the holder. */
+    private long periodicAt;
+    private long expiryAt = NONE;
+    private long lookAgainAt = NONE;
+    private boolean attemptRequested;
+    /** The token this thread last logged as held, or NONE: every transition is logged once. */
+    private long loggedLeaderToken = NONE;
+
+    private Thread leaseThread;
 
     private final Counter takeovers;
     private final Counter renewals;
@@ -132,28 +149,15 @@ public final class Leadership implements Grants, AutoCloseable {
     public Leadership(String role, String holderId, LeaseOps lease, SessionWatch watch, LeaseConfig config, Duration safetyMargin,
             Ticker ticker, MeterRegistry registry) {
         this.role = role;
-        this.watch = watch;
-        if (watch != null) {
-            this.watcher = new Thread(this::watchLoop, "lease-" + role + "-watch");
-            watcher.setDaemon(true);
-        } else {
-            this.watcher = null;
-        }
         this.holderId = holderId;
         this.lease = lease;
+        this.watch = watch;
+        this.watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
         this.config = config;
         this.safetyMarginNanos = safetyMargin.toNanos();
         this.ticker = ticker;
-        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
-            Thread t = new Thread(r, "lease-" + role);
-            t.setDaemon(true);
-            return t;
-        });
-        // On stop, a pending attempt at another holder's expiry is dropped, not waited for.
-        executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-        executor.setRemoveOnCancelPolicy(true);
-        this.renewer = executor;
-        Gauge.builder("fencedjobs_leader", () -> state == State.LEADER ? 1 : 0).tag("role", role)
+        this.periodicAt = ticker.nanoTime();
+        Gauge.builder("fencedjobs_leader", () -> state() == State.LEADER ? 1 : 0).tag("role", role)
                 .description("1 while this replica holds the role's lease").register(registry);
         Gauge.builder("fencedjobs_lease_token", () -> lastToken).tag("role", role)
                 .description("fencing token of the last grant this replica received").register(registry);
@@ -169,12 +173,21 @@ public final class Leadership implements Grants, AutoCloseable {
                 .description("latency of the acquire-or-renew statement").register(registry);
     }
 
+    /** Starts the lease thread, and the watcher with the fast path on. */
     public void start() {
         log.info("Lease {}: holder {} starts as follower (lease {}, renew every {})", role, holderId, config.duration(), config.renewInterval());
         if (watcher != null) {
             watcher.start();
         }
-        renewer.scheduleWithFixedDelay(this::attempt, 0, config.renewInterval().toNanos(), TimeUnit.NANOSECONDS);
+        leaseThread = new Thread(() -> {
+            try {
+                Next.drive(this::step, wakeup, ticker);
+            } catch (InterruptedException e) {
+                // Stopped while waiting.
+            }
+        }, "lease-" + role);
+        leaseThread.setDaemon(true);
+        leaseThread.start();
     }
 
     /** Whether this replica waits for a holder's session to end (the fast path is on). */
@@ -182,11 +195,10 @@ public final class Leadership implements Grants, AutoCloseable {
         return watch != null;
     }
 
-    /** The token whose holder's session the watcher waits for, if any. */
-    java.util.OptionalLong watchTarget() {
-        synchronized (watchLock) {
-            return watchTarget == NO_TOKEN ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(watchTarget);
-        }
+    /** The token whose holder's session this replica waits for, if any. */
+    public OptionalLong watchTarget() {
+        long t = watchTarget;
+        return t == NONE ? OptionalLong.empty() : OptionalLong.of(t);
     }
 
     /** Times this replica took over at once from a holder whose session ended. */
@@ -194,18 +206,14 @@ public final class Leadership implements Grants, AutoCloseable {
         return (long) fastTakeovers.count();
     }
 
-    /** Runs an acquisition attempt now, for example when a release notification arrives. */
+    /** Has the lease thread attempt now, for example when a release notification arrives. */
     public void attemptNow() {
-        if (state == State.FOLLOWER) {
-            try {
-                renewer.execute(() -> attempt(true));
-            } catch (java.util.concurrent.RejectedExecutionException stopped) {
-                // Shutting down.
-            }
+        if (state() == State.FOLLOWER) {
+            post(new AttemptNow());
         }
     }
 
-    /** Called on every transition, and when a renewal lifts a lapsed local deadline. */
+    /** Called on every transition, and when a renewal lifts a lapsed local deadline; on the lease thread. */
     @Override
     public void onChange(Runnable listener) {
         listeners.add(listener);
@@ -215,7 +223,7 @@ public final class Leadership implements Grants, AutoCloseable {
     @Override
     public Optional<Grant> current() {
         Grant g = grant.get();
-        if (g == null || state != State.LEADER || ticker.nanoTime() - (g.localDeadlineNanos() - safetyMarginNanos) >= 0) {
+        if (g == null || stopped || ticker.nanoTime() - (g.localDeadlineNanos() - safetyMarginNanos) >= 0) {
             return Optional.empty();
         }
         return Optional.of(g);
@@ -226,7 +234,7 @@ public final class Leadership implements Grants, AutoCloseable {
     }
 
     public State state() {
-        return state;
+        return stopped ? State.STOPPED : grant.get() != null ? State.LEADER : State.FOLLOWER;
     }
 
     /** Times this replica went from follower to leader. */
@@ -246,14 +254,69 @@ public final class Leadership implements Grants, AutoCloseable {
         return holderId;
     }
 
-    /** The worker saw that the grant no longer holds (guard rejected, or its transaction failed). */
+    /**
+     * The worker saw that the grant no longer holds (guard rejected, or its transaction failed). The
+     * grant stops being handed out at once; the lease thread logs the transition and tells the
+     * listeners. A newer grant is not touched.
+     */
     @Override
     public void stepDown(Grant stale, String reason) {
         if (grant.compareAndSet(stale, null)) {
-            transition(State.FOLLOWER, stale.token(), reason);
+            post(new SteppedDown(stale, reason));
         }
     }
 
+    private void post(Event event) {
+        events.add(event);
+        wakeup.signal();
+    }
+
+    /**
+     * One turn of the lease thread: takes in what other threads posted, then does what is due (an
+     * attempt asked for, the attempt at the holder's expiry, the periodic attempt, another look at
+     * the holder), and answers when the next is due.
+     */
+    Next step() {
+        for (Event e; !stopped && (e = events.poll()) != null; ) {
+            if (e instanceof AttemptNow) {
+                attemptRequested = true;
+            } else if (e instanceof WaitEnded w) {
+                waitEnded(w);
+            } else if (e instanceof SteppedDown s && loggedLeaderToken == s.stale().token() && grant.get() == null) {
+                logTransition(State.FOLLOWER, s.stale().token(), s.reason());
+            }
+        }
+        if (stopped) {
+            return Next.stopped();
+        }
+        if (attemptRequested) {
+            attemptRequested = false;
+            if (grant.get() == null) {
+                attempt(true);
+            }
+        }
+        if (expiryAt != NONE && ticker.nanoTime() - expiryAt >= 0) {
+            expiryAt = NONE;
+            attempt(true);
+        }
+        if (ticker.nanoTime() - periodicAt >= 0) {
+            periodicAt = ticker.nanoTime() + config.renewInterval().toNanos();
+            attempt(false);
+        }
+        if (lookAgainAt != NONE && ticker.nanoTime() - lookAgainAt >= 0) {
+            lookAgainAt = NONE;
+            lookAgain();
+        }
+        long next = periodicAt;
+        for (long at : new long[] {expiryAt, lookAgainAt}) {
+            if (at != NONE && at - next < 0) {
+                next = at;
+            }
+        }
+        return Next.sleepUntil(next);
+    }
+
+    /** A periodic attempt, as the lease thread makes one every renewal interval. */
     void attempt() {
         attempt(false);
     }
@@ -261,17 +324,16 @@ public final class Leadership implements Grants, AutoCloseable {
     /**
      * One acquire-or-renew. A follower that knows when the holder's lease expires skips the
      * periodic attempts before then (no statement at all) unless {@code force}d: by a release
-     * notification, or by the attempt scheduled at that expiry.
+     * notification, or by the attempt at that expiry.
      */
     void attempt(boolean force) {
-        if (state == State.STOPPED) {
+        if (!force && expiryAt != NONE && grant.get() == null && ticker.nanoTime() - expiryAt < 0) {
             return;
         }
-        if (!force && waitingForExpiry && grant.get() == null && ticker.nanoTime() - notBeforeNanos < 0) {
-            return;
-        }
-        waitingForExpiry = false;
+        expiryAt = NONE;
         long started = ticker.nanoTime();
+        // The next periodic attempt is a renewal interval after this one, whatever started it.
+        periodicAt = started + config.renewInterval().toNanos();
         Grant previous = grant.get();
         boolean lapsed = previous != null && current().isEmpty();
         try {
@@ -281,8 +343,8 @@ public final class Leadership implements Grants, AutoCloseable {
             if (result.isPresent()) {
                 granted(result.get(), lapsed, "acquired the lease");
             } else {
-                if (previous != null) {
-                    stepDown(previous, "another holder has the lease");
+                if (previous != null && grant.compareAndSet(previous, null)) {
+                    logTransition(State.FOLLOWER, previous.token(), "another holder has the lease");
                 }
                 attemptAtExpiry();
             }
@@ -294,8 +356,8 @@ public final class Leadership implements Grants, AutoCloseable {
                 log.debug("Lease {}: acquire-or-renew failed again: {}", role, Faults.describe(e));
             }
             databaseReachable = false;
-            if (previous != null) {
-                stepDown(previous, "renewal failed (" + e.getClass().getSimpleName() + ")");
+            if (previous != null && grant.compareAndSet(previous, null)) {
+                logTransition(State.FOLLOWER, previous.token(), "renewal failed (" + e.getClass().getSimpleName() + ")");
             }
         }
     }
@@ -304,30 +366,30 @@ public final class Leadership implements Grants, AutoCloseable {
         renewals.increment();
         lastToken = g.token();
         Grant before = grant.getAndSet(g);
-        if (state == State.STOPPED) {
-            return;
+        if (before == null && loggedLeaderToken != NONE) {
+            // The work gave the grant up while this statement ran; its step-down is logged here, before the grant.
+            logTransition(State.FOLLOWER, loggedLeaderToken, "the work gave up the grant");
         }
-        if (before == null || before.token() != g.token() || state != State.LEADER) {
+        if (before == null || before.token() != g.token()) {
             takeovers.increment();
-            transition(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
+            logTransition(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
         } else if (lapsed) {
             notifyListeners();
         }
         // Waits for no one now. A wait in progress is left to end by itself (granted, or at the end
         // of its chunk), not cut: cutting closes its connection, and on this two-core machine that
         // cost the new leader's first job 30 ms at the median (measured in-process, SIGTERM handoff).
-        synchronized (watchLock) {
-            watchTarget = NO_TOKEN;
-        }
+        watchTarget = NONE;
+        lookAgainAt = NONE;
     }
 
     /**
-     * The fast path, on the lease thread: the watcher got the sign of life of {@code token}, so its
-     * holder's session has ended; take over now. When the token has moved on meanwhile, an ordinary
-     * attempt finds out what holds now.
+     * The fast path: the watcher got the sign of life of {@code token}, so its holder's session has
+     * ended; take over now. When the token has moved on meanwhile, an ordinary attempt finds out
+     * what holds now.
      */
     void takeOverFrom(long token) {
-        if (state != State.FOLLOWER || grant.get() != null) {
+        if (grant.get() != null) {
             return;
         }
         long started = ticker.nanoTime();
@@ -336,6 +398,7 @@ public final class Leadership implements Grants, AutoCloseable {
             renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
             databaseReachable = true;
             if (result.isPresent()) {
+                periodicAt = started + config.renewInterval().toNanos();
                 fastTakeovers.increment();
                 granted(result.get(), false, "took over from token " + token + ", whose holder's session ended, before its lease expired");
             } else {
@@ -348,17 +411,13 @@ public final class Leadership implements Grants, AutoCloseable {
     }
 
     /**
-     * Schedules the next attempt for the moment the holder's lease expires (database time, read
-     * after this failed attempt), at most one lease duration away. Scheduling only: a lease that
-     * was renewed meanwhile makes that attempt fail like any other, and the wait starts over. With
-     * the fast path, also has the watcher wait for the holder's session to end, once the holder
-     * shows a sign of life.
+     * Schedules an attempt for the moment the holder's lease expires (database time, read after
+     * this failed attempt), at most one lease duration away. Scheduling only: a lease that was
+     * renewed meanwhile makes that attempt fail like any other, and the wait starts over. With the
+     * fast path, also has the watcher wait for the holder's session to end, once the holder shows
+     * a sign of life.
      */
     private void attemptAtExpiry() {
-        if (atExpiry != null) {
-            atExpiry.cancel(false);
-            atExpiry = null;
-        }
         Optional<Lease.Holder> holder;
         try {
             holder = lease.holder();
@@ -366,32 +425,20 @@ public final class Leadership implements Grants, AutoCloseable {
             log.debug("Lease {}: reading the holder's expiry failed: {}", role, Faults.describe(e));
             return;
         }
-        if (holder.isEmpty() || state == State.STOPPED) {
+        if (holder.isEmpty()) {
             return;
         }
         Lease.Holder h = holder.get();
-        if (watch != null && !h.holderId().equals(holderId)) {
+        if (watcher != null && !h.holderId().equals(holderId)) {
             if (h.signOfLife()) {
                 watchFor(h.token());
-            } else {
-                synchronized (watchLock) {
-                    // A wait for this token that began when its lock was seen held still proves what it proves.
-                    if (watchTarget != h.token()) {
-                        unwatch();
-                    }
-                }
+            } else if (watchTarget != h.token()) {
+                // A wait for this token that began when its lock was seen held still proves what it proves.
+                unwatch();
             }
         }
-        if (h.remaining().isZero()) {
-            return;
-        }
-        long delay = Math.min(h.remaining().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
-        notBeforeNanos = ticker.nanoTime() + delay;
-        waitingForExpiry = true;
-        try {
-            atExpiry = renewer.schedule(() -> attempt(true), delay, TimeUnit.NANOSECONDS);
-        } catch (java.util.concurrent.RejectedExecutionException stopped) {
-            waitingForExpiry = false;
+        if (!h.remaining().isZero()) {
+            expiryAt = ticker.nanoTime() + Math.min(h.remaining().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
         }
     }
 
@@ -401,19 +448,8 @@ public final class Leadership implements Grants, AutoCloseable {
      * on its new session, or its lease is within an interval of expiring (the attempt at expiry
      * looks then anyway). One read per interval, only in that window.
      */
-    private void lookAgainSoon() {
-        if (lookAgainPending.compareAndSet(false, true)) {
-            try {
-                renewer.schedule(this::lookAgain, config.renewInterval().toNanos(), TimeUnit.NANOSECONDS);
-            } catch (java.util.concurrent.RejectedExecutionException stopped) {
-                lookAgainPending.set(false);
-            }
-        }
-    }
-
     private void lookAgain() {
-        lookAgainPending.set(false);
-        if (state != State.FOLLOWER || grant.get() != null || watchTarget().isPresent()) {
+        if (grant.get() != null || watchTarget != NONE) {
             return;
         }
         try {
@@ -432,110 +468,73 @@ public final class Leadership implements Grants, AutoCloseable {
         }
     }
 
+    private void lookAgainSoon() {
+        if (lookAgainAt == NONE) {
+            lookAgainAt = ticker.nanoTime() + config.renewInterval().toNanos();
+        }
+    }
+
     /** Has the watcher wait for the end of the session that holds {@code token}'s sign of life. */
     private void watchFor(long token) {
-        boolean stale;
-        synchronized (watchLock) {
-            if (watchTarget == token) {
-                return;
-            }
-            watchTarget = token;
-            stale = waitingFor != NO_TOKEN && waitingFor != token;
-            watchLock.notifyAll();
+        if (watchTarget == token) {
+            return;
         }
-        if (stale) {
-            watch.interrupt();
+        watchTarget = token;
+        if (waitingFor == NONE) {
+            watcher.waitFor(token);
+            waitingFor = token;
+        } else if (waitingFor != token) {
+            watcher.interrupt(); // the wait for the old token answers, and then the new one is handed over
         }
     }
 
-    /** Stops waiting (this replica leads, or the token moved on with no sign of life to wait for). */
+    /** Stops waiting (the token moved on with no sign of life to wait for). */
     private void unwatch() {
-        if (watch == null) {
-            return;
-        }
-        boolean waiting;
-        synchronized (watchLock) {
-            watchTarget = NO_TOKEN;
-            waiting = waitingFor != NO_TOKEN;
-        }
-        if (waiting) {
-            watch.interrupt();
+        watchTarget = NONE;
+        if (waitingFor != NONE) {
+            watcher.interrupt();
         }
     }
 
-    /**
-     * The watcher thread: waits, one lease duration at a time (a running statement holds back
-     * vacuum), for the session holding the target token's sign of life to end, then hands the
-     * takeover to the lease thread and lets the lock go.
-     */
-    private void watchLoop() {
-        while (!stopping) {
-            long token;
-            synchronized (watchLock) {
-                while (watchTarget == NO_TOKEN && !stopping) {
-                    try {
-                        watchLock.wait();
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                }
-                if (stopping) {
-                    return;
-                }
-                token = watchTarget;
-                waitingFor = token;
+    /** The watcher answered: takes over if the session it waited for ended, and hands it its next wait. */
+    private void waitEnded(WaitEnded w) {
+        if (w.token() == waitingFor) {
+            waitingFor = NONE;
+        }
+        if (w.error() != null) {
+            if (watchTarget == w.token()) {
+                // No proof any more: the next look at the holder starts a new wait if it shows a sign of life.
+                watchTarget = NONE;
+                log.debug("Lease {}: waiting for the session of token {} to end failed: {}", role, w.token(), Faults.describe(w.error()));
+                lookAgainSoon();
             }
-            boolean gone;
-            try {
-                gone = watch.await(token, config.duration());
-            } catch (RuntimeException e) {
-                synchronized (watchLock) {
-                    waitingFor = NO_TOKEN;
-                    if (watchTarget == token) {
-                        // No proof any more: the next look at the holder starts a new wait if it shows a sign of life.
-                        watchTarget = NO_TOKEN;
-                    }
-                }
-                if (!stopping) {
-                    log.debug("Lease {}: waiting for the session of token {} to end failed: {}", role, token, Faults.describe(e));
-                    lookAgainSoon();
-                }
-                continue;
+        } else if (w.ended()) {
+            if (watchTarget == w.token()) {
+                watchTarget = NONE;
+                log.info("Lease {}: the session holding token {}'s sign of life ended; taking over", role, w.token());
+                takeOverFrom(w.token());
             }
-            boolean current;
-            synchronized (watchLock) {
-                waitingFor = NO_TOKEN;
-                current = gone && watchTarget == token;
-                if (current) {
-                    watchTarget = NO_TOKEN;
-                }
-            }
-            if (gone) {
-                if (current) {
-                    log.info("Lease {}: the session holding token {}'s sign of life ended; taking over", role, token);
-                    try {
-                        renewer.submit(() -> takeOverFrom(token)).get();
-                    } catch (java.util.concurrent.RejectedExecutionException | java.util.concurrent.ExecutionException e) {
-                        log.debug("Lease {}: takeover from token {} not run: {}", role, token, e.toString());
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                }
-                try {
-                    watch.unlock(token);
-                } catch (RuntimeException e) {
-                    log.debug("Lease {}: letting go of token {}'s lock failed: {}", role, token, Faults.describe(e));
-                }
-            }
+            watcher.unlock(w.token());
+        }
+        if (watchTarget != NONE && waitingFor == NONE && grant.get() == null) {
+            watcher.waitFor(watchTarget);
+            waitingFor = watchTarget;
         }
     }
 
-    private void transition(State to, long token, String reason) {
-        State from = state;
-        if (from == State.STOPPED) {
-            return;
-        }
-        state = to;
+    /** What the lease thread has told the watcher and the watcher has not taken yet; for tests, which start no threads. */
+    List<Watcher.Command> takeWatchCommands() {
+        return watcher.takeCommands();
+    }
+
+    /** A wait's outcome, posted by the watcher (or a test, answering for it). */
+    void waitEnded(long token, boolean ended, RuntimeException error) {
+        post(new WaitEnded(token, ended, error));
+    }
+
+    private void logTransition(State to, long token, String reason) {
+        State from = loggedLeaderToken == NONE ? State.FOLLOWER : State.LEADER;
+        loggedLeaderToken = to == State.LEADER ? token : NONE;
         log.info("Lease {}: {} -> {} (holder {}, token {}): {}", role, from, to, holderId, token, reason);
         notifyListeners();
     }
@@ -552,11 +551,9 @@ public final class Leadership implements Grants, AutoCloseable {
      * already moved to a newer holder is not touched.
      */
     public void stopAndRelease() {
-        stopRenewing();
+        stopThreads();
         Grant g = grant.getAndSet(null);
-        State before = state;
-        state = State.STOPPED;
-        if (g != null && before == State.LEADER) {
+        if (g != null) {
             try {
                 boolean released = lease.release(g.token());
                 log.info("Lease {}: LEADER -> STOPPED (holder {}, token {}): {}", role, holderId, g.token(),
@@ -565,8 +562,16 @@ public final class Leadership implements Grants, AutoCloseable {
                 log.warn("Lease {}: release of token {} failed, the lease will expire on its own: {}", role, g.token(), Faults.describe(e));
             }
         } else {
-            log.info("Lease {}: {} -> STOPPED (holder {})", role, before, holderId);
+            log.info("Lease {}: FOLLOWER -> STOPPED (holder {})", role, holderId);
         }
+        closeWatch();
+    }
+
+    /** Stops without releasing: the lease runs out on its own. */
+    @Override
+    public void close() {
+        stopThreads();
+        grant.set(null);
         closeWatch();
     }
 
@@ -577,39 +582,32 @@ public final class Leadership implements Grants, AutoCloseable {
         }
     }
 
-    private void stopRenewing() {
-        stopping = true;
-        if (watch != null) {
-            synchronized (watchLock) {
-                watchTarget = NO_TOKEN;
-                watchLock.notifyAll();
-            }
-            watch.interrupt(); // ends a wait in progress; one about to begin ends at once
-        }
-        renewer.shutdown();
-        try {
-            if (!renewer.awaitTermination(config.duration().toMillis(), TimeUnit.MILLISECONDS)) {
-                renewer.shutdownNow();
-            }
-        } catch (InterruptedException e) {
-            renewer.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+    /** Ends both threads: a statement in progress on the lease thread may run for up to a lease. */
+    private void stopThreads() {
+        stopped = true;
+        wakeup.signal();
         if (watcher != null) {
-            try {
-                watcher.join(config.duration().toMillis());
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+            watcher.stop();
+        }
+        join(leaseThread, config.duration());
+        if (watcher != null) {
+            watcher.join();
         }
     }
 
-    /** Stops without releasing: the lease runs out on its own. */
-    @Override
-    public void close() {
-        stopRenewing();
-        state = State.STOPPED;
-        grant.set(null);
-        closeWatch();
+    /** Waits up to {@code upTo} for {@code t} to end, then interrupts it. */
+    static void join(Thread t, Duration upTo) {
+        if (t == null) {
+            return;
+        }
+        try {
+            t.join(upTo.toMillis());
+            if (t.isAlive()) {
+                t.interrupt();
+            }
+        } catch (InterruptedException e) {
+            t.interrupt();
+            Thread.currentThread().interrupt();
+        }
     }
 }

@@ -1,6 +1,6 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.lease;
 
-import dev.fencedjobs.db.Grant;
+import dev.fencedjobs.runtime.Next;
 import java.util.Optional;
 
 /**
