@@ -1,7 +1,7 @@
 package dev.fencedjobs.bench;
 
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.internal.Database;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;

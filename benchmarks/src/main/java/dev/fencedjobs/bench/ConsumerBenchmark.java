@@ -2,12 +2,13 @@ package dev.fencedjobs.bench;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.consumer.LedgerEffect;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.testing.TestKafka;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -57,7 +58,7 @@ public final class ConsumerBenchmark {
                         kafka, "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
                 // CPU a record (clock ticks are 10 ms), less moved by the machine's load than the rate.
                 java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
-                try (FencedConsumer consumer = FencedConsumer.start(config)) {
+                try (FencedConsumer consumer = FencedConsumer.builder(config, new LedgerEffect()).start()) {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
                 java.util.Map<String, Long> perRecord = new java.util.TreeMap<>();

@@ -1,10 +1,10 @@
 package dev.fencedjobs.bench;
 
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.sql.Connection;
@@ -76,8 +76,8 @@ public final class DispatcherBenchmark {
     }
 
     private Dispatcher dispatcher(DatabaseConfig db, int batch) {
-        return Dispatcher.start(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), batch));
+        return Dispatcher.builder(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), batch)).start();
     }
 
     /** Returns seconds from the first to the last completion. */

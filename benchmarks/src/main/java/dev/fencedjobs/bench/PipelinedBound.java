@@ -1,9 +1,9 @@
 package dev.fencedjobs.bench;
 
 import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.TestKafka;

@@ -4,11 +4,11 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
-import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.TestKafka;
 import dev.fencedjobs.testing.TopicReader;
@@ -60,7 +60,7 @@ public final class RelayBenchmark {
                 // CPU a row (clock ticks are 10 ms): this JVM is the relay and the broker; its JIT apart.
                 java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
                 long jit0 = BenchStack.ownCompilerTicks();
-                try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-" + (++run), batch, signed))) {
+                try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-" + (++run), batch, signed)).start()) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox_unpublished LIMIT 1"), Duration.ofMinutes(10));
                 }
                 long jit = BenchStack.ownCompilerTicks() - jit0;
@@ -83,7 +83,7 @@ public final class RelayBenchmark {
             System.out.printf("%n2. Commit-to-publish latency at %d rows/s offered for %d s (batch 500)%n", rate, seconds);
             DatabaseConfig db = BenchSql.database(pg.freshDatabase("relaylatency"), pg.user(), pg.password());
             BenchSql.migrate(db);
-            try (Relay relay = Relay.start(config(db, bootstrap, "bench-relay-latency", 500, true));
+            try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-latency", 500, true)).start();
                     Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
                 BenchSql.waitFor(() -> relay.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
                 int perTick = Math.max(1, rate / 100);

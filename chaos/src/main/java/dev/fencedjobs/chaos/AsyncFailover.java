@@ -3,11 +3,12 @@ package dev.fencedjobs.chaos;
 import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.consumer.LedgerEffect;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
@@ -102,12 +103,12 @@ public final class AsyncFailover {
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(400));
             KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
             DispatcherConfig dispatcher = new DispatcherConfig(service(url, Roles.DISPATCHER), lease, 200);
-            services.add(Dispatcher.start(dispatcher));
-            services.add(Dispatcher.start(dispatcher));
-            services.add(Relay.start(new RelayConfig(service(url, Roles.RELAY), lease, kafka, 3, (short) 1, 500,
-                    Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
-            services.add(FencedConsumer.start(new ConsumerConfig(service(consumerDb.url(), Roles.CONSUMER), kafka,
-                    "async-failover", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+            services.add(Dispatcher.builder(dispatcher).start());
+            services.add(Dispatcher.builder(dispatcher).start());
+            services.add(Relay.builder(new RelayConfig(service(url, Roles.RELAY), lease, kafka, 3, (short) 1, 500,
+                    Duration.ofSeconds(1), 100_000, Duration.ofHours(1))).start());
+            services.add(FencedConsumer.builder(new ConsumerConfig(service(consumerDb.url(), Roles.CONSUMER), kafka,
+                    "async-failover", 500, 3, Duration.ofMillis(10), Duration.ofDays(7)), new LedgerEffect()).start());
 
             Producer producer = new Producer(url);
             producer.start();
@@ -142,7 +143,7 @@ public final class AsyncFailover {
                 if (s instanceof Dispatcher d && d.state() == RunningService.State.LEADING) {
                     services.remove(d);
                     d.close();
-                    services.add(Dispatcher.start(config));
+                    services.add(Dispatcher.builder(config).start());
                     return;
                 }
             }

@@ -422,8 +422,8 @@ public final class Checker {
         }
         for (History.Schedule s : h.schedules) {
             java.time.Instant start = instant(s.startsAt());
-            dev.fencedjobs.runtime.Occurrences rule = s.cron() != null ? dev.fencedjobs.runtime.Occurrences.cron(s.cron(), s.timeZone(), start)
-                    : dev.fencedjobs.runtime.Occurrences.every(java.time.Duration.ofNanos(s.everyMicros() * 1000), start);
+            dev.fencedjobs.runtime.internal.Occurrences rule = s.cron() != null ? dev.fencedjobs.runtime.internal.Occurrences.cron(s.cron(), s.timeZone(), start)
+                    : dev.fencedjobs.runtime.internal.Occurrences.every(java.time.Duration.ofNanos(s.everyMicros() * 1000), start);
             Map<java.time.Instant, Job> byFireTime = new HashMap<>();
             for (Job j : jobsBySchedule.getOrDefault(s.name(), List.of())) {
                 java.time.Instant at = fireTime(j.uniqueKey());

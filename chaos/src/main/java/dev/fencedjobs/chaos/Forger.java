@@ -1,8 +1,8 @@
 package dev.fencedjobs.chaos;
 
-import dev.fencedjobs.runtime.Envelope;
-import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.RecordTrust;
+import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;

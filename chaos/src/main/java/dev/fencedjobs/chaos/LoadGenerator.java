@@ -1,6 +1,6 @@
 package dev.fencedjobs.chaos;
 
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Roles;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -90,7 +90,7 @@ final class LoadGenerator extends Thread {
             } catch (SQLException e) {
                 if (System.nanoTime() - lastFailureReport > TimeUnit.SECONDS.toNanos(5)) {
                     lastFailureReport = System.nanoTime();
-                    log.log("load: insert failed, retrying the same batch: " + dev.fencedjobs.runtime.Faults.describe(e));
+                    log.log("load: insert failed, retrying the same batch: " + dev.fencedjobs.runtime.internal.Faults.describe(e));
                 }
                 closeConnection();
                 java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(200));

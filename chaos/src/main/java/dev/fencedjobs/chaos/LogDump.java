@@ -1,6 +1,6 @@
 package dev.fencedjobs.chaos;
 
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.internal.Envelope;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.ByteBuffer;

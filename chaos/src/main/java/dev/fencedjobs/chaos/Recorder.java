@@ -1,6 +1,6 @@
 package dev.fencedjobs.chaos;
 
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.internal.Envelope;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;

@@ -2,7 +2,7 @@ package dev.fencedjobs.chaos;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.TestKafka;
 import java.io.ByteArrayOutputStream;

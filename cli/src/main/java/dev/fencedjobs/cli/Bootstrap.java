@@ -1,9 +1,9 @@
 package dev.fencedjobs.cli;
 
 import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Roles;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;

@@ -3,9 +3,9 @@ package dev.fencedjobs.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Roles;
 import dev.fencedjobs.db.Settings;
-import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.runtime.internal.Faults;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.io.PrintWriter;
@@ -22,11 +22,11 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import picocli.CommandLine;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Model.PositionalParamSpec;
 import picocli.CommandLine.ParseResult;
+import picocli.CommandLine;
 
 /**
  * {@code fenced-jobs <command>}: the operator's tool. Exit codes: 0 done, 1 failed (the database

@@ -3,7 +3,7 @@ package dev.fencedjobs.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
-import dev.fencedjobs.runtime.Occurrences;
+import dev.fencedjobs.runtime.internal.Occurrences;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.sql.Connection;

@@ -2,10 +2,10 @@ package dev.fencedjobs.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Database;
-import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.db.Settings;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import java.io.ByteArrayOutputStream;

@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;

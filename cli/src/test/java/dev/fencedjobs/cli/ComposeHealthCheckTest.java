@@ -3,7 +3,7 @@ package dev.fencedjobs.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.fencedjobs.runtime.OpsServer;
+import dev.fencedjobs.runtime.internal.OpsServer;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.nio.file.Files;

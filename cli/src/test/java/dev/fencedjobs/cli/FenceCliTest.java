@@ -2,7 +2,7 @@ package dev.fencedjobs.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import java.nio.file.Files;

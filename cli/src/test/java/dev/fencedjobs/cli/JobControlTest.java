@@ -5,9 +5,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
@@ -127,8 +127,8 @@ class JobControlTest {
             // Due now and cancelled before any dispatcher runs: the first batch would complete it, were it pending.
             long cancelled = submit(billing, "clock_timestamp()", null);
             assertThat(call(billing, "SELECT cancel_job(" + cancelled + ")")).isEqualTo(cancelled);
-            try (Dispatcher dispatcher = Dispatcher.start(new DispatcherConfig(new ServiceConfig(dispatcherDb, 0, Duration.ofSeconds(10), false),
-                    new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), 100))) {
+            try (Dispatcher dispatcher = Dispatcher.builder(new DispatcherConfig(new ServiceConfig(dispatcherDb, 0, Duration.ofSeconds(10), false),
+                    new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), 100)).start()) {
                 long now = submit(billing, "clock_timestamp()", null);
                 await().atMost(Duration.ofSeconds(30)).until(() -> "completed".equals(state(billing, now)));
                 assertThat(state(billing, cancelled)).isEqualTo("cancelled");
@@ -150,8 +150,8 @@ class JobControlTest {
         DatabaseConfig dispatcherDb = DatabaseConfig.of(db.url(), "fj_dispatcher", "d-secret").withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         try (Connection owner = DriverManager.getConnection(db.url(), db.user(), db.password());
-                Dispatcher dispatcher = Dispatcher.start(new DispatcherConfig(new ServiceConfig(dispatcherDb, 0, Duration.ofSeconds(10), false),
-                        new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), 100))) {
+                Dispatcher dispatcher = Dispatcher.builder(new DispatcherConfig(new ServiceConfig(dispatcherDb, 0, Duration.ofSeconds(10), false),
+                        new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), 100)).start()) {
             owner.createStatement().execute("INSERT INTO schedules (name, every, resource, payload) VALUES ('lp', interval '100 milliseconds', 'r', '{\"a\": 1}')");
             await().atMost(Duration.ofSeconds(30)).until(() -> call(owner,
                     "SELECT count(*) FROM jobs WHERE unique_key LIKE 'schedule:lp@%' AND state = 'completed'") >= 5);

@@ -7,12 +7,13 @@ import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
-import dev.fencedjobs.db.Database;
+import dev.fencedjobs.consumer.LedgerEffect;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
@@ -55,7 +56,7 @@ class LeastPrivilegeTest {
     }
 
     private static CliTest.Run runCli(TestDatabase db, Map<String, String> env, String... args) {
-        java.util.Map<String, String> all = dev.fencedjobs.runtime.ServiceEnvironment.database(db.url(), db.user(), db.password())
+        java.util.Map<String, String> all = dev.fencedjobs.runtime.internal.ServiceEnvironment.database(db.url(), db.user(), db.password())
                 .setAll(env).toMap();
         java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
         java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
@@ -302,11 +303,11 @@ class LeastPrivilegeTest {
         List<AutoCloseable> services = new java.util.ArrayList<>();
         KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
         try {
-            services.add(Dispatcher.start(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)));
-            services.add(Relay.start(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, kafka,
-                    3, (short) 1, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))));
-            services.add(FencedConsumer.start(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), kafka,
-                    "roles", 100, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+            services.add(Dispatcher.builder(new DispatcherConfig(service.apply(Roles.DISPATCHER, "d-secret"), lease, 100)).start());
+            services.add(Relay.builder(new RelayConfig(service.apply(Roles.RELAY, "r-secret"), lease, kafka,
+                    3, (short) 1, 100, Duration.ofSeconds(1), 100_000, Duration.ofHours(1))).start());
+            services.add(FencedConsumer.builder(new ConsumerConfig(service.apply(Roles.CONSUMER, "c-secret"), kafka,
+                    "roles", 100, 3, Duration.ofMillis(10), Duration.ofDays(7)), new LedgerEffect()).start());
             try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (resource, due_at) SELECT 'r-' || g, clock_timestamp() FROM generate_series(1, 50) g");
             }

@@ -9,13 +9,13 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_WAITING;
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static org.jooq.impl.DSL.val;
 
 import dev.fencedjobs.consumer.FenceDecisions.Fence;
 import dev.fencedjobs.consumer.FenceDecisions.Tenure;
-import dev.fencedjobs.runtime.Envelope;
-import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;

@@ -1,11 +1,11 @@
 package dev.fencedjobs.consumer;
 
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Backoff;
-import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.runtime.KafkaHealth;
-import dev.fencedjobs.runtime.Next;
-import dev.fencedjobs.runtime.Wakeup;
+import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.runtime.internal.Backoff;
+import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.KafkaHealth;
+import dev.fencedjobs.runtime.internal.Next;
+import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.consumer;
 
-import dev.fencedjobs.runtime.ServiceMain;
+import dev.fencedjobs.runtime.internal.ServiceMain;
 
 /** {@code java -jar fenced-jobs-consumer.jar}: runs one consumer instance with the ledger effect. */
 public final class ConsumerMain {
@@ -8,6 +8,6 @@ public final class ConsumerMain {
     private ConsumerMain() {}
 
     public static void main(String[] args) throws InterruptedException {
-        ServiceMain.run("consumer", ConsumerConfig::from, (ConsumerConfig config) -> FencedConsumer.start(config));
+        ServiceMain.run("consumer", ConsumerConfig::from, (ConsumerConfig config) -> FencedConsumer.builder(config, new LedgerEffect()).start());
     }
 }

@@ -3,9 +3,9 @@ package dev.fencedjobs.consumer;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 
-import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.internal.Faults;
 import java.util.List;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;

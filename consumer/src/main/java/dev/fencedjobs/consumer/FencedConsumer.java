@@ -6,19 +6,19 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Embedding;
-import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.RecordTrust;
-import dev.fencedjobs.runtime.PurgeSchedule;
-import dev.fencedjobs.runtime.Purger;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceBuilder;
-import dev.fencedjobs.runtime.ServiceRuntime;
+import dev.fencedjobs.runtime.internal.Embedding;
+import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.PurgeSchedule;
+import dev.fencedjobs.runtime.internal.Purger;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
@@ -163,12 +163,13 @@ public final class FencedConsumer implements RunningService {
         }
     }
 
-    public static FencedConsumer start(ConsumerConfig config) {
-        return start(config, new LedgerEffect());
-    }
-
-    public static FencedConsumer start(ConsumerConfig config, Effect effect) {
-        return start(config, Embedding.STANDALONE, effect, COMMIT_SYNC, Ticker.system());
+    /**
+     * A consumer with every setting of {@code config} ({@link ConsumerConfig#from} reads them from the
+     * environment): its own pool, registry and ops endpoint, as {@code ConsumerMain} runs it with the
+     * {@link LedgerEffect}.
+     */
+    public static Builder builder(ConsumerConfig config, Effect effect) {
+        return Builder.of(config, effect);
     }
 
     /**
@@ -341,6 +342,19 @@ public final class FencedConsumer implements RunningService {
         private Duration recordsRetention = ConsumerConfig.DEFAULT_RECORDS_RETENTION;
         private GroupMembership membership = GroupMembership.DEFAULT;
         private EffectRetries retries = EffectRetries.DEFAULT;
+
+        private static Builder of(ConsumerConfig config, Effect effect) {
+            Builder b = new Builder(config.kafka(), config.groupId(), effect);
+            b.service(config.service());
+            b.batchSize = config.batchSize();
+            b.effectMaxAttempts = config.effectMaxAttempts();
+            b.effectRetryBackoff = config.effectRetryBackoff();
+            b.processedRetention = config.processedRetention();
+            b.recordsRetention = config.recordsRetention();
+            b.membership = config.membership();
+            b.retries = config.retries();
+            return b;
+        }
 
         private Builder(KafkaSettings kafka, String groupId, Effect effect) {
             this.kafka = java.util.Objects.requireNonNull(kafka, "kafka");

@@ -1,7 +1,7 @@
 package dev.fencedjobs.consumer;
 
 import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 
 import java.util.List;
 import org.jooq.DSLContext;

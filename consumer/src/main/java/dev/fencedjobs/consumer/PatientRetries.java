@@ -1,11 +1,11 @@
 package dev.fencedjobs.consumer;
 
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_WAITING;
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 
 import dev.fencedjobs.consumer.jooq.tables.records.ConsumerWaitingRecord;
-import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.runtime.internal.Faults;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;

@@ -3,13 +3,13 @@ package dev.fencedjobs.consumer;
 import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.RecordSignatures;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.testing.TestDatabase;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -64,7 +64,7 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     FencedConsumer start(ConsumerConfig config, Effect effect, ConsumerLoop.OffsetCommitter committer) {
-        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.Embedding.STANDALONE, effect, committer, dev.fencedjobs.db.Ticker.system());
+        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.internal.Embedding.STANDALONE, effect, committer, dev.fencedjobs.db.internal.Ticker.system());
         consumers.add(c);
         return c;
     }

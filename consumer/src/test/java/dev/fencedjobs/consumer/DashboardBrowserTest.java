@@ -1,14 +1,14 @@
 package dev.fencedjobs.consumer;
 
 import dev.fencedjobs.runtime.RecordTrust;
-import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RunningService;

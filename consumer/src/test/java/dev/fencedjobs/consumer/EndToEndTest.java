@@ -6,11 +6,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
@@ -54,15 +54,15 @@ class EndToEndTest {
                 Database.migrate(jobsPool);
                 DSLContext jobs = Database.dsl(jobsPool);
                 DispatcherConfig dispatcherConfig = new DispatcherConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease, 200);
-                Dispatcher d1 = Dispatcher.start(dispatcherConfig);
-                Dispatcher d2 = Dispatcher.start(dispatcherConfig);
+                Dispatcher d1 = Dispatcher.builder(dispatcherConfig).start();
+                Dispatcher d2 = Dispatcher.builder(dispatcherConfig).start();
                 services.add(d1);
                 services.add(d2);
-                services.add(Relay.start(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
+                services.add(Relay.builder(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
                         kafka, 3, (short) 1, 500, Duration.ofSeconds(1), 100_000,
-                        Duration.ofHours(1))));
-                services.add(FencedConsumer.start(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
-                        kafka, "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7))));
+                        Duration.ofHours(1))).start());
+                services.add(FencedConsumer.builder(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
+                        kafka, "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7)), new LedgerEffect()).start());
 
                 jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
                         + "jsonb_build_object('n', g), clock_timestamp() FROM generate_series(1, 1000) g");

@@ -148,7 +148,7 @@ class PatientRetriesTest {
                     }
                 }));
         long[] now = {1_000_000_000L};
-        PatientRetries retries = new PatientRetries(org.jooq.impl.DSL.using(counted), new BatchProcessor(effect, new dev.fencedjobs.runtime.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.NONE, Duration.ofDays(7))), EffectRetries.DEFAULT,
+        PatientRetries retries = new PatientRetries(org.jooq.impl.DSL.using(counted), new BatchProcessor(effect, new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.NONE, Duration.ofDays(7))), EffectRetries.DEFAULT,
                 Duration.ofMillis(50), () -> 0.5, () -> now[0]);
 
         assertThat(retries.retryOne()).isZero();

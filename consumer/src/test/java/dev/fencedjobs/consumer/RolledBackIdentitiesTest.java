@@ -9,7 +9,7 @@ import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.runtime.Envelope;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;
 import java.time.Duration;

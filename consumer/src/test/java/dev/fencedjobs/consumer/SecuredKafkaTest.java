@@ -10,10 +10,10 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.classic.spi.ThrowableProxyUtil;
 import ch.qos.logback.core.read.ListAppender;
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
@@ -66,9 +66,9 @@ class SecuredKafkaTest {
         String topic = "secured-" + UUID.randomUUID();
         DatabaseConfig database = database();
         try (HikariDataSource pool = Database.pool(database, "secured-test");
-                Relay relay = Relay.start(relayConfig(database, relaySettings(SecureKafka.SCRAM_PASSWORD), topic));
-                FencedConsumer consumer = FencedConsumer.start(consumerConfig(database, consumerSettings(SecureKafka.PLAIN_PASSWORD),
-                        topic))) {
+                Relay relay = Relay.builder(relayConfig(database, relaySettings(SecureKafka.SCRAM_PASSWORD), topic)).start();
+                FencedConsumer consumer = FencedConsumer.builder(consumerConfig(database, consumerSettings(SecureKafka.PLAIN_PASSWORD),
+                        topic), new LedgerEffect()).start()) {
             Database.migrate(pool);
             DSLContext dsl = Database.dsl(pool);
             dsl.connection(c -> dev.fencedjobs.testing.CompletedJobs.insert(c, 300, "'r-' || (g % 7)", "jsonb_build_object('n', g)"));
@@ -89,8 +89,8 @@ class SecuredKafkaTest {
         Logger root = (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
         logs.start();
         root.addAppender(logs);
-        try (Relay relay = Relay.start(relayConfig(database, relaySettings(wrong), topic));
-                FencedConsumer consumer = FencedConsumer.start(consumerConfig(database, consumerSettings(wrong), topic))) {
+        try (Relay relay = Relay.builder(relayConfig(database, relaySettings(wrong), topic)).start();
+                FencedConsumer consumer = FencedConsumer.builder(consumerConfig(database, consumerSettings(wrong), topic), new LedgerEffect()).start()) {
             await().atMost(Duration.ofSeconds(60)).until(() -> metric(relay.httpPort(), "fencedjobs_relay_publish_failures_total") >= 3
                     && metric(consumer.httpPort(), "fencedjobs_consumer_batch_failures_total") >= 3);
 

@@ -2,6 +2,7 @@ package dev.fencedjobs.db;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import java.time.Duration;

@@ -1,6 +1,7 @@
 package dev.fencedjobs.db;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import java.time.Duration;
@@ -9,8 +10,8 @@ import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
-/** A test class's own database, migrated, with a pool and a jOOQ context over it. */
-final class MigratedDatabase implements BeforeAllCallback, AfterAllCallback {
+/** A test class's own database, migrated, with a pool and a jOOQ context over it (the db module's test jar: the lease's tests use it too). */
+public final class MigratedDatabase implements BeforeAllCallback, AfterAllCallback {
 
     private final PostgresExtension postgres = new PostgresExtension();
     private HikariDataSource pool;
@@ -33,25 +34,25 @@ final class MigratedDatabase implements BeforeAllCallback, AfterAllCallback {
         postgres.afterAll(context);
     }
 
-    static DatabaseConfig config(TestDatabase db) {
+    public static DatabaseConfig config(TestDatabase db) {
         return DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(16).withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
     }
 
-    DSLContext dsl() {
+    public DSLContext dsl() {
         return dsl;
     }
 
-    HikariDataSource pool() {
+    public HikariDataSource pool() {
         return pool;
     }
 
-    TestDatabase database() {
+    public TestDatabase database() {
         return postgres.database();
     }
 
     /** Moves a role's expiry into the past, as if its lease had run out; the token is untouched. */
-    void expire(String role) {
+    public void expire(String role) {
         dsl.execute("UPDATE leader_lease SET expires_at = clock_timestamp() - interval '1 second' WHERE role = ?", role);
     }
 }

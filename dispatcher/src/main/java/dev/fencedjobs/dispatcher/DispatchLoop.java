@@ -1,15 +1,15 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Backoff;
-import dev.fencedjobs.runtime.Faults;
-import dev.fencedjobs.runtime.LeaderService;
 import dev.fencedjobs.lease.Grants;
-import dev.fencedjobs.runtime.Next;
-import dev.fencedjobs.runtime.PurgeSchedule;
-import dev.fencedjobs.runtime.Purger;
-import dev.fencedjobs.runtime.Wakeup;
+import dev.fencedjobs.runtime.internal.Backoff;
+import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.LeaderService;
+import dev.fencedjobs.runtime.internal.Next;
+import dev.fencedjobs.runtime.internal.PurgeSchedule;
+import dev.fencedjobs.runtime.internal.Purger;
+import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.MeterRegistry;

@@ -1,13 +1,13 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Embedding;
-import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.LeasedService;
 import dev.fencedjobs.lease.Leadership;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceBuilder;
+import dev.fencedjobs.runtime.internal.Embedding;
+import dev.fencedjobs.runtime.internal.LeaderService;
+import dev.fencedjobs.runtime.internal.LeasedService;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.UnaryOperator;
@@ -36,14 +36,17 @@ public final class Dispatcher extends LeasedService {
         super(service);
     }
 
-    /** Starts a replica with a fresh holder id, on its own pool, registry and ops endpoint. */
-    public static Dispatcher start(DispatcherConfig config) {
-        return start(config, Embedding.STANDALONE, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity());
-    }
-
     /** A replica to embed in an application: no ops endpoint unless asked, the defaults of the environment variables otherwise. */
     public static Builder builder() {
         return new Builder();
+    }
+
+    /**
+     * A replica with every setting of {@code config} ({@link DispatcherConfig#from} reads them from the
+     * environment): its own pool, registry and ops endpoint, as {@code DispatcherMain} runs it.
+     */
+    public static Builder builder(DispatcherConfig config) {
+        return Builder.of(config);
     }
 
     /** Starts a replica whose lease operations and batches pass through the given decorators. */
@@ -64,6 +67,16 @@ public final class Dispatcher extends LeasedService {
         private int batchSize = DispatcherConfig.DEFAULT_BATCH_SIZE;
         private Duration jobsRetention = DispatcherConfig.DEFAULT_JOBS_RETENTION;
         private Duration misfireGrace = DispatcherConfig.DEFAULT_MISFIRE_GRACE;
+
+        private static Builder of(DispatcherConfig config) {
+            Builder b = new Builder();
+            b.service(config.service());
+            b.lease = config.lease();
+            b.batchSize = config.batchSize();
+            b.jobsRetention = config.jobsRetention();
+            b.misfireGrace = config.misfireGrace();
+            return b;
+        }
 
         private Builder() {}
 

@@ -1,9 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.db.ConfigException;
-import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;
 

@@ -1,6 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.jooq.impl.DSL.min;
@@ -11,9 +11,9 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
-import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import java.time.OffsetDateTime;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.runtime.Occurrences;
+import dev.fencedjobs.runtime.internal.Occurrences;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;

@@ -1,13 +1,13 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.runtime.Occurrences;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
-import dev.fencedjobs.lease.Lease;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Backoff;
-import dev.fencedjobs.runtime.Faults;
 import dev.fencedjobs.lease.Grants;
-import dev.fencedjobs.runtime.Wakeup;
+import dev.fencedjobs.lease.Lease;
+import dev.fencedjobs.runtime.internal.Backoff;
+import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.Occurrences;
+import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;

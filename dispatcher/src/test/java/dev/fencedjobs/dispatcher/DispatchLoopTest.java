@@ -2,9 +2,9 @@ package dev.fencedjobs.dispatcher;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Next;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.ScriptedGrants;
+import dev.fencedjobs.runtime.internal.Next;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;

@@ -6,14 +6,14 @@ import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Embedding;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Leadership;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Embedding;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

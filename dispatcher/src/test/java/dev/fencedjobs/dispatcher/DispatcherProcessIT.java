@@ -5,7 +5,7 @@ import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.runtime.ServiceEnvironment;
+import dev.fencedjobs.runtime.internal.ServiceEnvironment;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestDatabase;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.runtime.Occurrences;
+import dev.fencedjobs.runtime.internal.Occurrences;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.dispatcher.ScheduleDecision.Misfire;

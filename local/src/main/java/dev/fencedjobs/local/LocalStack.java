@@ -2,10 +2,10 @@ package dev.fencedjobs.local;
 
 import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Roles;
+import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.ServiceEnvironment;
+import dev.fencedjobs.runtime.internal.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;

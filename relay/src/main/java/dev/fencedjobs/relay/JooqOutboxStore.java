@@ -1,6 +1,6 @@
 package dev.fencedjobs.relay;
 
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.runtime.Faults;
+import dev.fencedjobs.runtime.internal.Faults;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

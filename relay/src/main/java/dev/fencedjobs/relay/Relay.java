@@ -1,14 +1,14 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Embedding;
-import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.LeaderService;
-import dev.fencedjobs.runtime.LeasedService;
 import dev.fencedjobs.lease.Leadership;
+import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceBuilder;
+import dev.fencedjobs.runtime.internal.Embedding;
+import dev.fencedjobs.runtime.internal.LeaderService;
+import dev.fencedjobs.runtime.internal.LeasedService;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
@@ -26,15 +26,16 @@ public final class Relay extends LeasedService {
         super(service);
     }
 
-    /** Starts a replica with a fresh holder id, on its own pool, registry and ops endpoint. */
-    public static Relay start(RelayConfig config) {
-        return start(config, Embedding.STANDALONE, HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity(),
-                UnaryOperator.identity());
-    }
-
-    /** A replica to embed in an application, publishing to {@code kafka}'s topic; no ops endpoint unless asked. */
     public static Builder builder(KafkaSettings kafka) {
         return new Builder(kafka);
+    }
+
+    /**
+     * A relay with every setting of {@code config} ({@link RelayConfig#from} reads them from the
+     * environment): its own pool, registry and ops endpoint, as {@code RelayMain} runs it.
+     */
+    public static Builder builder(RelayConfig config) {
+        return Builder.of(config);
     }
 
     /** A replica whose lease operations, outbox store and publisher pass through the given decorators. */
@@ -58,6 +59,19 @@ public final class Relay extends LeasedService {
         private Duration pollInterval = RelayConfig.DEFAULT_POLL_INTERVAL;
         private int maxRecordBytes = RelayConfig.DEFAULT_MAX_RECORD_BYTES;
         private Duration retention = RelayConfig.DEFAULT_RETENTION;
+
+        private static Builder of(RelayConfig config) {
+            Builder b = new Builder(config.kafka());
+            b.service(config.service());
+            b.lease = config.lease();
+            b.partitions = config.partitions();
+            b.replication = config.replication();
+            b.batchSize = config.batchSize();
+            b.pollInterval = config.pollInterval();
+            b.maxRecordBytes = config.maxRecordBytes();
+            b.retention = config.retention();
+            return b;
+        }
 
         private Builder(KafkaSettings kafka) {
             this.kafka = Objects.requireNonNull(kafka, "kafka");

@@ -1,8 +1,8 @@
 package dev.fencedjobs.relay;
 
 import dev.fencedjobs.db.ConfigException;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;

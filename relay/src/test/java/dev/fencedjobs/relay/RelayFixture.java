@@ -5,14 +5,14 @@ import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.Embedding;
-import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Leadership;
+import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Embedding;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.TestDatabase;
@@ -102,7 +102,7 @@ final class RelayFixture implements AutoCloseable {
     static Map<Long, Integer> countsByOutboxId(List<ConsumerRecord<String, byte[]>> records) {
         Map<Long, Integer> counts = new TreeMap<>();
         for (ConsumerRecord<String, byte[]> r : records) {
-            counts.merge(TopicReader.headerLong(r, dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER), 1, Integer::sum);
+            counts.merge(TopicReader.headerLong(r, dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER), 1, Integer::sum);
         }
         return counts;
     }
@@ -112,15 +112,15 @@ final class RelayFixture implements AutoCloseable {
      * each signature covers records of one partition (a tree for each partition's share of a batch).
      */
     void assertAllSignedByTheRelay(List<ConsumerRecord<String, byte[]>> records) {
-        var verifier = new dev.fencedjobs.runtime.RecordSignatures.Verifier(trust, Duration.ofDays(7));
-        var stranger = new dev.fencedjobs.runtime.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
+        var verifier = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        var stranger = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
         long now = System.currentTimeMillis();
         Map<String, java.util.Set<Integer>> partitionsBySignature = new TreeMap<>();
         for (ConsumerRecord<String, byte[]> r : records) {
             assertThat(verifier.check(r, now)).as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset()).isEmpty();
             assertThat(stranger.check(r, now)).as("checked with another key").isPresent();
             // The header: version, key id length, key id, signing time, then the 64-byte signature.
-            byte[] h = r.headers().lastHeader(dev.fencedjobs.runtime.RecordSignatures.HEADER).value();
+            byte[] h = r.headers().lastHeader(dev.fencedjobs.runtime.internal.RecordSignatures.HEADER).value();
             int at = 2 + (h[1] & 0xff) + 8;
             partitionsBySignature.computeIfAbsent(java.util.HexFormat.of().formatHex(h, at, at + 64), k -> new java.util.TreeSet<>())
                     .add(r.partition());
@@ -141,7 +141,7 @@ final class RelayFixture implements AutoCloseable {
         Map<String, Integer> partitionByResource = new TreeMap<>();
         java.util.Set<Long> seen = new java.util.HashSet<>();
         for (ConsumerRecord<String, byte[]> r : records) {
-            long id = TopicReader.headerLong(r, dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER);
+            long id = TopicReader.headerLong(r, dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER);
             partitionByResource.putIfAbsent(r.key(), r.partition());
             assertThat(r.partition()).as("partition of resource %s", r.key()).isEqualTo(partitionByResource.get(r.key()));
             if (seen.add(id)) {

@@ -3,13 +3,13 @@ package dev.fencedjobs.relay;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.db.Ticker;
-import dev.fencedjobs.runtime.KafkaSettings;
-import dev.fencedjobs.runtime.Next;
 import dev.fencedjobs.lease.ScriptedGrants;
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Next;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -274,7 +274,7 @@ class RelayLoopTest {
         @Override
         public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
             for (ProducerRecord<String, byte[]> r : records) {
-                long id = Long.parseLong(new String(r.headers().lastHeader(dev.fencedjobs.runtime.Envelope.OUTBOX_ID_HEADER).value(),
+                long id = Long.parseLong(new String(r.headers().lastHeader(dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER).value(),
                         java.nio.charset.StandardCharsets.UTF_8));
                 sent.add(new Sent(token, id));
             }

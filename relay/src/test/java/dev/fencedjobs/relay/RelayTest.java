@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.lease.Grant;
-import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.RunningService;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;

@@ -1,6 +1,6 @@
 package dev.fencedjobs.lease;
 
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
 import java.time.OffsetDateTime;
 
 /**

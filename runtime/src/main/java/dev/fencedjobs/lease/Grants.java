@@ -1,6 +1,6 @@
 package dev.fencedjobs.lease;
 
-import dev.fencedjobs.runtime.Next;
+import dev.fencedjobs.runtime.internal.Next;
 import java.util.Optional;
 
 /**

@@ -1,12 +1,12 @@
 package dev.fencedjobs.lease;
 
-import static dev.fencedjobs.db.DbTime.CLOCK_TIMESTAMP;
+import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.when;
 
 import dev.fencedjobs.db.Settings;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Objects;

@@ -53,7 +53,7 @@ public record OpsAccess(String bindAddress, String token) {
     }
 
     /** Whether an {@code Authorization} header value lets its request see what the token guards; compared in constant time. */
-    boolean admits(String authorization) {
+    public boolean admits(String authorization) {
         if (token == null) {
             return true;
         }

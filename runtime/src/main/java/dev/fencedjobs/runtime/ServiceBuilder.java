@@ -2,6 +2,7 @@ package dev.fencedjobs.runtime;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.runtime.internal.Embedding;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.Objects;
@@ -41,7 +42,9 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
 
     /**
      * The application's pool; the service borrows connections from it and leaves it open when it
-     * stops. It keeps one connection for its LISTEN notifications (the consumer: none).
+     * stops. The dispatcher and the relay each keep three of its connections for as long as they
+     * run: one for LISTEN notifications, and with the lease's fast path (on by default) one for the
+     * lease session and one for the follower's watch; size the pool for them. The consumer keeps none.
      */
     public B dataSource(DataSource dataSource) {
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
@@ -82,6 +85,22 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
     /** Whether to apply the schema migrations at start (default true). */
     public B migrate(boolean migrate) {
         this.migrate = migrate;
+        return self();
+    }
+
+    /**
+     * Takes every setting of {@code service}, as {@code …Config.from(Settings)} reads them from the
+     * environment: a pool of the service's own, its ops endpoint on {@code HTTP_PORT} (0: a free
+     * port), its shutdown timeout, migrations and ops access. The builders' {@code builder(config)} use it.
+     */
+    protected B service(ServiceConfig service) {
+        if (service.database() != null) {
+            database(service.database());
+        }
+        this.httpPort = service.httpPort();
+        this.shutdownTimeout = service.shutdownTimeout();
+        this.migrate = service.migrate();
+        this.opsAccess = service.ops();
         return self();
     }
 

@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.RestartablePostgres;

@@ -4,7 +4,8 @@ import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.MigratedDatabase;
+import dev.fencedjobs.db.internal.Ticker;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Optional;

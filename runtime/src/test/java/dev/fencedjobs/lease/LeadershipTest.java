@@ -2,9 +2,9 @@ package dev.fencedjobs.lease;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.runtime.Backoff;
-import dev.fencedjobs.runtime.Next;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.runtime.internal.Backoff;
+import dev.fencedjobs.runtime.internal.Next;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.time.OffsetDateTime;

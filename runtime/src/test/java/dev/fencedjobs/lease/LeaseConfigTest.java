@@ -7,7 +7,6 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Settings;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import org.junit.jupiter.api.Test;
@@ -15,31 +14,23 @@ import org.junit.jupiter.api.Test;
 /** The lease's settings and holder ids. */
 class LeaseConfigTest {
 
-    private static Settings settings(String... pairs) {
-        Map<String, String> env = new HashMap<>();
-        for (int i = 0; i < pairs.length; i += 2) {
-            env.put(pairs[i], pairs[i + 1]);
-        }
-        return Settings.of(env);
-    }
-
     @Test
     void defaultsAreValid() {
-        LeaseConfig lease = LeaseConfig.from(settings());
+        LeaseConfig lease = LeaseConfig.from(Settings.of(Map.of()));
         assertThat(lease.duration()).isEqualTo(Duration.ofSeconds(10));
         assertThat(lease.renewInterval()).isEqualTo(Duration.ofSeconds(3));
-        lease.requireTimeoutsWithin(DatabaseConfig.from(settings()));
+        lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of())));
     }
 
     @Test
     void nonPositiveOrUnparseableDurationsAreRefused() {
-        assertThatThrownBy(() -> LeaseConfig.from(settings("LEASE_DURATION", "0s")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "0s"))))
                 .isInstanceOf(ConfigException.class).hasMessage("LEASE_DURATION: must be positive, got PT0S");
-        assertThatThrownBy(() -> LeaseConfig.from(settings("RENEW_INTERVAL", "PT-2S")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("RENEW_INTERVAL", "PT-2S"))))
                 .hasMessage("RENEW_INTERVAL: must be positive, got PT-2S");
-        assertThatThrownBy(() -> LeaseConfig.from(settings("LEASE_DURATION", "ten seconds")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "ten seconds"))))
                 .hasMessage("LEASE_DURATION: must be a duration such as 500ms, 10s, 5m or PT10S, got 'ten seconds'");
-        assertThatThrownBy(() -> LeaseConfig.from(settings("LEASE_DURATION", "-1s")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "-1s"))))
                 .hasMessageStartingWith("LEASE_DURATION: must be a duration");
     }
 
@@ -53,23 +44,23 @@ class LeaseConfigTest {
 
     @Test
     void renewIntervalNotShorterThanTheLeaseIsRefused() {
-        assertThatThrownBy(() -> LeaseConfig.from(settings("LEASE_DURATION", "5s", "RENEW_INTERVAL", "5s")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "5s", "RENEW_INTERVAL", "5s"))))
                 .isInstanceOf(ConfigException.class)
                 .hasMessage("RENEW_INTERVAL: must be shorter than LEASE_DURATION (PT5S is not shorter than PT5S)");
-        assertThatThrownBy(() -> LeaseConfig.from(settings("LEASE_DURATION", "5s", "RENEW_INTERVAL", "1m")))
+        assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "5s", "RENEW_INTERVAL", "1m"))))
                 .hasMessageStartingWith("RENEW_INTERVAL: must be shorter than LEASE_DURATION");
     }
 
     @Test
     void databaseTimeoutsMustSitInsideTheLease() {
-        LeaseConfig lease = LeaseConfig.from(settings("LEASE_DURATION", "2s", "RENEW_INTERVAL", "500ms"));
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(settings("DATABASE_STATEMENT_TIMEOUT", "2s"))))
+        LeaseConfig lease = LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "2s", "RENEW_INTERVAL", "500ms")));
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of("DATABASE_STATEMENT_TIMEOUT", "2s")))))
                 .hasMessage("DATABASE_STATEMENT_TIMEOUT: must be shorter than LEASE_DURATION (PT2S is not shorter than PT2S)");
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(settings(
-                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_LOCK_TIMEOUT", "3s"))))
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of(
+                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_LOCK_TIMEOUT", "3s")))))
                 .hasMessageStartingWith("DATABASE_LOCK_TIMEOUT: must be shorter than LEASE_DURATION");
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(settings(
-                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "1m"))))
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of(
+                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "1m")))))
                 .hasMessageStartingWith("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT: must be shorter than LEASE_DURATION");
     }
 

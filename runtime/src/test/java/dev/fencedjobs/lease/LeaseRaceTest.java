@@ -3,7 +3,8 @@ package dev.fencedjobs.lease;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.MigratedDatabase;
+import dev.fencedjobs.db.internal.Ticker;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -6,8 +6,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.DbTime;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.DbTime;
+import dev.fencedjobs.db.MigratedDatabase;
+import dev.fencedjobs.db.internal.Ticker;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;

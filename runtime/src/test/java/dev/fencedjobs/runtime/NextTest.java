@@ -2,6 +2,8 @@ package dev.fencedjobs.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fencedjobs.runtime.internal.Next;
+import dev.fencedjobs.runtime.internal.Wakeup;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;

@@ -3,6 +3,7 @@ package dev.fencedjobs.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.fencedjobs.runtime.internal.Occurrences;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.internal.OpsServer;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;

@@ -2,7 +2,9 @@ package dev.fencedjobs.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.runtime.internal.PurgeSchedule;
+import dev.fencedjobs.runtime.internal.Purger;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;

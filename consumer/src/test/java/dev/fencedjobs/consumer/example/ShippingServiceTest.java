@@ -1,12 +1,12 @@
 package dev.fencedjobs.consumer.example;
 
 import dev.fencedjobs.runtime.RecordTrust;
-import dev.fencedjobs.runtime.RecordSignatures;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.runtime.Envelope;
 import dev.fencedjobs.runtime.RunningService;
+import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TestKafka;

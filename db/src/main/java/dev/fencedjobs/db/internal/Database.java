@@ -1,7 +1,8 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.db.internal;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.DatabaseConfig;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.jooq.DSLContext;

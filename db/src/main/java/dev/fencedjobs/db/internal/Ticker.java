@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.db.internal;
 
 /**
  * A monotonic clock in nanoseconds, for local scheduling and deadlines only. Lease decisions

@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import com.cronutils.model.Cron;
 import com.cronutils.model.CronType;

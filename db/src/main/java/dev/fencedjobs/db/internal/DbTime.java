@@ -1,4 +1,4 @@
-package dev.fencedjobs.db;
+package dev.fencedjobs.db.internal;
 
 import java.time.OffsetDateTime;
 import org.jooq.Field;

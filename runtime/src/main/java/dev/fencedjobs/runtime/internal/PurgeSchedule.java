@@ -1,6 +1,6 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.db.internal.Ticker;
 import java.time.Duration;
 import java.util.function.Consumer;
 import java.util.function.IntSupplier;

@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.db.DatabaseConfig;
 import java.sql.Connection;
@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
  * statements. A lost connection is reopened with back-off; {@code onConnected} runs after every
  * (re)connect, because notifications sent while disconnected are gone and the caller must catch up.
  */
-public final class PgListener implements AutoCloseable {
+final class PgListener implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(PgListener.class);
 

@@ -1,7 +1,8 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
 import io.micrometer.core.instrument.composite.CompositeMeterRegistry;

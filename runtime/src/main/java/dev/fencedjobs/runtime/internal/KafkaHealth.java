@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import org.slf4j.Logger;
 

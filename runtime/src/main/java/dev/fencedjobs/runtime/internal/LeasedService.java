@@ -1,5 +1,6 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
+import dev.fencedjobs.runtime.RunningService;
 import java.time.Duration;
 import java.util.Map;
 import java.util.OptionalLong;

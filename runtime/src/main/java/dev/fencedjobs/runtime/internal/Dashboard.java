@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;

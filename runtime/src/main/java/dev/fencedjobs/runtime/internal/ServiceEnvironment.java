@@ -1,7 +1,10 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
+import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;

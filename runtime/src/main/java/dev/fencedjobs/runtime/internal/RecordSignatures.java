@@ -1,5 +1,6 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
+import dev.fencedjobs.runtime.RecordTrust;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;

@@ -1,9 +1,11 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import dev.fencedjobs.runtime.OpsAccess;
+import dev.fencedjobs.runtime.ServiceConfig;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;

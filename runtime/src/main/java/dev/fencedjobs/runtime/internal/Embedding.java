@@ -1,4 +1,4 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import javax.sql.DataSource;

@@ -1,12 +1,13 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
-import dev.fencedjobs.db.Database;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderWatch;
+import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseConfig;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.LeaseSession;
-import dev.fencedjobs.db.Ticker;
+import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -1,7 +1,8 @@
-package dev.fencedjobs.runtime;
+package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
+import dev.fencedjobs.runtime.RunningService;
 import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -12,11 +13,18 @@ import org.slf4j.LoggerFactory;
  */
 public final class ServiceMain {
 
-    private static final Logger log = LoggerFactory.getLogger(ServiceMain.class);
+    /** The services' logging configuration, in this jar: the library jars ship no {@code logback.xml}. */
+    static final String LOGGING = "dev/fencedjobs/service-logback.xml";
 
     private ServiceMain() {}
 
     public static <C> void run(String name, Function<Settings, C> config, Function<C, ? extends RunningService> start) throws InterruptedException {
+        // Before the first logger: a process with a logback.xml of its own (run-local, the tools) or
+        // told which one to use keeps it.
+        if (System.getProperty("logback.configurationFile") == null && ServiceMain.class.getClassLoader().getResource("logback.xml") == null) {
+            System.setProperty("logback.configurationFile", LOGGING);
+        }
+        Logger log = LoggerFactory.getLogger(ServiceMain.class);
         C parsed;
         try {
             parsed = config.apply(Settings.fromEnvironment());
