@@ -11,6 +11,7 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -44,7 +45,7 @@ final class ConsumerFixture implements AutoCloseable {
         Database.migrate(pool, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
         this.dsl = Database.dsl(pool);
         this.bootstrap = bootstrap;
-        dev.fencedjobs.testing.TestKafka.createTopic(bootstrap, topic, partitions);
+        TestKafka.createTopic(bootstrap, topic, partitions);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("linger.ms", 5);
@@ -57,6 +58,11 @@ final class ConsumerFixture implements AutoCloseable {
     ConsumerConfig config(int batchSize) {
         return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new KafkaSettings(bootstrap, topic).withTrust(trust),
                 group, batchSize, 3, Duration.ofMillis(10), Duration.ofDays(7));
+    }
+
+    /** Records of the topic the group has not committed past (TestKafka.groupLag). */
+    long lag() {
+        return TestKafka.groupLag(bootstrap, group, topic);
     }
 
     FencedConsumer start() {

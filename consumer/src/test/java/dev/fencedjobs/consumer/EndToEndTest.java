@@ -76,7 +76,10 @@ class EndToEndTest {
 
                 DSLContext consumerSide = Database.dsl(consumerPool);
                 await().atMost(Duration.ofSeconds(60)).until(() -> consumerSide.fetchCount(LEDGER) >= 2001);
-                Thread.sleep(1000);
+                // Every job completed and published, and every record committed by the consumer's
+                // group: nothing more can reach it, so the counts below are final.
+                await().atMost(Duration.ofSeconds(30)).until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) == 2001
+                        && jobs.fetchCount(jobs.selectFrom("outbox_unpublished")) == 0 && TestKafka.groupLag(bootstrap, "e2e", topic) == 0);
 
                 Map<Long, Long> completedBy = jobs.select(JOBS.ID, JOBS.COMPLETED_BY_TOKEN).from(JOBS).fetchMap(JOBS.ID, JOBS.COMPLETED_BY_TOKEN);
                 Map<Long, Long> appliedWith = consumerSide.select(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN).from(LEDGER)

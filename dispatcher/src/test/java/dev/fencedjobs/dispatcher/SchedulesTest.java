@@ -89,9 +89,14 @@ class SchedulesTest {
             fixture.start();
             fixture.dsl().execute("INSERT INTO schedules (name, every) VALUES ('p', interval '100 milliseconds')");
             await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "p") >= 5);
+            fixture.dsl().execute("INSERT INTO schedules (name, every) VALUES ('control', interval '100 milliseconds')");
+            await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "control") >= 1);
             fixture.dsl().execute("UPDATE schedules SET paused = true WHERE name = 'p'");
             long atPause = fired(fixture, "p");
-            Thread.sleep(1000); // the schedule is paused for this long: ten occurrences pass
+            long controlAtPause = fired(fixture, "control");
+            // The firer is at work meanwhile: a schedule beside it, not paused, fires ten times (a
+            // second of occurrences of both passes).
+            await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "control") >= controlAtPause + 10);
             assertThat(fired(fixture, "p")).as("nothing fires while paused").isEqualTo(atPause);
             fixture.dsl().execute("UPDATE schedules SET paused = false WHERE name = 'p'");
             await().atMost(Duration.ofSeconds(30)).until(() -> skipped(fixture, "p") >= 8);

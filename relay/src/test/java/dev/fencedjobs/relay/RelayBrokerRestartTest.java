@@ -36,7 +36,11 @@ class RelayBrokerRestartTest {
                 Thread.sleep(100);
             }
             ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(45)).until(() -> !"ok".equals(relay.status().get("kafka"))));
-            Thread.sleep(2000);
+            // One more failed attempt at the batch after the one that made Kafka "not ok": sent again,
+            // not acknowledged, and nothing marked.
+            double failures = RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total");
+            ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(60))
+                    .until(() -> RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total") >= failures + 1));
             assertThat(fixture.unpublished()).as("nothing is marked while the broker is away").isEqualTo(2000);
 
             broker.start();

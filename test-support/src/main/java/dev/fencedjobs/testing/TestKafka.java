@@ -146,6 +146,34 @@ public final class TestKafka {
         }
     }
 
+    /**
+     * How many records of {@code topic} consumer group {@code group} has not committed past: the
+     * end offsets less the committed ones, a partition with no commit counting from 0. Zero means
+     * the group has committed everything the topic holds now, so nothing more is delivered to it.
+     */
+    public static long groupLag(String bootstrapServers, String group, String topic) {
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
+                java.util.Map.of("bootstrap.servers", bootstrapServers))) {
+            var committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            var partitions = admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic).partitions();
+            java.util.Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new java.util.HashMap<>();
+            for (var p : partitions) {
+                latest.put(new org.apache.kafka.common.TopicPartition(topic, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest());
+            }
+            long lag = 0;
+            for (var e : admin.listOffsets(latest).all().get().entrySet()) {
+                var done = committed.get(e.getKey());
+                lag += e.getValue().offset() - (done == null ? 0 : done.offset());
+            }
+            return lag;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw new IllegalStateException("could not read the offsets of group " + group, e);
+        }
+    }
+
     private static org.apache.kafka.clients.admin.TopicDescription describeIfKnown(org.apache.kafka.clients.admin.Admin admin,
             String topic) throws InterruptedException, java.util.concurrent.ExecutionException {
         try {
