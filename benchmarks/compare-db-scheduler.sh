@@ -3,6 +3,7 @@
 #
 #   ./mvnw -q -pl benchmarks -am package -DskipTests
 #   benchmarks/compare-db-scheduler.sh            REPS=2 benchmarks/compare-db-scheduler.sh
+#   N=20000 E2E_ARGS='--seconds 10' E2E_JAVA_OPTS=-DwarmUpMaxSeconds=10 benchmarks/compare-db-scheduler.sh   # CI's short mode
 #
 # It starts a PostgreSQL 17 (the zonky binaries) with the anchor's pg.sh, and on that server, for each
 # repetition: db-scheduler 16.7.1's own throughput benchmark with both its polling strategies (two
@@ -17,6 +18,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 ANCHORS=${ANCHORS:-$repo/../shared/anchors}
 REPS=${REPS:-1}
 N=${N:-200000}
+E2E_ARGS=${E2E_ARGS:-}
+E2E_JAVA_OPTS=${E2E_JAVA_OPTS:-}
 [ -f "$repo/benchmarks/target/fenced-jobs-benchmarks.jar" ] || { echo "build first: ./mvnw -q -pl benchmarks -am package -DskipTests" >&2; exit 2; }
 [ -f "$ANCHORS/pg.sh" ] || { echo "no $ANCHORS/pg.sh: set ANCHORS" >&2; exit 2; }
 
@@ -43,6 +46,6 @@ for rep in $(seq "$REPS"); do
   for s in lock-and-fetch fetch; do
     (cd "$work/db-scheduler-bench" && java -Xmx1g -cp "$CP" bench.Bench throughput "$s" "$N" 2>/dev/null) | sed "s/^/db-scheduler run $rep: /"
   done
-  (cd "$repo" && java -jar benchmarks/target/fenced-jobs-benchmarks.jar e2e --phases throughput --out "target/compare-db-scheduler/$rep") 2>&1 |
+  (cd "$repo" && java $E2E_JAVA_OPTS -jar benchmarks/target/fenced-jobs-benchmarks.jar e2e --phases throughput --out "target/compare-db-scheduler/$rep" $E2E_ARGS) 2>&1 |
     grep -E 'effects in|per second|^[0-9]\. ' | sed "s/^/fenced-jobs run $rep: /"
 done

@@ -41,6 +41,9 @@ final class SignaturesPhase {
         // falls on both sides alike instead of on whichever runs second.
         for (int round = 0; round < rounds; round++) {
             for (boolean signedNow : round % 2 == 0 ? new boolean[] {false, true} : new boolean[] {true, false}) {
+                // Records in flight were signed (or not) for the consumer now running: applied by it
+                // before the switch, not dead-lettered by the next one as unauthenticated.
+                throughput.awaitDrained();
                 configure(signedNow ? signed : UNSIGNED);
                 System.out.println(signedNow ? "   signed (the default):" : "   unsigned (no key, accept-unsigned):");
                 Map<String, Long> cpu0 = new java.util.TreeMap<>();

@@ -119,24 +119,31 @@ final class ThroughputPhase {
         }
         double rate = (a1 - a0) / ((t1 - t0) / 1e9);
         System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
+        awaitDrained();
+        return rate;
+    }
+
+    /** Waits until every job inserted so far has its effect: none pending, the outbox published, the ledger caught up. */
+    void awaitDrained() throws InterruptedException {
         BenchStack.waitFor("the backlog to drain", () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
                 && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
                 && stack.scalar("SELECT coalesce(max(id), 0) FROM ledger") >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
-        return rate;
     }
 
     /**
      * Under load for 15 s, then until the JIT compilers of the services and the broker are quiet
-     * (under 5 % of a core over 5 s; at most 3 minutes): a service restarted for a measurement
-     * compiles for a minute or more on two cores, and a window that starts before it is done
-     * measures the compiler as much as the pipeline.
+     * (under 5 % of a core over 5 s; at most 3 minutes, or {@code -DwarmUpMaxSeconds}, which the
+     * short mode of CI sets): a service restarted for a measurement compiles for a minute or more
+     * on two cores, and a window that starts before it is done measures the compiler as much as the
+     * pipeline.
      */
     private static void warmUp() throws InterruptedException {
         long started = System.nanoTime();
-        Thread.sleep(15_000);
+        long most = Duration.ofSeconds(Long.getLong("warmUpMaxSeconds", 180)).toNanos();
+        Thread.sleep(Math.min(15_000, most / 1_000_000));
         long quietTicks = Math.round(0.05 * 100 * 5);
         long before = BenchStack.compilerTicks();
-        while (System.nanoTime() - started < Duration.ofMinutes(3).toNanos()) {
+        while (System.nanoTime() - started < most) {
             Thread.sleep(5_000);
             long now = BenchStack.compilerTicks();
             if (now - before <= quietTicks) {
