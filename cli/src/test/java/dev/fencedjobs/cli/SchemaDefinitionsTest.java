@@ -1,0 +1,215 @@
+package dev.fencedjobs.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestPostgres;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.flywaydb.core.Flyway;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The schema as it is now is readable in one place: the current body of every function and
+ * trigger is in one repeatable migration ({@code R__<table>.sql}), the table in docs/schema.md
+ * "What the database refuses" lists every live trigger, and a database that was migrated before
+ * the repeatable migrations existed upgrades in place to exactly what a new one gets.
+ */
+class SchemaDefinitionsTest {
+
+    private static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
+    private static final List<Path> LOCATIONS = List.of(ROOT.resolve("db/src/main/resources/db/migration"),
+            ROOT.resolve("consumer/src/main/resources/db/consumer"));
+    /**
+     * The last versioned migration of each location when the repeatable ones were made. A later
+     * versioned migration that defines a function or trigger of a repeatable one would be undone
+     * on new databases (the repeatable one runs after it) and kept on upgraded ones.
+     */
+    private static final Map<String, Integer> LAST_VERSIONED = Map.of("migration", 10, "consumer", 7);
+
+    private static final Pattern FUNCTION = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?FUNCTION (\\w+)\\(");
+    private static final Pattern TRIGGER = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?TRIGGER (\\w+)");
+    private static final Pattern TRIGGER_DEF = Pattern.compile(
+            "CREATE (?:CONSTRAINT )?TRIGGER (\\w+) (BEFORE|AFTER|INSTEAD OF) (.+?) ON (?:\\w+\\.)?(\\w+) (?:REFERENCING .+? )?FOR EACH (ROW|STATEMENT) .*");
+
+    @Test
+    void everyFunctionAndTriggerIsDefinedInExactlyOneRepeatableMigration() throws Exception {
+        Map<String, String> functionFiles = new TreeMap<>();
+        Map<String, String> triggerFiles = new TreeMap<>();
+        List<String> twice = new ArrayList<>();
+        for (Path file : files("R__")) {
+            String sql = Files.readString(file);
+            collect(FUNCTION.matcher(sql), file, functionFiles, twice);
+            collect(TRIGGER.matcher(sql), file, triggerFiles, twice);
+        }
+        assertThat(twice).as("defined in more than one repeatable migration").isEmpty();
+        try (TestDatabase db = TestPostgres.shared().createDatabase("schema-now")) {
+            migrateAll(db);
+            Snapshot live = Snapshot.of(db);
+            assertThat(live.functions.keySet().stream().map(f -> f.substring(0, f.indexOf('('))).distinct())
+                    .as("every live function has its current body in a repeatable migration")
+                    .containsExactlyInAnyOrderElementsOf(functionFiles.keySet());
+            assertThat(live.triggers.keySet()).as("every live trigger is created in a repeatable migration")
+                    .containsExactlyInAnyOrderElementsOf(triggerFiles.keySet());
+        }
+        // A versioned migration after them must change a repeatable one instead of redefining.
+        List<String> redefined = new ArrayList<>();
+        for (Path file : files("V")) {
+            String location = file.getParent().getFileName().toString();
+            int version = Integer.parseInt(file.getFileName().toString().replaceAll("^V(\\d+)__.*", "$1"));
+            if (version > LAST_VERSIONED.get(location)) {
+                String sql = Files.readString(file);
+                for (Matcher m : List.of(FUNCTION.matcher(sql), TRIGGER.matcher(sql))) {
+                    while (m.find()) {
+                        if (functionFiles.containsKey(m.group(1)) || triggerFiles.containsKey(m.group(1))) {
+                            redefined.add(file.getFileName() + " defines " + m.group(1) + ": edit its repeatable migration instead");
+                        }
+                    }
+                }
+            }
+        }
+        assertThat(redefined).isEmpty();
+    }
+
+    @Test
+    void aDatabaseMigratedBeforeTheRepeatableMigrationsUpgradesInPlaceToWhatANewOneGets() throws Exception {
+        try (TestDatabase old = TestPostgres.shared().createDatabase("schema-old");
+                TestDatabase fresh = TestPostgres.shared().createDatabase("schema-fresh")) {
+            // The release before: versioned migrations only (no file has the repeatable prefix).
+            for (String[] location : locations()) {
+                Flyway.configure().dataSource(old.dataSource()).locations(location[0]).table(location[1])
+                        .baselineOnMigrate(true).baselineVersion("0").repeatableSqlMigrationPrefix("NOT-A-PREFIX-")
+                        .load().migrate();
+            }
+            Snapshot before = Snapshot.of(old);
+            try (Connection c = old.connect(); Statement s = c.createStatement()) {
+                s.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'kept')");
+            }
+            migrateAll(old);
+            migrateAll(fresh);
+            Snapshot upgraded = Snapshot.of(old);
+            Snapshot made = Snapshot.of(fresh);
+            assertThat(upgraded.functions).as("functions: upgraded in place vs new").isEqualTo(made.functions);
+            assertThat(upgraded.triggers).as("triggers: upgraded in place vs new").isEqualTo(made.triggers);
+            // When they came, the repeatable migrations restated the versioned ones' result and changed nothing.
+            assertThat(made.functions).as("functions: the repeatable migrations vs V10 and the consumer's V7").isEqualTo(before.functions);
+            assertThat(made.triggers).as("triggers: the repeatable migrations vs V10 and the consumer's V7").isEqualTo(before.triggers);
+            try (Connection c = old.connect(); Statement s = c.createStatement();
+                    ResultSet rs = s.executeQuery("SELECT count(*) FROM jobs WHERE resource = 'kept'")) {
+                rs.next();
+                assertThat(rs.getInt(1)).as("the existing job").isEqualTo(1);
+            }
+        }
+    }
+
+    @Test
+    void theTableOfGuardsInTheDocsListsEveryLiveTrigger() throws Exception {
+        Map<String, String> documented = new TreeMap<>();
+        boolean inTable = false;
+        for (String line : Files.readAllLines(ROOT.resolve("docs/schema.md"))) {
+            if (line.startsWith("### What the database refuses")) {
+                inTable = true;
+            } else if (inTable && line.startsWith("#")) {
+                break;
+            } else if (inTable && line.startsWith("| `")) {
+                String[] cells = line.split("\\|");
+                // | `trigger` | `table` | fires | keeps | defined in |
+                documented.put(strip(cells[1]), strip(cells[2]) + " | " + strip(cells[3]) + " | " + strip(cells[5]));
+            }
+        }
+        assertThat(documented).as("rows of docs/schema.md \"What the database refuses\"").isNotEmpty();
+        Map<String, String> definedIn = new TreeMap<>();
+        for (Path file : files("R__")) {
+            Matcher m = TRIGGER.matcher(Files.readString(file));
+            while (m.find()) {
+                definedIn.put(m.group(1), file.getFileName().toString());
+            }
+        }
+        try (TestDatabase db = TestPostgres.shared().createDatabase("schema-docs")) {
+            migrateAll(db);
+            Map<String, String> live = new TreeMap<>();
+            Snapshot.of(db).triggers.forEach((name, def) -> {
+                Matcher m = TRIGGER_DEF.matcher(def);
+                assertThat(m.matches()).as(def).isTrue();
+                live.put(name, m.group(4) + " | " + m.group(2) + " " + m.group(3) + ", each " + m.group(5).toLowerCase()
+                        + " | " + definedIn.get(name));
+            });
+            assertThat(documented).as("table, when it fires and file of each trigger: docs vs the live database").isEqualTo(live);
+        }
+    }
+
+    private static String strip(String cell) {
+        return cell.trim().replace("`", "");
+    }
+
+    private static void collect(Matcher m, Path file, Map<String, String> into, List<String> twice) {
+        while (m.find()) {
+            String previous = into.put(m.group(1), file.getFileName().toString());
+            if (previous != null && !previous.equals(file.getFileName().toString())) {
+                twice.add(m.group(1) + " in " + previous + " and " + file.getFileName());
+            }
+        }
+    }
+
+    private static List<Path> files(String prefix) throws IOException {
+        List<Path> files = new ArrayList<>();
+        for (Path location : LOCATIONS) {
+            try (Stream<Path> list = Files.list(location)) {
+                list.filter(f -> f.getFileName().toString().startsWith(prefix) && f.toString().endsWith(".sql")).sorted().forEach(files::add);
+            }
+        }
+        return files;
+    }
+
+    private static String[][] locations() {
+        return new String[][] {{Database.MIGRATIONS, Database.HISTORY_TABLE}, {FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE}};
+    }
+
+    private static void migrateAll(TestDatabase db) {
+        for (String[] location : locations()) {
+            Database.migrate(db.dataSource(), location[0], location[1], 0);
+        }
+    }
+
+    /** Every function (with its definition, owner and rights) and trigger (with its definition) of the schema. */
+    private record Snapshot(Map<String, String> functions, Map<String, String> triggers) {
+
+        static Snapshot of(TestDatabase db) throws SQLException {
+            Map<String, String> functions = new TreeMap<>();
+            Map<String, String> triggers = new TreeMap<>();
+            try (Connection c = db.connect(); Statement s = c.createStatement()) {
+                try (ResultSet rs = s.executeQuery("SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', "
+                        + "pg_get_functiondef(p.oid) || ' owner ' || pg_get_userbyid(p.proowner) || ' acl ' || coalesce(p.proacl::text, '-') "
+                        + "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                        + "WHERE n.nspname = current_schema() AND p.prokind = 'f' "
+                        + "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
+                    while (rs.next()) {
+                        functions.put(rs.getString(1), rs.getString(2));
+                    }
+                }
+                try (ResultSet rs = s.executeQuery("SELECT t.tgname, pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text "
+                        + "FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid JOIN pg_namespace n ON n.oid = r.relnamespace "
+                        + "WHERE NOT t.tgisinternal AND n.nspname = current_schema()")) {
+                    while (rs.next()) {
+                        triggers.put(rs.getString(1), rs.getString(2).replaceAll(" enabled O$", ""));
+                    }
+                }
+            }
+            return new Snapshot(functions, triggers);
+        }
+    }
+}
