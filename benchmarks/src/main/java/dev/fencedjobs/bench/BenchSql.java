@@ -8,6 +8,10 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.BooleanSupplier;
 import org.postgresql.ds.PGSimpleDataSource;
 
@@ -59,7 +63,7 @@ final class BenchSql {
      */
     static final class Rounds {
         private final String unit;
-        private final java.util.Map<String, java.util.List<Double>> rates = new java.util.TreeMap<>();
+        private final Map<String, List<Double>> rates = new TreeMap<>();
 
         Rounds(String unit) {
             this.unit = unit;
@@ -86,7 +90,7 @@ final class BenchSql {
             if (round < 1) {
                 return;
             }
-            rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new java.util.ArrayList<>())
+            rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new ArrayList<>())
                     .add(count / seconds);
         }
 
@@ -98,8 +102,8 @@ final class BenchSql {
     }
 
     /** The median of some figures (the mean of the middle two for an even count). */
-    static double median(java.util.List<Double> values) {
-        java.util.List<Double> sorted = new java.util.ArrayList<>(values);
+    static double median(List<Double> values) {
+        List<Double> sorted = new ArrayList<>(values);
         sorted.sort(null);
         int n = sorted.size();
         return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;

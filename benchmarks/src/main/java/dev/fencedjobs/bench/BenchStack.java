@@ -1,15 +1,21 @@
 package dev.fencedjobs.bench;
 
+import com.sun.management.OperatingSystemMXBean;
 import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TcpProxy;
 import dev.fencedjobs.testing.TestKafka;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -23,6 +29,8 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.LocalDate;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -30,6 +38,8 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -50,7 +60,7 @@ final class BenchStack implements AutoCloseable {
 
     private final Path repo;
     /** The relay signs with it and the consumers trust it, as in production. */
-    private final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
+    private final RecordTrust trust = RecordTrust.generate();
     private final String serviceLogLevel;
     private final Path logs;
     private final BenchPostgres pg;
@@ -144,7 +154,7 @@ final class BenchStack implements AutoCloseable {
      */
     private static List<String> jvm(String name) {
         String extra = System.getProperty("serviceJvm", "");
-        List<String> options = new java.util.ArrayList<>(List.of(HEAP));
+        List<String> options = new ArrayList<>(List.of(HEAP));
         for (String o : extra.split(" ")) {
             if (!o.isBlank()) {
                 options.add(o.replace("{name}", name));
@@ -189,7 +199,7 @@ final class BenchStack implements AutoCloseable {
      * Puts {@code name} behind a {@link TcpProxy} of its own (all its database connections), kept
      * across its restarts, so a trial can partition it: the proxy holds bytes, neither end sees a reset.
      */
-    TcpProxy behindProxy(String name) throws java.io.IOException {
+    TcpProxy behindProxy(String name) throws IOException {
         TcpProxy proxy = proxies.get(name);
         if (proxy == null) {
             URI pgUri = URI.create(url.substring("jdbc:".length()));
@@ -204,8 +214,8 @@ final class BenchStack implements AutoCloseable {
     private static int freePort() {
         try {
             return KafkaProcess.freePort();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
@@ -229,7 +239,7 @@ final class BenchStack implements AutoCloseable {
             HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + opsPorts.get(name) + "/health/ready"))
                     .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
             return r.statusCode() == 200;
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return false;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -240,9 +250,9 @@ final class BenchStack implements AutoCloseable {
     /** Date, machine, Java, PostgreSQL and broker, for the head of a report. */
     Map<String, Object> machine() throws SQLException {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("date", java.time.LocalDate.now().toString());
+        m.put("date", LocalDate.now().toString());
         m.put("cores", Runtime.getRuntime().availableProcessors());
-        m.put("memoryGiB", Math.round(((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+        m.put("memoryGiB", Math.round(((OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
                 .getTotalMemorySize() / (1024.0 * 1024 * 1024)));
         m.put("java", System.getProperty("java.version"));
         m.put("postgres", pg.describe());
@@ -262,7 +272,7 @@ final class BenchStack implements AutoCloseable {
 
     long liveLeases() {
         try (Connection c = owner()) {
-            return dev.fencedjobs.lease.LeaseRow.all(c).stream().filter(dev.fencedjobs.lease.LeaseRow::live).count();
+            return LeaseRow.all(c).stream().filter(LeaseRow::live).count();
         } catch (SQLException e) {
             throw new IllegalStateException("reading leader_lease", e);
         }
@@ -281,8 +291,8 @@ final class BenchStack implements AutoCloseable {
      * and effect, so that the pipeline never starves, until {@code stop}; a failure ends it and is
      * left in {@code failure}. Started by the caller.
      */
-    Thread saturatingLoader(String name, java.util.concurrent.atomic.AtomicBoolean stop,
-            java.util.concurrent.atomic.AtomicReference<Exception> failure) {
+    Thread saturatingLoader(String name, AtomicBoolean stop,
+            AtomicReference<Exception> failure) {
         return new Thread(() -> {
             try (Connection c = owner(); Statement s = c.createStatement()) {
                 long inserted = scalar(s, "SELECT count(*) FROM jobs");
@@ -421,7 +431,7 @@ final class BenchStack implements AutoCloseable {
         }
     }
 
-    private static long compilerTicks(Path process) throws java.io.IOException {
+    private static long compilerTicks(Path process) throws IOException {
         long ticks = 0;
         try (var tasks = Files.list(process.resolve("task"))) {
             for (Path task : (Iterable<Path>) tasks::iterator) {
@@ -432,7 +442,7 @@ final class BenchStack implements AutoCloseable {
                         String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
                         ticks += Long.parseLong(f[11]) + Long.parseLong(f[12]);
                     }
-                } catch (java.io.IOException ended) {
+                } catch (IOException ended) {
                     // A compiler thread the JVM stopped while being read.
                 }
             }
@@ -468,7 +478,7 @@ final class BenchStack implements AutoCloseable {
                     // The process ended while being read.
                 }
             }
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             // No /proc: nothing to read.
         }
     }

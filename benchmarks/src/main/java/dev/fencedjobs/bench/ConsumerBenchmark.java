@@ -10,9 +10,14 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.testing.TestKafka;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -57,11 +62,11 @@ public final class ConsumerBenchmark {
                 ConsumerConfig config = new ConsumerConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
                         kafka, "bench-" + (++run), batch, 3, Duration.ofMillis(200), Duration.ofDays(7));
                 // CPU a record (clock ticks are 10 ms), less moved by the machine's load than the rate.
-                java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+                Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
                 try (FencedConsumer consumer = FencedConsumer.builder(config, new LedgerEffect()).start()) {
                     BenchSql.waitFor(() -> count(db) >= records, Duration.ofMinutes(10));
                 }
-                java.util.Map<String, Long> perRecord = new java.util.TreeMap<>();
+                Map<String, Long> perRecord = new TreeMap<>();
                 BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), records)
                         .forEach((c, us) -> perRecord.put(c.equals("benchmark and loader") ? "consumer and broker" : c, us));
                 System.out.printf("   round %d, batch %d, %s: CPU per record, microseconds: %s%n", round, batch, signed ? "signed" : "unsigned", perRecord);
@@ -81,7 +86,7 @@ public final class ConsumerBenchmark {
     private static long count(DatabaseConfig db) {
         try {
             return (long) BenchSql.queryDouble(db, "SELECT count(*) FROM ledger");
-        } catch (java.sql.SQLException e) {
+        } catch (SQLException e) {
             return 0;
         }
     }
@@ -99,7 +104,7 @@ public final class ConsumerBenchmark {
             // As the relay writes them: with the job's creation time and the token's tenure (-Didentity=false:
             // without, as relays before migration V5 did).
             boolean identity = Boolean.parseBoolean(System.getProperty("identity", "true"));
-            java.util.List<ProducerRecord<String, byte[]>> batch = new java.util.ArrayList<>();
+            List<ProducerRecord<String, byte[]>> batch = new ArrayList<>();
             for (long job = 1; job <= records; job++) {
                 String resource = "r-" + (job % 100);
                 Envelope e = identity

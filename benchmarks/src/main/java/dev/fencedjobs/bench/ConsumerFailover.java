@@ -3,6 +3,7 @@ package dev.fencedjobs.bench;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.fencedjobs.testing.ServiceProcess;
+import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -14,6 +15,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -105,7 +107,7 @@ final class ConsumerFailover {
     private Map<String, Set<Integer>> awaitSharedAssignment() throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
         while (true) {
-            Map<String, Set<Integer>> held = new java.util.LinkedHashMap<>();
+            Map<String, Set<Integer>> held = new LinkedHashMap<>();
             Set<Integer> all = new TreeSet<>();
             for (Map.Entry<String, Integer> e : httpPorts.entrySet()) {
                 Set<Integer> mine = assignment(e.getValue());
@@ -139,7 +141,7 @@ final class ConsumerFailover {
                 }
             }
             return held;
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return Set.of();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

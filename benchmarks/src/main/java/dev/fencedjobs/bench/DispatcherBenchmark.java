@@ -13,6 +13,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -50,7 +51,7 @@ public final class DispatcherBenchmark {
         int idleSeconds = Integer.getInteger("idleSeconds", 60);
         try (BenchPostgres pg = BenchPostgres.start()) {
             DispatcherBenchmark bench = new DispatcherBenchmark(pg);
-            System.out.printf("Dispatcher benchmark, %s%n", java.time.OffsetDateTime.now().withNano(0));
+            System.out.printf("Dispatcher benchmark, %s%n", OffsetDateTime.now().withNano(0));
             System.out.printf("Machine: %d cores, Java %s, %s%n%n", Runtime.getRuntime().availableProcessors(),
                     System.getProperty("java.version"), pg.describe());
 

@@ -1,6 +1,10 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.consumer.GroupMembership;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseRow;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TcpProxy;
 import java.sql.Connection;
@@ -11,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -118,7 +123,7 @@ final class FailoverPhase {
      */
     private void relayFailover() throws Exception {
         long leaseMs = 10_000;
-        stack.start("relay-2", "relay", "bench_relay", Map.of(dev.fencedjobs.relay.RelayConfig.PARTITIONS, Integer.toString(BenchStack.PARTITIONS)));
+        stack.start("relay-2", "relay", "bench_relay", Map.of(RelayConfig.PARTITIONS, Integer.toString(BenchStack.PARTITIONS)));
         String firstPublish = "SELECT coalesce((SELECT (extract(epoch FROM p.updated_at) * 1000)::bigint FROM outbox_position p"
                 + " JOIN leader_lease l ON l.role = p.role WHERE p.role = 'relay' AND l.fencing_token > %1$d AND p.updated_at >="
                 + " (SELECT t.acquired_at FROM lease_takeover t WHERE t.role = 'relay' AND t.fencing_token = l.fencing_token)), 0)";
@@ -158,9 +163,9 @@ final class FailoverPhase {
      * idle phase measures the same services as before.
      */
     private void consumerFailover() throws Exception {
-        long sessionMs = dev.fencedjobs.consumer.GroupMembership.DEFAULT_SESSION_TIMEOUT.toMillis();
+        long sessionMs = GroupMembership.DEFAULT_SESSION_TIMEOUT.toMillis();
         stack.start("consumer-2", "consumer", "bench_consumer",
-                Map.of(dev.fencedjobs.runtime.ServiceConfig.HTTP_PORT, Integer.toString(consumerPorts.get("consumer-2"))));
+                Map.of(ServiceConfig.HTTP_PORT, Integer.toString(consumerPorts.get("consumer-2"))));
         List<String> resources = new ArrayList<>();
         for (int i = 0; i < BenchStack.RESOURCES; i++) {
             resources.add("account-" + i);
@@ -227,7 +232,7 @@ final class FailoverPhase {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (leaderName == null) {
             try (Connection c = stack.owner()) {
-                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(c, role);
+                Optional<LeaseRow> lease = LeaseRow.live(c, role);
                 if (lease.isPresent()) {
                     long pid = lease.get().holderPid();
                     token = lease.get().token();

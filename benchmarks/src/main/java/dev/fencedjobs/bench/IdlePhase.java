@@ -1,5 +1,6 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
@@ -29,7 +30,7 @@ final class IdlePhase {
         Map<String, Double> perSecond = new LinkedHashMap<>();
         try (Connection c = stack.owner(); Statement s = c.createStatement()) {
             String leaderPid;
-            leaderPid = Long.toString(dev.fencedjobs.lease.LeaseRow.of(c, "scheduler").orElseThrow().holderPid());
+            leaderPid = Long.toString(LeaseRow.of(c, "scheduler").orElseThrow().holderPid());
             s.execute("SELECT pg_stat_statements_reset()");
             long start = System.nanoTime();
             Thread.sleep(idleSeconds * 1000L);

@@ -11,6 +11,7 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -314,7 +315,7 @@ final class PipelinedBound {
         }
     }
 
-    private static Connection connect(BenchPostgres pg, String url) throws java.sql.SQLException {
+    private static Connection connect(BenchPostgres pg, String url) throws SQLException {
         return DriverManager.getConnection(url, pg.user(), pg.password());
     }
 }

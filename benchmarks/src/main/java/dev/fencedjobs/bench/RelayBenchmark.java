@@ -15,8 +15,12 @@ import dev.fencedjobs.testing.TopicReader;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
 
@@ -38,7 +42,7 @@ public final class RelayBenchmark {
         KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
         String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
         try (BenchPostgres pg = BenchPostgres.start()) {
-            System.out.printf("Relay benchmark, %s%n", java.time.OffsetDateTime.now().withNano(0));
+            System.out.printf("Relay benchmark, %s%n", OffsetDateTime.now().withNano(0));
             System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
                     System.getProperty("java.version"), pg.describe(),
                     embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
@@ -58,15 +62,15 @@ public final class RelayBenchmark {
                 // The backlog's WAL written out now, not by a checkpoint that lands in one side's run.
                 BenchSql.execute(db, "CHECKPOINT");
                 // CPU a row (clock ticks are 10 ms): this JVM is the relay and the broker; its JIT apart.
-                java.util.Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+                Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
                 long jit0 = BenchStack.ownCompilerTicks();
                 try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-" + (++run), batch, signed)).start()) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox_unpublished LIMIT 1"), Duration.ofMinutes(10));
                 }
                 long jit = BenchStack.ownCompilerTicks() - jit0;
-                java.util.Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
+                Map<String, Long> cpu1 = BenchStack.cpuTicksByComponent();
                 cpu1.computeIfPresent("benchmark and loader", (c, ticks) -> ticks - jit);
-                java.util.Map<String, Long> perRow = new java.util.TreeMap<>();
+                Map<String, Long> perRow = new TreeMap<>();
                 BenchStack.cpuMicrosecondsEach(cpu0, cpu1, backlog)
                         .forEach((c, us) -> perRow.put(c.equals("benchmark and loader") ? "relay and broker" : c, us));
                 perRow.put("JIT compiler", Math.round(jit * 10_000.0 / backlog));
@@ -123,7 +127,7 @@ public final class RelayBenchmark {
                 }
             }
         }
-        java.util.Collections.sort(ms);
+        Collections.sort(ms);
         return new double[] {ms.size(), ms.get(ms.size() / 2), ms.get((int) Math.min(ms.size() - 1, Math.ceil(ms.size() * 0.99) - 1)),
             ms.get(ms.size() - 1)};
     }

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * What record signatures cost end to end: the sustained throughput of {@link ThroughputPhase} with
@@ -46,9 +47,9 @@ final class SignaturesPhase {
                 throughput.awaitDrained();
                 configure(signedNow ? signed : UNSIGNED);
                 System.out.println(signedNow ? "   signed (the default):" : "   unsigned (no key, accept-unsigned):");
-                Map<String, Long> cpu0 = new java.util.TreeMap<>();
+                Map<String, Long> cpu0 = new TreeMap<>();
                 // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
-                Map<String, Long> perJob = new java.util.TreeMap<>();
+                Map<String, Long> perJob = new TreeMap<>();
                 double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
                         perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
                 (signedNow ? withSignatures : without).add(rate);

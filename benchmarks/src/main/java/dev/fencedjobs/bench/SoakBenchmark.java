@@ -21,6 +21,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -69,7 +70,7 @@ final class SoakBenchmark {
     private final Map<String, Object> report = new LinkedHashMap<>();
     private final List<Map<String, Object>> windows = new ArrayList<>();
     /** Each producer INSERT's round trip (statement and commit) since the last window, ms. */
-    private final java.util.concurrent.ConcurrentLinkedQueue<Double> insertMillis = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<Double> insertMillis = new ConcurrentLinkedQueue<>();
     private BenchStack stack;
 
     SoakBenchmark(Path repo, Path out, int minutes, int windowSeconds, Duration retention, int fixedRate, long history,
@@ -321,7 +322,7 @@ final class SoakBenchmark {
      * and a sort in the database) took 0.9 to 1 s of database time and wrote ~460 MB of temp files
      * per window, on the same two cores and disk as the system under test.
      */
-    private static double[] latencies(Statement s, long from, long to) throws java.sql.SQLException {
+    private static double[] latencies(Statement s, long from, long to) throws SQLException {
         return latencies(s, "applied_at - job_created_at", "ledger", from, to);
     }
 
@@ -330,11 +331,11 @@ final class SoakBenchmark {
      * completion (its {@code completed_at}, read in the dispatcher's batch before its commit) less
      * its creation. What the relay, Kafka and the consumer add is the rest.
      */
-    private static double[] completionLatencies(Statement s, long from, long to) throws java.sql.SQLException {
+    private static double[] completionLatencies(Statement s, long from, long to) throws SQLException {
         return latencies(s, "completed_at - job_created_at", "outbox", from, to);
     }
 
-    private static double[] latencies(Statement s, String interval, String table, long from, long to) throws java.sql.SQLException {
+    private static double[] latencies(Statement s, String interval, String table, long from, long to) throws SQLException {
         double[] ms = new double[(int) Math.max(0, to - from)];
         int n = 0;
         try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM " + interval + ")::float8 * 1000 FROM " + table
@@ -359,7 +360,7 @@ final class SoakBenchmark {
     }
 
     /** Count, p50, p99 and max of what {@code queue} holds now, which it gives up. */
-    private static double[] drainedPercentiles(java.util.concurrent.ConcurrentLinkedQueue<Double> queue) {
+    private static double[] drainedPercentiles(ConcurrentLinkedQueue<Double> queue) {
         List<Double> taken = new ArrayList<>();
         for (Double d; (d = queue.poll()) != null; ) {
             taken.add(d);

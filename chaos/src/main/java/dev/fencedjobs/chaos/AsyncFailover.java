@@ -12,6 +12,7 @@ import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.relay.Relay;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.StreamingPostgres;
@@ -101,7 +102,7 @@ public final class AsyncFailover {
             Bootstrap.roles(jobsOwner, PASSWORDS);
             Bootstrap.roles(consumerOwner, Map.of(Roles.CONSUMER, "consumer"));
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(400));
-            KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
+            KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(RecordTrust.generate());
             DispatcherConfig dispatcher = new DispatcherConfig(service(url, Roles.DISPATCHER), lease, 200);
             services.add(Dispatcher.builder(dispatcher).start());
             services.add(Dispatcher.builder(dispatcher).start());

@@ -4,7 +4,10 @@ import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.lease.Lease;
+import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaCluster;
 import dev.fencedjobs.testing.StreamingPostgres;
@@ -14,11 +17,14 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -40,7 +46,7 @@ final class ChaosCluster {
 
     private final ChaosRun.Options options;
     /** The relays sign with it and the consumers trust it; the forger signs its "relay's bug" records with it too. */
-    final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
+    final RecordTrust trust = RecordTrust.generate();
     private final Path out;
     private final RunLog log;
     final List<Service> services = new ArrayList<>();
@@ -108,14 +114,14 @@ final class ChaosCluster {
      * as between a takeover and the new holder's lock).
      */
     int endLeaseSession(String role) throws SQLException {
-        try (Connection c = owner(); java.sql.PreparedStatement s = c.prepareStatement(
+        try (Connection c = owner(); PreparedStatement s = c.prepareStatement(
                 "SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k JOIN leader_lease l ON l.role = ?"
                         + " WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 AND k.classid = ?::bigint::oid"
                         + " AND k.objid = (l.fencing_token & 4294967295)::oid"
                         + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
             s.setString(1, role);
-            s.setLong(2, Integer.toUnsignedLong(dev.fencedjobs.lease.Lease.signOfLifeKey(role)));
-            try (java.sql.ResultSet r = s.executeQuery()) {
+            s.setLong(2, Integer.toUnsignedLong(Lease.signOfLifeKey(role)));
+            try (ResultSet r = s.executeQuery()) {
                 r.next();
                 return r.getInt(1);
             }
@@ -184,7 +190,7 @@ final class ChaosCluster {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
             try (Connection c = owner()) {
-                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(c, role);
+                Optional<LeaseRow> lease = LeaseRow.live(c, role);
                 if (lease.isPresent()) {
                     for (Service service : services) {
                         if (service.pid() == lease.get().holderPid() && service.alive()) {

@@ -9,6 +9,9 @@ import dev.fencedjobs.chaos.History.Processed;
 import dev.fencedjobs.chaos.History.Rejection;
 import dev.fencedjobs.chaos.History.Takeover;
 import dev.fencedjobs.chaos.History.TopicRecord;
+import dev.fencedjobs.runtime.internal.Occurrences;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -19,6 +22,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.function.Function;
 import java.util.stream.Collectors;
 
@@ -421,22 +425,22 @@ public final class Checker {
             }
         }
         for (History.Schedule s : h.schedules) {
-            java.time.Instant start = instant(s.startsAt());
-            dev.fencedjobs.runtime.internal.Occurrences rule = s.cron() != null ? dev.fencedjobs.runtime.internal.Occurrences.cron(s.cron(), s.timeZone(), start)
-                    : dev.fencedjobs.runtime.internal.Occurrences.every(java.time.Duration.ofNanos(s.everyMicros() * 1000), start);
-            Map<java.time.Instant, Job> byFireTime = new HashMap<>();
+            Instant start = instant(s.startsAt());
+            Occurrences rule = s.cron() != null ? Occurrences.cron(s.cron(), s.timeZone(), start)
+                    : Occurrences.every(Duration.ofNanos(s.everyMicros() * 1000), start);
+            Map<Instant, Job> byFireTime = new HashMap<>();
             for (Job j : jobsBySchedule.getOrDefault(s.name(), List.of())) {
-                java.time.Instant at = fireTime(j.uniqueKey());
+                Instant at = fireTime(j.uniqueKey());
                 if (byFireTime.put(at, j) != null) {
                     violation("10 schedule occurrences", "schedule " + s.name() + ": two jobs for the occurrence at " + at, evidence(j.id()));
                 }
             }
             List<History.ScheduleSkip> skips = h.scheduleSkips.stream().filter(k -> k.name().equals(s.name())).toList();
             List<History.SchedulePause> pauses = h.schedulePauses.stream().filter(p -> p.name().equals(s.name())).toList();
-            java.time.Instant next = s.nextFireAt() == null ? start : instant(s.nextFireAt());
+            Instant next = s.nextFireAt() == null ? start : instant(s.nextFireAt());
             long occurrences = 0;
             long asJobs = 0;
-            for (java.time.Instant t = rule.first(); t != null && t.isBefore(next); t = rule.after(t)) {
+            for (Instant t = rule.first(); t != null && t.isBefore(next); t = rule.after(t)) {
                 occurrences++;
                 long micros = micros(t);
                 List<History.ScheduleSkip> in = skips.stream().filter(k -> k.firstFireAt() <= micros && micros <= k.lastFireAt()).toList();
@@ -457,7 +461,7 @@ public final class Checker {
                     }
                 }
             }
-            for (Map.Entry<java.time.Instant, Job> left : byFireTime.entrySet()) {
+            for (Map.Entry<Instant, Job> left : byFireTime.entrySet()) {
                 violation("10 schedule occurrences", "schedule " + s.name() + ": job " + left.getValue().id() + " is for " + left.getKey()
                         + ", which is not an occurrence before its next_fire_at " + next, evidence(left.getValue().id()));
             }
@@ -477,16 +481,16 @@ public final class Checker {
     }
 
     /** The fire time a schedule occurrence's key names: schedule:<name>@<fire time>. */
-    static java.time.Instant fireTime(String key) {
-        return java.time.Instant.parse(key.substring(key.lastIndexOf('@') + 1));
+    static Instant fireTime(String key) {
+        return Instant.parse(key.substring(key.lastIndexOf('@') + 1));
     }
 
-    static long micros(java.time.Instant t) {
+    static long micros(Instant t) {
         return t.getEpochSecond() * 1_000_000L + t.getNano() / 1000;
     }
 
-    private static java.time.Instant instant(long micros) {
-        return java.time.Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
+    private static Instant instant(long micros) {
+        return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
     }
 
     private static String show(History.ScheduleSkip k) {
@@ -518,7 +522,7 @@ public final class Checker {
         effectsByJob.getOrDefault(jobId, List.of()).forEach(e -> lines.add(show(e)));
         rejectionsByJob.getOrDefault(jobId, List.of()).forEach(r -> lines.add(show(r)));
         TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
-        Set<Long> tokens = new java.util.TreeSet<>();
+        Set<Long> tokens = new TreeSet<>();
         if (j != null && j.completedByToken() != null) {
             tokens.add(j.completedByToken());
             tokens.add(j.completedByToken() + 1);

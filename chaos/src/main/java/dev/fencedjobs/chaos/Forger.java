@@ -6,7 +6,9 @@ import dev.fencedjobs.runtime.internal.RecordSignatures;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
+import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -32,7 +34,7 @@ final class Forger {
     }
 
     /** Kinds of forged record that no trusted key signed: each must be dead-lettered as unauthenticated, with no effect. */
-    static final java.util.Set<String> UNAUTHENTICATED = java.util.Set.of("unsigned", "wrong-key");
+    static final Set<String> UNAUTHENTICATED = Set.of("unsigned", "wrong-key");
 
     /**
      * Writes records the consumer must handle without the dispatcher. Some come from a party that
@@ -77,7 +79,7 @@ final class Forger {
             RecordTrust keys) throws Exception {
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(TOPIC, resource, value);
         if (keys != null) {
-            RecordSignatures.sign(keys, System.currentTimeMillis(), java.util.List.of(record));
+            RecordSignatures.sign(keys, System.currentTimeMillis(), List.of(record));
         }
         RecordMetadata m = producer.send(record).get(90, TimeUnit.SECONDS);
         history.forged.add(new History.Forged(kind, m.partition(), m.offset(), jobId, resource, token));

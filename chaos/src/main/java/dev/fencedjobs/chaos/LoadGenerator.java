@@ -1,6 +1,7 @@
 package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.runtime.internal.Faults;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -10,6 +11,7 @@ import java.util.List;
 import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 /** Inserts jobs with plain SQL as the producer role, some due at once, some a few seconds out. */
 final class LoadGenerator extends Thread {
@@ -53,7 +55,7 @@ final class LoadGenerator extends Thread {
             next += TimeUnit.MILLISECONDS.toNanos(50);
             long wait = next - System.nanoTime();
             if (wait > 0) {
-                java.util.concurrent.locks.LockSupport.parkNanos(wait);
+                LockSupport.parkNanos(wait);
             } else if (wait < -TimeUnit.SECONDS.toNanos(1)) {
                 next = System.nanoTime();
             }
@@ -90,10 +92,10 @@ final class LoadGenerator extends Thread {
             } catch (SQLException e) {
                 if (System.nanoTime() - lastFailureReport > TimeUnit.SECONDS.toNanos(5)) {
                     lastFailureReport = System.nanoTime();
-                    log.log("load: insert failed, retrying the same batch: " + dev.fencedjobs.runtime.internal.Faults.describe(e));
+                    log.log("load: insert failed, retrying the same batch: " + Faults.describe(e));
                 }
                 closeConnection();
-                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(200));
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(200));
             }
         }
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.chaos;
 
+import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.runtime.internal.Envelope;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -62,7 +63,7 @@ final class Recorder {
                     h.scheduleSkips.add(new History.ScheduleSkip(r.getString(1), r.getLong(2), r.getLong(3), r.getLong(4), r.getString(5)));
                 }
             }
-            for (dev.fencedjobs.lease.LeaseRow l : dev.fencedjobs.lease.LeaseRow.all(s.getConnection())) {
+            for (LeaseRow l : LeaseRow.all(s.getConnection())) {
                 h.leases.add(new History.Lease(l.role(), l.holderId(), l.token()));
             }
             try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token, " + micros("applied_at")

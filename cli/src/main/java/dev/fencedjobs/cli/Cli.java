@@ -5,6 +5,8 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.lease.Lease;
+import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.runtime.internal.Faults;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -21,7 +23,12 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
+import java.util.TreeSet;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Model.PositionalParamSpec;
@@ -316,7 +323,7 @@ public final class Cli {
 
     private int migrate(Map<String, String> options) throws SQLException {
         DatabaseConfig db = database();
-        java.util.Optional<DatabaseConfig> consumerDb = consumerDatabase();
+        Optional<DatabaseConfig> consumerDb = consumerDatabase();
         Bootstrap.migrate(db, consumerDb.orElse(db), 3);
         if (consumerDb.isEmpty()) {
             out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox; consumer tables)");
@@ -327,7 +334,7 @@ public final class Cli {
         if (options.containsKey("roles")) {
             Map<String, String> passwords = new HashMap<>();
             for (String role : List.of(Roles.DISPATCHER, Roles.RELAY, Roles.CONSUMER, Roles.PRODUCER)) {
-                settings.get(role.toUpperCase(java.util.Locale.ROOT) + "_PASSWORD").ifPresent(p -> passwords.put(role, p));
+                settings.get(role.toUpperCase(Locale.ROOT) + "_PASSWORD").ifPresent(p -> passwords.put(role, p));
             }
             if (passwords.isEmpty()) {
                 throw new UsageException("migrate --roles: set at least one of FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
@@ -342,10 +349,10 @@ public final class Cli {
             }
             if (consumerPassword != null) {
                 Bootstrap.roles(consumerDb.get(), Map.of(Roles.CONSUMER, consumerPassword));
-                out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(here.keySet())) + (here.isEmpty() ? "" : " on "
+                out.println("Roles ready: " + String.join(", ", new TreeSet<>(here.keySet())) + (here.isEmpty() ? "" : " on "
                         + db.safeUrl() + "; ") + Roles.CONSUMER + " on " + consumerDb.get().safeUrl());
             } else {
-                out.println("Roles ready: " + String.join(", ", new java.util.TreeSet<>(passwords.keySet())));
+                out.println("Roles ready: " + String.join(", ", new TreeSet<>(passwords.keySet())));
             }
         }
         return 0;
@@ -506,16 +513,16 @@ public final class Cli {
     }
 
     private Connection consumerConnection() throws SQLException {
-        java.util.Optional<DatabaseConfig> consumer = consumerDatabase();
+        Optional<DatabaseConfig> consumer = consumerDatabase();
         return consumer.isEmpty() ? null : connect(consumer.get());
     }
 
     /** The consumer's own database, when {@code CONSUMER_DATABASE_URL} says its tables live elsewhere. */
-    private java.util.Optional<DatabaseConfig> consumerDatabase() {
+    private Optional<DatabaseConfig> consumerDatabase() {
         if (settings.get("CONSUMER_DATABASE_URL").isEmpty()) {
-            return java.util.Optional.empty();
+            return Optional.empty();
         }
-        return java.util.Optional.of(DatabaseConfig.of(settings.required("CONSUMER_DATABASE_URL"),
+        return Optional.of(DatabaseConfig.of(settings.required("CONSUMER_DATABASE_URL"),
                 settings.string("CONSUMER_DATABASE_USER", database().user()),
                 settings.string("CONSUMER_DATABASE_PASSWORD", database().password())).withPoolSize(1));
     }
@@ -529,7 +536,7 @@ public final class Cli {
             String holder = options.get("holder");
             long token;
             if (holder == null) {
-                java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.of(c, role);
+                Optional<LeaseRow> lease = LeaseRow.of(c, role);
                 if (lease.isEmpty()) {
                     err.println("fenced-jobs release: no lease for role " + role);
                     return 1;
@@ -543,7 +550,7 @@ public final class Cli {
                     throw new UsageException("release: --token must be a whole number, got " + options.get("token"));
                 }
             }
-            boolean released = dev.fencedjobs.lease.Lease.release(org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES), role, holder, token);
+            boolean released = Lease.release(DSL.using(c, SQLDialect.POSTGRES), role, holder, token);
             if (released) {
                 out.println("Released " + role + " (holder " + holder + ", token " + token + "); followers were notified");
                 return 0;

@@ -1,5 +1,6 @@
 package dev.fencedjobs.cli;
 
+import dev.fencedjobs.consumer.FencedConsumer;
 import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
@@ -213,7 +214,7 @@ final class DeadLetterCommands {
             }
             out.println((sub.equals("replay") ? "Asked a consumer to replay " : "Discarded ") + marked.size() + " dead letter(s): "
                     + (marked.size() > 20 ? marked.subList(0, 20) + " …" : marked)
-                    + (sub.equals("replay") ? "; a running consumer replays them within " + 2 * dev.fencedjobs.consumer.FencedConsumer.REPLAY_POLL.toSeconds()
+                    + (sub.equals("replay") ? "; a running consumer replays them within " + 2 * FencedConsumer.REPLAY_POLL.toSeconds()
                             + " s and records each outcome (dead-letters show <id>)" : ""));
         }
         return 0;

@@ -10,6 +10,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Types;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
@@ -85,7 +86,7 @@ final class ScheduleCommands {
                         + "ON CONFLICT (name) DO NOTHING RETURNING starts_at")) {
             ps.setString(1, name);
             ps.setString(2, cron);
-            ps.setObject(3, interval == null ? null : interval.toNanos() / 1000, java.sql.Types.BIGINT);
+            ps.setObject(3, interval == null ? null : interval.toNanos() / 1000, Types.BIGINT);
             ps.setString(4, zone);
             ps.setString(5, options.getOrDefault("resource", "default"));
             ps.setString(6, payload);

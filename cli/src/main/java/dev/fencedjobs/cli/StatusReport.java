@@ -6,6 +6,8 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.OffsetDateTime;
+import java.util.List;
 
 /** What {@code fenced-jobs status} prints, read with plain SQL an operator could run by hand. */
 final class StatusReport {
@@ -43,7 +45,7 @@ final class StatusReport {
     void print() throws SQLException {
         try (Statement s = jobs.createStatement()) {
             out.println("Leases:");
-            java.util.List<LeaseRow> leases = LeaseRow.all(jobs);
+            List<LeaseRow> leases = LeaseRow.all(jobs);
             for (LeaseRow l : leases) {
                 out.printf("  %-10s token %-6d holder %-32s %s%n", l.role(), l.token(), l.holderId(),
                         l.live() ? "live, " + l.secondsLeft() + " s left" : "expired (no leader)");
@@ -55,7 +57,7 @@ final class StatusReport {
             try (ResultSet rs = s.executeQuery(HISTORY)) {
                 while (rs.next()) {
                     out.printf("  %-10s token %-6d holder %-32s acquired %s%n", rs.getString(1), rs.getLong(2), rs.getString(3),
-                            rs.getObject(4, java.time.OffsetDateTime.class));
+                            rs.getObject(4, OffsetDateTime.class));
                 }
             }
             try (ResultSet rs = s.executeQuery(JOBS)) {
@@ -66,7 +68,7 @@ final class StatusReport {
                 rs.next();
                 out.printf("Schedules: %d (%d paused, %d with an error); %d occurrences fired, %d skipped; next fires %s%n", rs.getLong(1),
                         rs.getLong(2), rs.getLong(3), rs.getLong(4), rs.getLong(5),
-                        rs.getObject(6) == null ? "never" : rs.getObject(6, java.time.OffsetDateTime.class).toString());
+                        rs.getObject(6) == null ? "never" : rs.getObject(6, OffsetDateTime.class).toString());
             }
             try (ResultSet rs = s.executeQuery(OUTBOX)) {
                 rs.next();

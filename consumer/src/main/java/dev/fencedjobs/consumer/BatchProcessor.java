@@ -17,20 +17,33 @@ import dev.fencedjobs.consumer.FenceDecisions.Tenure;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import java.util.SortedSet;
 import java.util.TreeSet;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Header;
 import org.jooq.DSLContext;
+import org.jooq.Field;
 import org.jooq.InsertValuesStep6;
 import org.jooq.Record;
+import org.jooq.Table;
 import org.jooq.impl.DSL;
+import org.jooq.types.DayToSecond;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Handles one polled batch in one transaction of the consumer's database, records in partition
@@ -97,9 +110,9 @@ final class BatchProcessor {
      */
     @FunctionalInterface
     interface Authenticity {
-        java.util.Optional<String> problem(ConsumerRecord<String, byte[]> record);
+        Optional<String> problem(ConsumerRecord<String, byte[]> record);
 
-        Authenticity CHECKED_ON_ARRIVAL = record -> java.util.Optional.empty();
+        Authenticity CHECKED_ON_ARRIVAL = record -> Optional.empty();
     }
 
     /** The reason of an unauthenticated record's dead letter starts with this. */
@@ -139,7 +152,7 @@ final class BatchProcessor {
         }
     }
 
-    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(BatchProcessor.class);
+    private static final Logger log = LoggerFactory.getLogger(BatchProcessor.class);
 
     private final Effect effect;
     private final RecordSignatures.Verifier verifier;
@@ -178,7 +191,7 @@ final class BatchProcessor {
         int unauthenticated = 0;
         for (ConsumerRecord<String, byte[]> record : records) {
             // Before dedup and before the fence: an unauthenticated record claims no job id and moves no fence.
-            java.util.Optional<String> problem = authenticity.problem(record);
+            Optional<String> problem = authenticity.problem(record);
             if (problem.isPresent()) {
                 log.error("Unauthenticated record {}-{}@{} dead-lettered, not applied: {}", record.topic(), record.partition(), record.offset(),
                         problem.get());
@@ -265,11 +278,11 @@ final class BatchProcessor {
     }
 
     /** Which of these resources have records waiting, {@code retrying} left out. */
-    private static Set<String> waiting(DSLContext tx, java.util.Collection<String> resources, String retrying) {
+    private static Set<String> waiting(DSLContext tx, Collection<String> resources, String retrying) {
         if (resources.isEmpty()) {
             return Set.of();
         }
-        Set<String> found = new java.util.HashSet<>(tx.selectDistinct(CONSUMER_WAITING.RESOURCE).from(CONSUMER_WAITING)
+        Set<String> found = new HashSet<>(tx.selectDistinct(CONSUMER_WAITING.RESOURCE).from(CONSUMER_WAITING)
                 .where(CONSUMER_WAITING.RESOURCE.eq(DSL.any(DSL.val(resources.toArray(String[]::new)))))
                 .fetch(CONSUMER_WAITING.RESOURCE));
         if (retrying != null) {
@@ -283,8 +296,8 @@ final class BatchProcessor {
      * {@code wait} null: tried at once when it is first in the queue. False when its job is
      * already waiting (a redelivery).
      */
-    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, java.time.Duration wait) {
-        var nextAttempt = wait == null ? CLOCK_TIMESTAMP : CLOCK_TIMESTAMP.plus(val(org.jooq.types.DayToSecond.valueOf(wait)));
+    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, Duration wait) {
+        var nextAttempt = wait == null ? CLOCK_TIMESTAMP : CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(wait)));
         return tx.insertInto(CONSUMER_WAITING)
                 .set(CONSUMER_WAITING.JOB_ID, job.jobId())
                 .set(CONSUMER_WAITING.JOB_CREATED_AT, job.createdAt())
@@ -309,9 +322,9 @@ final class BatchProcessor {
     }
 
     /** Locks (creating where new) the fence rows of these resources and returns them as they are. */
-    private static Map<String, Fence> lockFences(DSLContext tx, java.util.SortedSet<String> resources) {
+    private static Map<String, Fence> lockFences(DSLContext tx, SortedSet<String> resources) {
         // In sorted order, so that two consumers lock shared resources in the same order; one array bound.
-        org.jooq.Field<String> resource = DSL.field(DSL.name("u", "resource"), String.class);
+        Field<String> resource = DSL.field(DSL.name("u", "resource"), String.class);
         var values = tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
                         CONSUMER_RESOURCE_FENCE.UPDATED_AT)
                 .select(DSL.select(resource, val(0L), CLOCK_TIMESTAMP)
@@ -334,7 +347,7 @@ final class BatchProcessor {
     private record Decisions(List<Decision> list, Map<String, Fence> locked) {}
 
     /** Locks (creating where new) the fence rows of the batch's resources and decides each record in order. */
-    private static Decisions decide(DSLContext tx, java.util.Collection<Candidate> candidates) {
+    private static Decisions decide(DSLContext tx, Collection<Candidate> candidates) {
         if (candidates.isEmpty()) {
             return new Decisions(List.of(), Map.of());
         }
@@ -367,7 +380,7 @@ final class BatchProcessor {
      */
     private static Claims claim(DSLContext tx, List<Decision> decisions) {
         if (decisions.isEmpty()) {
-            return new Claims(java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>()), List.of());
+            return new Claims(Collections.newSetFromMap(new IdentityHashMap<>()), List.of());
         }
         Map<Long, Decision> firstById = new LinkedHashMap<>();
         List<Decision> later = new ArrayList<>();
@@ -396,8 +409,8 @@ final class BatchProcessor {
                 .fetch()) {
             returned.put(r.get(CONSUMER_PROCESSED.JOB_ID), r);
         }
-        Set<Decision> claimed = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
-        Map<Decision, String> reissued = new java.util.IdentityHashMap<>();
+        Set<Decision> claimed = Collections.newSetFromMap(new IdentityHashMap<>());
+        Map<Decision, String> reissued = new IdentityHashMap<>();
         Map<Long, OffsetDateTime> holder = new HashMap<>();
         for (Decision d : firstById.values()) {
             Job job = d.candidate().job();
@@ -453,17 +466,17 @@ final class BatchProcessor {
         return "job " + jobId + " created at " + createdAt + " (resource " + resource + ", token " + token + ", processed at " + processedAt + ")";
     }
 
-    static final org.jooq.Field<Long> UNNESTED_ID = DSL.field(DSL.name("u", "job_id"), Long.class);
-    static final org.jooq.Field<OffsetDateTime> UNNESTED_CREATED_AT = DSL.field(DSL.name("u", "job_created_at"), OffsetDateTime.class);
-    static final org.jooq.Field<String> UNNESTED_RESOURCE = DSL.field(DSL.name("u", "resource"), String.class);
-    static final org.jooq.Field<Long> UNNESTED_TOKEN = DSL.field(DSL.name("u", "fencing_token"), Long.class);
-    static final org.jooq.Field<String> UNNESTED_TEXT = DSL.field(DSL.name("u", "text"), String.class);
+    static final Field<Long> UNNESTED_ID = DSL.field(DSL.name("u", "job_id"), Long.class);
+    static final Field<OffsetDateTime> UNNESTED_CREATED_AT = DSL.field(DSL.name("u", "job_created_at"), OffsetDateTime.class);
+    static final Field<String> UNNESTED_RESOURCE = DSL.field(DSL.name("u", "resource"), String.class);
+    static final Field<Long> UNNESTED_TOKEN = DSL.field(DSL.name("u", "fencing_token"), Long.class);
+    static final Field<String> UNNESTED_TEXT = DSL.field(DSL.name("u", "text"), String.class);
 
     /**
      * The jobs as a table {@code u (job_id, job_created_at, resource, fencing_token, text)}, from one
      * array per column; {@code text} is one more value per job (an outcome, a payload).
      */
-    static org.jooq.Table<?> unnest(DSLContext tx, List<Job> jobs, List<String> text) {
+    static Table<?> unnest(DSLContext tx, List<Job> jobs, List<String> text) {
         Long[] ids = new Long[jobs.size()];
         String[] created = new String[jobs.size()];
         String[] resources = new String[jobs.size()];
@@ -485,7 +498,7 @@ final class BatchProcessor {
     }
 
     static String outcome(Outcome outcome) {
-        return outcome.name().toLowerCase(java.util.Locale.ROOT);
+        return outcome.name().toLowerCase(Locale.ROOT);
     }
 
     private static void recordRejected(DSLContext tx, List<Decision> rejected) {
@@ -620,7 +633,7 @@ final class BatchProcessor {
                     .from(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId())).fetchOptional().orElse(null);
             boolean reissued = held != null && held.value1() != null && job.createdAt() != null && !held.value1().isEqual(job.createdAt());
             // Both tables have the same columns: the claim goes where the batch's claim would have put it.
-            org.jooq.Table<?> table = reissued ? CONSUMER_PROCESSED_REISSUED : CONSUMER_PROCESSED;
+            Table<?> table = reissued ? CONSUMER_PROCESSED_REISSUED : CONSUMER_PROCESSED;
             boolean claimed = tx.insertInto(table)
                     .set(sameColumn(table, CONSUMER_PROCESSED.JOB_ID), job.jobId())
                     .set(sameColumn(table, CONSUMER_PROCESSED.JOB_CREATED_AT), job.createdAt())
@@ -654,13 +667,13 @@ final class BatchProcessor {
     }
 
     /** The column of {@code table} named like {@code column} of {@code consumer_processed}. */
-    private static <T> org.jooq.Field<T> sameColumn(org.jooq.Table<?> table, org.jooq.Field<T> column) {
+    private static <T> Field<T> sameColumn(Table<?> table, Field<T> column) {
         return table.field(column.getName(), column.getType());
     }
 
     /** The record's signature header, kept with what the consumer stores of it. */
     static byte[] signature(ConsumerRecord<String, byte[]> record) {
-        org.apache.kafka.common.header.Header h = record.headers().lastHeader(RecordSignatures.HEADER);
+        Header h = record.headers().lastHeader(RecordSignatures.HEADER);
         return h == null ? null : h.value();
     }
 

@@ -5,6 +5,7 @@ import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
 import java.time.Duration;
+import java.util.Objects;
 
 /**
  * Everything the consumer reads at start-up.
@@ -54,9 +55,9 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
             throw new ConfigException(EFFECT_RETRY_BACKOFF, "must not be negative, got " + effectRetryBackoff);
         }
         Settings.requirePositive(PROCESSED_RETENTION, processedRetention);
-        java.util.Objects.requireNonNull(membership, "membership");
+        Objects.requireNonNull(membership, "membership");
         Settings.requirePositive(RECORDS_RETENTION, recordsRetention);
-        java.util.Objects.requireNonNull(retries, "retries");
+        Objects.requireNonNull(retries, "retries");
     }
 
     /** With the default patient retries. */

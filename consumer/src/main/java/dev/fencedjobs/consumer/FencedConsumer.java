@@ -22,14 +22,19 @@ import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Properties;
+import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -37,6 +42,8 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.impl.DSL;
 import org.jooq.types.DayToSecond;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -68,7 +75,7 @@ public final class FencedConsumer implements RunningService {
     public static final String HISTORY_TABLE = "consumer_schema_history";
 
     /** Commits the offsets of a handled batch: {@code commitSync}. */
-    static final ConsumerLoop.OffsetCommitter COMMIT_SYNC = org.apache.kafka.clients.consumer.Consumer::commitSync;
+    static final ConsumerLoop.OffsetCommitter COMMIT_SYNC = Consumer::commitSync;
 
     private final ConsumerConfig config;
     private final ServiceRuntime runtime;
@@ -98,7 +105,7 @@ public final class FencedConsumer implements RunningService {
                 config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
                 config.kafka().redactedClient(), runtime.describeDatabase());
         RecordTrust trust = config.kafka().trust();
-        log.info("Applying only records signed by a trusted relay key {}{}", new java.util.TreeSet<>(trust.trusted().keySet()),
+        log.info("Applying only records signed by a trusted relay key {}{}", new TreeSet<>(trust.trusted().keySet()),
                 trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)" : "");
         MeterRegistry registry = runtime.registry();
         try {
@@ -119,7 +126,7 @@ public final class FencedConsumer implements RunningService {
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
         DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
         this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
-                () -> java.util.concurrent.ThreadLocalRandom.current().nextDouble(), ticker);
+                () -> ThreadLocalRandom.current().nextDouble(), ticker);
         this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
                 running::get, patient::retryOne, n -> { },
                 e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
@@ -148,7 +155,7 @@ public final class FencedConsumer implements RunningService {
             Job job = BatchProcessor.jobOf(record);
             if (config.retries().enabled() && job != null) {
                 Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
-                        java.util.concurrent.ThreadLocalRandom.current().nextDouble());
+                        ThreadLocalRandom.current().nextDouble());
                 log.warn("{}; {} waits for a patient retry in {} ms, and its resource's later records behind it", reason,
                         BatchProcessor.describe(record), wait.toMillis());
                 boolean waits = dsl.transactionResult(c -> {
@@ -237,16 +244,16 @@ public final class FencedConsumer implements RunningService {
      */
     /** One chunk of processed ids and all records past their retentions; returns the processed ids deleted (what paces the schedule). */
     private int purgeOnce() {
-        org.jooq.Field<java.time.OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
-                org.jooq.impl.DSL.val(DayToSecond.valueOf(config.processedRetention())));
+        Field<OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
+                DSL.val(DayToSecond.valueOf(config.processedRetention())));
         int processed = dsl.deleteFrom(CONSUMER_PROCESSED)
                 .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
                         .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
                         .limit(purges.chunk())))
                 .execute();
         int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
-        org.jooq.Field<java.time.OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
-                org.jooq.impl.DSL.val(DayToSecond.valueOf(config.recordsRetention())));
+        Field<OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
+                DSL.val(DayToSecond.valueOf(config.recordsRetention())));
         records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
         // A dead letter nobody acted on stays until somebody does.
         records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.STATUS.in("replayed", "discarded"))
@@ -357,9 +364,9 @@ public final class FencedConsumer implements RunningService {
         }
 
         private Builder(KafkaSettings kafka, String groupId, Effect effect) {
-            this.kafka = java.util.Objects.requireNonNull(kafka, "kafka");
+            this.kafka = Objects.requireNonNull(kafka, "kafka");
             this.groupId = groupId;
-            this.effect = java.util.Objects.requireNonNull(effect, "effect");
+            this.effect = Objects.requireNonNull(effect, "effect");
         }
 
         /** {@code BATCH_SIZE}: records per poll and per transaction. */

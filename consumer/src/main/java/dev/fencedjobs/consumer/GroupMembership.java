@@ -4,6 +4,7 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.Properties;
 
 /**
  * How a consumer takes part in its group, which decides how fast a dead member's partitions move.
@@ -63,7 +64,7 @@ public record GroupMembership(String protocol, Duration sessionTimeout, Duration
     }
 
     /** The consumer properties this stands for. */
-    void applyTo(java.util.Properties p) {
+    void applyTo(Properties p) {
         p.put("group.protocol", protocol);
         if (CLASSIC.equals(protocol)) {
             p.put("session.timeout.ms", (int) sessionTimeout.toMillis());

@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import java.time.Instant;
 import java.time.OffsetDateTime;
 
 /**
@@ -29,7 +30,7 @@ public record Job(long jobId, String resource, long fencingToken, String payload
         if (createdAt == null) {
             return "fenced-job-" + jobId;
         }
-        java.time.Instant at = createdAt.toInstant();
+        Instant at = createdAt.toInstant();
         return "fenced-job-" + jobId + "-" + (at.getEpochSecond() * 1_000_000 + at.getNano() / 1_000);
     }
 

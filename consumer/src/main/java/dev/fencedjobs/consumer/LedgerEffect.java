@@ -6,6 +6,7 @@ import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import java.util.List;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
+import org.jooq.impl.DSL;
 
 /**
  * The built-in example effect: appends one row per applied job to {@code ledger}, which has no
@@ -25,8 +26,8 @@ public final class LedgerEffect implements Effect {
         }
         // One array per column (see BatchProcessor.unnest): a handful of bind values per batch.
         tx.insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT)
-                .select(org.jooq.impl.DSL.select(BatchProcessor.UNNESTED_ID, BatchProcessor.UNNESTED_CREATED_AT, BatchProcessor.UNNESTED_RESOURCE,
-                                BatchProcessor.UNNESTED_TOKEN, org.jooq.impl.DSL.field("{0}::jsonb", JSONB.class, BatchProcessor.UNNESTED_TEXT),
+                .select(DSL.select(BatchProcessor.UNNESTED_ID, BatchProcessor.UNNESTED_CREATED_AT, BatchProcessor.UNNESTED_RESOURCE,
+                                BatchProcessor.UNNESTED_TOKEN, DSL.field("{0}::jsonb", JSONB.class, BatchProcessor.UNNESTED_TEXT),
                                 CLOCK_TIMESTAMP)
                         .from(BatchProcessor.unnest(tx, jobs, jobs.stream().map(Job::payloadJson).toList())))
                 .execute();

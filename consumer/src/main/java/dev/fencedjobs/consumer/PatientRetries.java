@@ -9,10 +9,13 @@ import dev.fencedjobs.runtime.internal.Faults;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;
 import org.jooq.Record;
+import org.jooq.impl.DSL;
+import org.jooq.types.DayToSecond;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -46,7 +49,7 @@ final class PatientRetries {
     /** How often it looks while it knows that nothing waits. */
     static final Duration QUIET = Duration.ofMinutes(1);
     /** Records this consumer put to wait, counted. */
-    private final java.util.concurrent.atomic.AtomicLong puts = new java.util.concurrent.atomic.AtomicLong();
+    private final AtomicLong puts = new AtomicLong();
     /**
      * Quiet (no look before {@code quietUntil}) while {@link #puts} is still what it was before the
      * look that found nothing waiting: a record put to wait while that look ran ends the quiet.
@@ -145,7 +148,7 @@ final class PatientRetries {
             tx.update(CONSUMER_WAITING)
                     .set(CONSUMER_WAITING.ATTEMPTS, attempts)
                     .set(CONSUMER_WAITING.FIRST_FAILED_AT, firstFailed)
-                    .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(org.jooq.impl.DSL.val(org.jooq.types.DayToSecond.valueOf(wait))))
+                    .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(DSL.val(DayToSecond.valueOf(wait))))
                     .set(CONSUMER_WAITING.LAST_ERROR, BatchProcessor.truncate(error, 2000))
                     .where(CONSUMER_WAITING.SEQ.eq(seq))
                     .execute();

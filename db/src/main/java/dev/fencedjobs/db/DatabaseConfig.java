@@ -1,7 +1,12 @@
 package dev.fencedjobs.db;
 
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.Properties;
+import javax.sql.DataSource;
 import org.postgresql.Driver;
 
 /**
@@ -144,9 +149,9 @@ public record DatabaseConfig(
      * @throws ConfigException when a timeout is 0 (none), naming the setting and how to set it
      * @throws IllegalStateException when no connection can be had
      */
-    public static DatabaseConfig ofSessions(javax.sql.DataSource dataSource) {
-        try (java.sql.Connection c = dataSource.getConnection(); java.sql.Statement s = c.createStatement();
-                java.sql.ResultSet rs = s.executeQuery("SELECT current_user, "
+    public static DatabaseConfig ofSessions(DataSource dataSource) {
+        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery("SELECT current_user, "
                         + "(SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'), "
                         + "(SELECT setting::bigint FROM pg_settings WHERE name = 'lock_timeout'), "
                         + "(SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')")) {
@@ -168,7 +173,7 @@ public record DatabaseConfig(
                 timeouts[i] = Duration.ofMillis(millis);
             }
             return new DatabaseConfig(url, rs.getString(1), "", 1, DEFAULT_CONNECT_TIMEOUT, timeouts[0], timeouts[1], timeouts[2]);
-        } catch (java.sql.SQLException e) {
+        } catch (SQLException e) {
             throw new IllegalStateException("the lent DataSource gave no connection to read its sessions' settings from: "
                     + e.getMessage(), e);
         }

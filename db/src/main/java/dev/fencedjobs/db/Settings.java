@@ -1,5 +1,9 @@
 package dev.fencedjobs.db;
 
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Map;
@@ -61,8 +65,8 @@ public final class Settings {
             return value;
         }
         try {
-            return Optional.of(java.nio.file.Files.readString(java.nio.file.Path.of(file.get()), java.nio.charset.StandardCharsets.UTF_8));
-        } catch (java.io.IOException e) {
+            return Optional.of(Files.readString(Path.of(file.get()), StandardCharsets.UTF_8));
+        } catch (IOException e) {
             throw new ConfigException(fileName, "cannot read " + file.get() + ": " + e.getMessage());
         }
     }

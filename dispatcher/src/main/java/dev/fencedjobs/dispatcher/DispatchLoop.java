@@ -19,7 +19,12 @@ import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -102,10 +107,10 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Wakeup wakeup = new Wakeup();
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     /** The notifications since the last batch began, to check against the position and the {@link ScanChain}; at most {@value #MAX_QUEUED}. */
-    private final java.util.concurrent.ConcurrentLinkedQueue<Notified> notifiedSinceBatch = new java.util.concurrent.ConcurrentLinkedQueue<>();
-    private final java.util.concurrent.atomic.AtomicInteger queued = new java.util.concurrent.atomic.AtomicInteger();
+    private final ConcurrentLinkedQueue<Notified> notifiedSinceBatch = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger queued = new AtomicInteger();
     /** Set by a notification that could not be checked (unparseable, or too many queued) or a LISTEN reconnect: the next batch reads from the start. */
-    private final java.util.concurrent.atomic.AtomicBoolean fromStartNext = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean fromStartNext = new AtomicBoolean();
     /** The loop thread's own: the batches since the last one from the start. */
     private final ScanChain chain = new ScanChain();
     /** The loop thread's own: where the next batch starts, under which token, and when a batch last read from the start. */
@@ -126,7 +131,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private final DistributionSummary batchJobs;
     private final Counter jobsPurged;
     private final MeterRegistry registry;
-    private final Map<String, Counter> sentBack = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
 
@@ -250,7 +255,7 @@ final class DispatchLoop implements LeaderService.Worker {
         status.put("batchSize", batchSize);
         status.put("jobsRetention", jobsRetention.toString());
         status.put("jobsPurged", (long) jobsPurged.count());
-        Map<String, Long> back = new java.util.TreeMap<>();
+        Map<String, Long> back = new TreeMap<>();
         sentBack.forEach((why, c) -> back.put(why, (long) c.count()));
         status.put("batchesSentBack", back);
         status.put("schedules", schedules.status());

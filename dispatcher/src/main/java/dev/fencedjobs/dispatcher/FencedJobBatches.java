@@ -14,14 +14,20 @@ import static org.jooq.impl.DSL.val;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
+import org.jooq.Query;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
 import org.jooq.Result;
+import org.jooq.ResultQuery;
+import org.jooq.TableField;
+import org.jooq.impl.DSL;
+import org.jooq.types.DayToSecond;
 
 /**
  * The leader's batch, in three statements and a commit:
@@ -98,7 +104,7 @@ final class FencedJobBatches implements JobBatches {
      * due time, and the statement's own snapshot (the same on every row: an uncorrelated subquery,
      * so PostgreSQL computes it once per statement), which says which producers' transactions it saw.
      */
-    static org.jooq.ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
+    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
@@ -131,7 +137,7 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.CREATED_AT))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, org.jooq.impl.DSL.field("(SELECT pg_current_snapshot()::text)", String.class));
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, DSL.field("(SELECT pg_current_snapshot()::text)", String.class));
     }
 
     /**
@@ -157,7 +163,7 @@ final class FencedJobBatches implements JobBatches {
                 lease.guard(tx, 0);
                 completeAndWriteOutbox(tx, 0, 0, null);
                 completeAndWriteOutbox(tx, 0, 0, WARM_UP_POSITION);
-                purgeCompleted(tx, java.time.Duration.ofDays(1), 0);
+                purgeCompleted(tx, Duration.ofDays(1), 0);
                 throw new RolledBack();
             });
         } catch (RolledBack expected) {
@@ -177,33 +183,33 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
-    public int purgeCompleted(java.time.Duration retention, int limit) {
+    public int purgeCompleted(Duration retention, int limit) {
         return dsl.transactionResult(configuration -> purgeCompleted(configuration.dsl(), retention, limit));
     }
 
-    private static int purgeCompleted(DSLContext dsl, java.time.Duration retention, int limit) {
+    private static int purgeCompleted(DSLContext dsl, Duration retention, int limit) {
         preferIndexOrder(dsl);
         return purgeStatement(dsl, retention, limit).execute() + purgeCancelledStatement(dsl, retention, limit).execute();
     }
 
     /** The purge's delete of completed jobs, not yet run. */
-    static org.jooq.Query purgeStatement(DSLContext dsl, java.time.Duration retention, int limit) {
+    static Query purgeStatement(DSLContext dsl, Duration retention, int limit) {
         return purgeStatement(dsl, COMPLETED, JOBS.COMPLETED_AT, retention, limit);
     }
 
     /** The purge of cancelled jobs (by the time they were cancelled, through {@code jobs_cancelled_at}), not yet run. */
-    static org.jooq.Query purgeCancelledStatement(DSLContext dsl, java.time.Duration retention, int limit) {
+    static Query purgeCancelledStatement(DSLContext dsl, Duration retention, int limit) {
         return purgeStatement(dsl, CANCELLED, JOBS.CANCELLED_AT, retention, limit);
     }
 
     /** Jobs in {@code state} whose {@code since} is older than the retention, the oldest first, through that state's partial index. */
-    private static org.jooq.Query purgeStatement(DSLContext dsl, String state, org.jooq.TableField<JobsRecord, OffsetDateTime> since,
-            java.time.Duration retention, int limit) {
+    private static Query purgeStatement(DSLContext dsl, String state, TableField<JobsRecord, OffsetDateTime> since,
+            Duration retention, int limit) {
         return dsl.deleteFrom(JOBS)
                 .where(JOBS.ID.in(select(JOBS.ID)
                         .from(JOBS)
                         .where(JOBS.STATE.eq(state))
-                        .and(since.lt(CLOCK_TIMESTAMP.minus(val(org.jooq.types.DayToSecond.valueOf(retention)))))
+                        .and(since.lt(CLOCK_TIMESTAMP.minus(val(DayToSecond.valueOf(retention)))))
                         .orderBy(since)
                         .limit(limit)));
     }

@@ -1,6 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.lease.Grant;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 
 /** The leader's two database operations. */
@@ -21,7 +22,7 @@ interface JobBatches {
      * in one statement; returns how many it deleted. Not guarded: only completed jobs past their
      * retention go, whoever deletes them.
      */
-    int purgeCompleted(java.time.Duration retention, int limit);
+    int purgeCompleted(Duration retention, int limit);
 
     /** The earliest pending due time ({@code after} a position, or of all when {@code null}) and the database's time now. */
     NextDue nextDue(Position after);

@@ -17,6 +17,7 @@ import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
@@ -205,7 +206,7 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
             List<Instant> late = d.jobs().stream().filter(t -> t.isBefore(now.minus(misfireGrace))).toList();
             if (!late.isEmpty()) {
                 log.info("Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})", name,
-                        late.size(), late.get(0), late.get(late.size() - 1), policy.name().toLowerCase(java.util.Locale.ROOT));
+                        late.size(), late.get(0), late.get(late.size() - 1), policy.name().toLowerCase(Locale.ROOT));
             }
             String resource = row.get("resource", String.class);
             String payload = row.get("payload", String.class);
@@ -225,7 +226,7 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
                 skippedHere += s.occurrences();
                 log.info("Schedule {}: skipped {} occurrence(s) from {} to {} ({}, policy {})", name, s.occurrences(), s.first(), s.last(),
                         s.reason().equals("paused") ? "not decided before the schedule was resumed" : "missed while no dispatcher led",
-                        policy.name().toLowerCase(java.util.Locale.ROOT));
+                        policy.name().toLowerCase(Locale.ROOT));
             }
             if (d.nextFireAt() == null) {
                 fail(tx, name, "the rule fires no more after " + (d.jobs().isEmpty() ? startsAt : d.jobs().get(d.jobs().size() - 1)));

@@ -1,5 +1,6 @@
 package dev.fencedjobs.local;
 
+import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
@@ -61,7 +62,7 @@ final class Demo {
     private boolean killLeader(Statement s) throws Exception {
         String holder;
         long token;
-        java.util.Optional<dev.fencedjobs.lease.LeaseRow> lease = dev.fencedjobs.lease.LeaseRow.live(s.getConnection(), "scheduler");
+        Optional<LeaseRow> lease = LeaseRow.live(s.getConnection(), "scheduler");
         if (lease.isEmpty()) {
             return false;
         }

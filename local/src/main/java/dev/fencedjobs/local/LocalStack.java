@@ -5,6 +5,8 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.OpsAccess;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.ServiceEnvironment;
 import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
@@ -21,6 +23,7 @@ import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
+import org.slf4j.LoggerFactory;
 
 /**
  * {@code java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--exit-after-demo]}: the whole
@@ -41,7 +44,7 @@ public final class LocalStack {
     private final KafkaClusterTestKit kafka;
     private final String jdbcUrl;
     /** A key pair for this run: the relay signs every record with it and the consumer trusts only it. */
-    private final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
+    private final RecordTrust trust = RecordTrust.generate();
     private final List<Child> children = new CopyOnWriteArrayList<>();
     private int dispatchers;
 
@@ -165,7 +168,7 @@ public final class LocalStack {
         int httpPort = KafkaProcess.freePort();
         Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role)).migrate(false).httpPort(httpPort)
                 .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).recordTrust(trust).set(RelayConfig.PARTITIONS, "3")
-                .set(dev.fencedjobs.runtime.OpsAccess.BIND_ADDRESS, "127.0.0.1")
+                .set(OpsAccess.BIND_ADDRESS, "127.0.0.1")
                 .lease(Duration.ofSeconds(5), Duration.ofSeconds(1)).toMap();
         ServiceProcess process = ServiceProcess.mainClass(name, mainClass).environment(env).jvmOptions(List.of("-Xmx192m"))
                 .echoTo(System.out).start();
@@ -193,7 +196,7 @@ public final class LocalStack {
         // What the in-JVM broker logs while it stops says nothing about the stack. (Its directory is no
         // longer deleted under it by the test kit's shutdown hook: see TestKafka.startEmbedded.)
         for (String logger : new String[] {"kafka", "org.apache.kafka"}) {
-            ((ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(logger)).setLevel(ch.qos.logback.classic.Level.OFF);
+            ((ch.qos.logback.classic.Logger) LoggerFactory.getLogger(logger)).setLevel(ch.qos.logback.classic.Level.OFF);
         }
         try {
             kafka.close();

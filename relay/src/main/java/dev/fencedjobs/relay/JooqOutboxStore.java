@@ -18,6 +18,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.jooq.DSLContext;
+import org.jooq.Field;
 import org.jooq.Record3;
 import org.jooq.impl.DSL;
 import org.jooq.types.DayToSecond;
@@ -75,7 +76,7 @@ final class JooqOutboxStore implements OutboxStore {
     }
 
     /** The relay's position as a subquery: every row up to it is published. */
-    private static org.jooq.Field<Long> position() {
+    private static Field<Long> position() {
         return DSL.field(DSL.select(OUTBOX_POSITION.PUBLISHED_THROUGH).from(OUTBOX_POSITION).where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE)));
     }
 

@@ -27,6 +27,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import java.util.function.ToDoubleFunction;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.slf4j.Logger;
@@ -320,7 +321,7 @@ final class RelayLoop implements LeaderService.Worker {
         }
 
         /** For gauges: NaN while the database cannot be read. */
-        double gauge(java.util.function.ToDoubleFunction<OutboxStore.Lag> field) {
+        double gauge(ToDoubleFunction<OutboxStore.Lag> field) {
             try {
                 return field.applyAsDouble(get());
             } catch (RuntimeException e) {

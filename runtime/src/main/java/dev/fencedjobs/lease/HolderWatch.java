@@ -2,6 +2,7 @@ package dev.fencedjobs.lease;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
@@ -129,7 +130,7 @@ public final class HolderWatch implements Leadership.SessionWatch {
                 try {
                     c.setAutoCommit(true);
                     try (Statement s = c.createStatement()) {
-                        try (java.sql.ResultSet rs = s.executeQuery("SHOW statement_timeout")) {
+                        try (ResultSet rs = s.executeQuery("SHOW statement_timeout")) {
                             rs.next();
                             statementTimeoutBefore = rs.getString(1);
                         }

@@ -1,6 +1,8 @@
 package dev.fencedjobs.lease;
 
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Objects;
 import java.util.Optional;
@@ -125,10 +127,10 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
      * acquisition and the grant's use, so it takes the shortest path.
      */
     private boolean lockStatement(String sql, long token) {
-        try (java.sql.PreparedStatement s = connection.prepareStatement(sql)) {
+        try (PreparedStatement s = connection.prepareStatement(sql)) {
             s.setInt(1, key);
             s.setInt(2, (int) token);
-            try (java.sql.ResultSet r = s.executeQuery()) {
+            try (ResultSet r = s.executeQuery()) {
                 return r.next() && r.getBoolean(1);
             }
         } catch (SQLException e) {

@@ -9,10 +9,12 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.regex.Pattern;
 
 /**
@@ -70,7 +72,7 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
             throw new ConfigException(TOPIC, "must be 1 to 249 of [a-zA-Z0-9._-], got '" + topic + "'");
         }
         client = Map.copyOf(client);
-        java.util.Objects.requireNonNull(trust, "trust");
+        Objects.requireNonNull(trust, "trust");
         for (String key : client.keySet()) {
             if (RESERVED.contains(key)) {
                 throw new ConfigException(sourceOf(key), "sets " + key + ", which the services set themselves"
@@ -79,7 +81,7 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
         }
         String protocol = client.getOrDefault("security.protocol", "PLAINTEXT").toUpperCase(Locale.ROOT);
         if (!PROTOCOLS.contains(protocol)) {
-            throw new ConfigException(sourceOf("security.protocol"), "must be one of " + new java.util.TreeSet<>(PROTOCOLS)
+            throw new ConfigException(sourceOf("security.protocol"), "must be one of " + new TreeSet<>(PROTOCOLS)
                     + ", got '" + client.get("security.protocol") + "'");
         }
         boolean sasl = protocol.startsWith("SASL_");

@@ -10,16 +10,22 @@ import java.security.KeyPairGenerator;
 import java.security.MessageDigest;
 import java.security.PrivateKey;
 import java.security.PublicKey;
+import java.security.SecureRandom;
+import java.security.interfaces.EdECPrivateKey;
+import java.security.spec.NamedParameterSpec;
 import java.security.spec.PKCS8EncodedKeySpec;
 import java.security.spec.X509EncodedKeySpec;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
+import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -81,7 +87,7 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     }
 
     public RecordTrust {
-        java.util.Objects.requireNonNull(mode, SIGNATURES);
+        Objects.requireNonNull(mode, SIGNATURES);
         trusted = Map.copyOf(trusted);
     }
 
@@ -146,7 +152,7 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
         d.put("mode", mode.setting());
         signingKeyId().ifPresent(id -> d.put("signingKey", id));
         if (!trusted.isEmpty()) {
-            d.put("trustedKeys", List.copyOf(new java.util.TreeSet<>(trusted.keySet())));
+            d.put("trustedKeys", List.copyOf(new TreeSet<>(trusted.keySet())));
         }
         return d;
     }
@@ -251,19 +257,19 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
      * same private key and its public key (checked).
      */
     private static PublicKey publicOf(PrivateKey key) throws GeneralSecurityException {
-        byte[] seed = ((java.security.interfaces.EdECPrivateKey) key).getBytes()
+        byte[] seed = ((EdECPrivateKey) key).getBytes()
                 .orElseThrow(() -> new GeneralSecurityException("the private key hides its bytes"));
         KeyPairGenerator generator = KeyPairGenerator.getInstance(ALGORITHM);
-        generator.initialize(java.security.spec.NamedParameterSpec.ED25519, new FixedSeed(seed));
+        generator.initialize(NamedParameterSpec.ED25519, new FixedSeed(seed));
         KeyPair pair = generator.generateKeyPair();
-        if (!java.util.Arrays.equals(((java.security.interfaces.EdECPrivateKey) pair.getPrivate()).getBytes().orElseThrow(), seed)) {
+        if (!Arrays.equals(((EdECPrivateKey) pair.getPrivate()).getBytes().orElseThrow(), seed)) {
             throw new GeneralSecurityException("could not derive the public key");
         }
         return pair.getPublic();
     }
 
     /** A SecureRandom that returns one seed: the generator's private key is then that seed. */
-    private static final class FixedSeed extends java.security.SecureRandom {
+    private static final class FixedSeed extends SecureRandom {
         private static final long serialVersionUID = 1L;
         private final byte[] seed;
 

@@ -4,6 +4,7 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Settings;
 import java.time.Duration;
+import java.util.Objects;
 
 /**
  * What every service reads the same way.
@@ -28,7 +29,7 @@ public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shut
             throw new ConfigException(HTTP_PORT, "must be a TCP port (0 for any free port), got " + httpPort);
         }
         Settings.requirePositive(SHUTDOWN_TIMEOUT, shutdownTimeout);
-        java.util.Objects.requireNonNull(ops, "ops");
+        Objects.requireNonNull(ops, "ops");
     }
 
     /** On every interface, with no token. */

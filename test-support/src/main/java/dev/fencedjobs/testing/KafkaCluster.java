@@ -4,12 +4,15 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
@@ -17,6 +20,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 
 /**
  * Kafka brokers as separate processes that a test can kill one at a time. One node is the
@@ -57,7 +61,7 @@ public final class KafkaCluster implements AutoCloseable {
                 controllerPorts[i] = KafkaProcess.freePort();
                 voters.add((i + 1) + "@localhost:" + controllerPorts[i]);
             }
-            String clusterId = org.apache.kafka.common.Uuid.randomUuid().toString();
+            String clusterId = Uuid.randomUuid().toString();
             for (int i = 0; i < size; i++) {
                 nodes.add(KafkaProcess.member(clusterId, i + 1, ports[i], controllerPorts[i], String.join(",", voters), REPLICATED));
             }
@@ -127,11 +131,11 @@ public final class KafkaCluster implements AutoCloseable {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrapServers(), "request.timeout.ms", 10_000,
                 "default.api.timeout.ms", 30_000))) {
             TopicDescription before = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
-            Map<TopicPartition, Optional<NewPartitionReassignment>> rotated = new java.util.HashMap<>();
-            Map<Integer, Integer> leaderBefore = new java.util.HashMap<>();
+            Map<TopicPartition, Optional<NewPartitionReassignment>> rotated = new HashMap<>();
+            Map<Integer, Integer> leaderBefore = new HashMap<>();
             for (TopicPartitionInfo p : before.partitions()) {
                 List<Integer> replicas = new ArrayList<>(p.replicas().stream().map(n -> n.id()).toList());
-                java.util.Collections.rotate(replicas, -1);
+                Collections.rotate(replicas, -1);
                 rotated.put(new TopicPartition(topic, p.partition()), Optional.of(new NewPartitionReassignment(replicas)));
                 leaderBefore.put(p.partition(), p.leader() == null ? -1 : p.leader().id());
             }
@@ -154,7 +158,7 @@ public final class KafkaCluster implements AutoCloseable {
                 }
             }
             return moved;
-        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+        } catch (ExecutionException | TimeoutException e) {
             throw new IllegalStateException("moving the leaders of " + topic + " failed: " + e.getCause(), e);
         }
     }

@@ -6,8 +6,11 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.common.Uuid;
 
 /**
  * A single-node KRaft Kafka broker in a separate JVM ({@code kafka.Kafka}), on a fixed port and
@@ -62,7 +65,7 @@ public final class KafkaProcess implements AutoCloseable {
             String extraName = extraListener == null ? "" : "," + extraListener.substring(0, extraListener.indexOf(':')) + ":"
                     + extraListener.substring(0, extraListener.indexOf(':'));
             config = directory.resolve("server.properties");
-            List<String> lines = new java.util.ArrayList<>(List.of(
+            List<String> lines = new ArrayList<>(List.of(
                     "process.roles=broker,controller",
                     "node.id=" + nodeId,
                     voters == null ? "controller.quorum.bootstrap.servers=localhost:" + controllerPort : "controller.quorum.voters=" + voters,
@@ -83,8 +86,8 @@ public final class KafkaProcess implements AutoCloseable {
             // Later lines win: a cluster's replication settings override the single node's above.
             lines.addAll(extraConfig);
             Files.writeString(config, String.join("\n", lines) + "\n");
-            List<String> format = new java.util.ArrayList<>(List.of("kafka.tools.StorageTool", "format", "-t",
-                    clusterId == null ? org.apache.kafka.common.Uuid.randomUuid().toString() : clusterId, "-c", config.toString()));
+            List<String> format = new ArrayList<>(List.of("kafka.tools.StorageTool", "format", "-t",
+                    clusterId == null ? Uuid.randomUuid().toString() : clusterId, "-c", config.toString()));
             if (voters == null) {
                 format.add("--standalone");
             }
@@ -184,7 +187,7 @@ public final class KafkaProcess implements AutoCloseable {
 
     private static Process run(List<String> mainAndArgs, Path log, boolean wait) {
         try {
-            List<String> command = new java.util.ArrayList<>(List.of(
+            List<String> command = new ArrayList<>(List.of(
                     Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                     "-Xmx512m", "-cp", System.getProperty("java.class.path")));
             command.addAll(mainAndArgs);
@@ -221,7 +224,7 @@ public final class KafkaProcess implements AutoCloseable {
     public synchronized void close() {
         kill();
         try (var files = Files.walk(directory)) {
-            files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            files.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
         } catch (IOException e) {
             // A temp directory left behind is harmless.
         }

@@ -5,13 +5,17 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -61,7 +65,7 @@ public final class ProduceRefusingProxy implements AutoCloseable {
         try {
             server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            throw new UncheckedIOException(e);
         }
         Thread acceptor = new Thread(this::accept, "refusing-proxy");
         acceptor.setDaemon(true);
@@ -136,7 +140,7 @@ public final class ProduceRefusingProxy implements AutoCloseable {
         private final Socket broker;
         private final ArrayDeque<Integer> expected = new ArrayDeque<>();
         private final Map<Integer, byte[]> arrived = new HashMap<>();
-        private final Set<Integer> produces = new java.util.HashSet<>();
+        private final Set<Integer> produces = new HashSet<>();
 
         Connection(Socket client, Socket broker) {
             this.client = client;
@@ -240,7 +244,7 @@ public final class ProduceRefusingProxy implements AutoCloseable {
         ProduceRequestData request = new ProduceRequestData(new ByteBufferAccessor(buffer), version);
         ProduceResponseData response = new ProduceResponseData();
         for (ProduceRequestData.TopicProduceData topic : request.topicData()) {
-            java.util.List<ProduceResponseData.PartitionProduceResponse> partitions = new java.util.ArrayList<>();
+            List<ProduceResponseData.PartitionProduceResponse> partitions = new ArrayList<>();
             for (ProduceRequestData.PartitionProduceData p : topic.partitionData()) {
                 partitions.add(new ProduceResponseData.PartitionProduceResponse().setIndex(p.index())
                         .setErrorCode(Errors.NOT_LEADER_OR_FOLLOWER.code()).setBaseOffset(-1));

@@ -6,6 +6,9 @@ import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 
 /**
  * An embedded PostgreSQL of its own that a test can stop and start again on the same data
@@ -68,15 +71,15 @@ public final class RestartablePostgres implements AutoCloseable {
             throw new UncheckedIOException("no postmaster.pid in " + dataDirectory + ": is the server running?", e);
         }
         ProcessHandle root = ProcessHandle.of(postmaster).orElseThrow(() -> new IllegalStateException("no process " + postmaster));
-        java.util.List<Long> pids = new java.util.ArrayList<>();
+        List<Long> pids = new ArrayList<>();
         pids.add(root.pid());
         root.descendants().forEach(p -> pids.add(p.pid()));
         signal("STOP", pids);
         return () -> signal("CONT", pids);
     }
 
-    private static void signal(String signal, java.util.List<Long> pids) {
-        java.util.List<String> command = new java.util.ArrayList<>(java.util.List.of("kill", "-" + signal));
+    private static void signal(String signal, List<Long> pids) {
+        List<String> command = new ArrayList<>(List.of("kill", "-" + signal));
         pids.forEach(p -> command.add(Long.toString(p)));
         try {
             Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
@@ -107,7 +110,7 @@ public final class RestartablePostgres implements AutoCloseable {
     public synchronized void close() {
         stop();
         try (var files = Files.walk(dataDirectory)) {
-            files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            files.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
         } catch (IOException e) {
             // A temp directory left behind is harmless.
         }

@@ -2,6 +2,7 @@ package dev.fencedjobs.testing;
 
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.io.UncheckedIOException;
@@ -272,7 +273,7 @@ public final class ServiceProcess implements AutoCloseable {
         synchronized (this) {
             from = logOffset;
         }
-        try (java.io.InputStream in = Files.newInputStream(file)) {
+        try (InputStream in = Files.newInputStream(file)) {
             in.skipNBytes(from);
             return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (IOException e) {

@@ -3,16 +3,20 @@ package dev.fencedjobs.testing;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Properties;
@@ -182,7 +186,7 @@ public final class StreamingPostgres implements AutoCloseable {
         Node p = nodes[primary];
         long pid = postmasterPid(p);
         ProcessHandle.of(pid).ifPresent(postmaster -> {
-            List<ProcessHandle> all = new java.util.ArrayList<>(postmaster.descendants().toList());
+            List<ProcessHandle> all = new ArrayList<>(postmaster.descendants().toList());
             all.add(postmaster);
             all.forEach(ProcessHandle::destroyForcibly);
         });
@@ -305,8 +309,8 @@ public final class StreamingPostgres implements AutoCloseable {
     }
 
     private static boolean listening(Node n) {
-        try (java.net.Socket s = new java.net.Socket()) {
-            s.connect(new java.net.InetSocketAddress("127.0.0.1", n.port), 200);
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress("127.0.0.1", n.port), 200);
             return true;
         } catch (IOException e) {
             return false;
@@ -388,7 +392,7 @@ public final class StreamingPostgres implements AutoCloseable {
             throw new IllegalStateException("copying " + from + " to " + to + " failed", e);
         }
         try {
-            Files.setPosixFilePermissions(to, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+            Files.setPosixFilePermissions(to, PosixFilePermissions.fromString("rwx------"));
         } catch (IOException | UnsupportedOperationException e) {
             // PostgreSQL refuses a data directory others can read; where permissions do not exist, neither does the check.
         }

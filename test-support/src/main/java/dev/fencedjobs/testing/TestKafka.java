@@ -1,8 +1,22 @@
 package dev.fencedjobs.testing;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
 import org.apache.kafka.common.test.TestKitNodes;
+import org.apache.kafka.common.utils.Exit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.testcontainers.kafka.KafkaContainer;
@@ -69,14 +83,14 @@ public final class TestKafka {
     public static KafkaClusterTestKit startEmbedded() {
         // The broker halts the JVM when its log directory vanishes, which happens when the test kit
         // deletes it on close while a background checkpoint is still being written.
-        org.apache.kafka.common.utils.Exit.setHaltProcedure((code, message) ->
+        Exit.setHaltProcedure((code, message) ->
                 log.warn("In-JVM Kafka broker asked to halt with code {} ({}); ignored", code, message));
         try {
             // A directory of our own: left to itself the test kit takes one whose deletion it registers
             // as a JVM shutdown hook, which runs at once on Ctrl-C, beside the hook that is still
             // stopping the services, and the broker, still running, failed on every checkpoint it wrote
             // (./run-local printed their stack traces). Its close deletes this one after the broker stopped.
-            java.nio.file.Path base = java.nio.file.Files.createTempDirectory("fenced-jobs-kafka-");
+            Path base = Files.createTempDirectory("fenced-jobs-kafka-");
             KafkaClusterTestKit cluster = new KafkaClusterTestKit.Builder(new TestKitNodes.Builder()
                             .setBaseDirectory(base)
                             .setCombined(true)
@@ -117,14 +131,14 @@ public final class TestKafka {
 
     /** With {@code replication} replicas; three or more also get {@code min.insync.replicas=2}. */
     public static void createTopic(String bootstrapServers, String topic, int partitions, short replication) {
-        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
-                java.util.Map.of("bootstrap.servers", bootstrapServers))) {
-            var newTopic = new org.apache.kafka.clients.admin.NewTopic(topic, partitions, replication);
+        try (Admin admin = Admin.create(
+                Map.of("bootstrap.servers", bootstrapServers))) {
+            var newTopic = new NewTopic(topic, partitions, replication);
             if (replication >= 3) {
-                newTopic.configs(java.util.Map.of("min.insync.replicas", "2"));
+                newTopic.configs(Map.of("min.insync.replicas", "2"));
             }
-            admin.createTopics(java.util.List.of(newTopic)).all().get();
-            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+            admin.createTopics(List.of(newTopic)).all().get();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (true) {
                 // createTopics returns once the controller has the topic; the broker answering
                 // describeTopics may not have applied it yet and then says it does not know it.
@@ -141,7 +155,7 @@ public final class TestKafka {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException(e);
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             throw new IllegalStateException("could not create topic " + topic, e);
         }
     }
@@ -152,13 +166,13 @@ public final class TestKafka {
      * the group has committed everything the topic holds now, so nothing more is delivered to it.
      */
     public static long groupLag(String bootstrapServers, String group, String topic) {
-        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
-                java.util.Map.of("bootstrap.servers", bootstrapServers))) {
+        try (Admin admin = Admin.create(
+                Map.of("bootstrap.servers", bootstrapServers))) {
             var committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
-            var partitions = admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic).partitions();
-            java.util.Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new java.util.HashMap<>();
+            var partitions = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions();
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
             for (var p : partitions) {
-                latest.put(new org.apache.kafka.common.TopicPartition(topic, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest());
+                latest.put(new TopicPartition(topic, p.partition()), OffsetSpec.latest());
             }
             long lag = 0;
             for (var e : admin.listOffsets(latest).all().get().entrySet()) {
@@ -169,17 +183,17 @@ public final class TestKafka {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException(e);
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             throw new IllegalStateException("could not read the offsets of group " + group, e);
         }
     }
 
-    private static org.apache.kafka.clients.admin.TopicDescription describeIfKnown(org.apache.kafka.clients.admin.Admin admin,
-            String topic) throws InterruptedException, java.util.concurrent.ExecutionException {
+    private static TopicDescription describeIfKnown(Admin admin,
+            String topic) throws InterruptedException, ExecutionException {
         try {
-            return admin.describeTopics(java.util.List.of(topic)).allTopicNames().get().get(topic);
-        } catch (java.util.concurrent.ExecutionException e) {
-            if (e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException) {
+            return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof UnknownTopicOrPartitionException) {
                 return null;
             }
             throw e;

@@ -3,12 +3,18 @@ package dev.fencedjobs.db.internal;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.DatabaseConfig;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Properties;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.conf.Settings;
 import org.jooq.impl.DSL;
+import org.postgresql.ds.PGSimpleDataSource;
 
 /** Connection pools, jOOQ contexts and migrations, set up the same way by every service. */
 public final class Database {
@@ -56,18 +62,18 @@ public final class Database {
      * One connection outside the pool, set up as the pool's are (server-side timeouts, keep-alive,
      * socket timeout), for a service's long-lived session such as its lease session.
      */
-    public static java.sql.Connection session(DatabaseConfig config, String applicationName) throws java.sql.SQLException {
-        java.util.Properties props = new java.util.Properties();
+    public static Connection session(DatabaseConfig config, String applicationName) throws SQLException {
+        Properties props = new Properties();
         props.setProperty("user", config.user());
         props.setProperty("password", config.password());
         props.setProperty("ApplicationName", applicationName);
         props.setProperty("tcpKeepAlive", "true");
         props.setProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
         props.setProperty("socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
-        java.sql.Connection c = java.sql.DriverManager.getConnection(config.url(), props);
-        try (java.sql.Statement s = c.createStatement()) {
+        Connection c = DriverManager.getConnection(config.url(), props);
+        try (Statement s = c.createStatement()) {
             s.execute(timeoutsSql(config));
-        } catch (java.sql.SQLException | RuntimeException e) {
+        } catch (SQLException | RuntimeException e) {
             c.close();
             throw e;
         }
@@ -90,7 +96,7 @@ public final class Database {
      * session of every replica but the first when several start together.
      */
     public static void migrate(DatabaseConfig config, String location, String historyTable, int connectRetries) {
-        org.postgresql.ds.PGSimpleDataSource ds = new org.postgresql.ds.PGSimpleDataSource();
+        PGSimpleDataSource ds = new PGSimpleDataSource();
         ds.setUrl(config.url());
         ds.setUser(config.user());
         ds.setPassword(config.password());
@@ -131,14 +137,14 @@ public final class Database {
         // database both try to create (or baseline) it, and one fails. A session-level advisory
         // lock, held on a connection of its own, puts every migrator of this database in a queue.
         flyway.info(); // connects with Flyway's retries, so the lock below finds the database up
-        try (java.sql.Connection lock = dataSource.getConnection(); java.sql.Statement s = lock.createStatement()) {
+        try (Connection lock = dataSource.getConnection(); Statement s = lock.createStatement()) {
             s.execute("SELECT pg_advisory_lock(" + MIGRATION_LOCK + ")");
             try {
                 flyway.migrate();
             } finally {
                 s.execute("SELECT pg_advisory_unlock(" + MIGRATION_LOCK + ")");
             }
-        } catch (java.sql.SQLException e) {
+        } catch (SQLException e) {
             throw new IllegalStateException("migration lock: " + e.getMessage(), e);
         }
     }

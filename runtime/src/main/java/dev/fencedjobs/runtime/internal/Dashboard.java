@@ -7,6 +7,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.OffsetDateTime;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -200,7 +201,7 @@ public final class Dashboard implements AutoCloseable {
                 e.put("role", rs.getString(1));
                 e.put("token", rs.getLong(2));
                 e.put("holder", rs.getString(3));
-                e.put("acquiredAt", rs.getObject(4, java.time.OffsetDateTime.class).toInstant().toString());
+                e.put("acquiredAt", rs.getObject(4, OffsetDateTime.class).toInstant().toString());
                 events.add(e);
             }
         }
@@ -223,7 +224,7 @@ public final class Dashboard implements AutoCloseable {
             rs.next();
             Map<String, Object> d = new LinkedHashMap<>();
             d.put("count", rs.getLong(1));
-            java.time.OffsetDateTime last = rs.getObject(2, java.time.OffsetDateTime.class);
+            OffsetDateTime last = rs.getObject(2, OffsetDateTime.class);
             d.put("last", last == null ? null : last.toInstant().toString());
             return d;
         }

@@ -2,6 +2,7 @@ package dev.fencedjobs.runtime.internal;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.ByteArrayOutputStream;
@@ -91,7 +92,7 @@ public record Envelope(
         JsonNode root;
         try {
             root = MAPPER.readTree(value);
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+        } catch (JsonProcessingException e) {
             throw new InvalidEnvelope("not JSON: " + e.getOriginalMessage());
         } catch (IOException e) {
             throw new InvalidEnvelope("not JSON: " + e.getMessage());

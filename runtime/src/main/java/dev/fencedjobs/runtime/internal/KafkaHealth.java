@@ -1,5 +1,7 @@
 package dev.fencedjobs.runtime.internal;
 
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.slf4j.Logger;
 
 /**
@@ -55,8 +57,8 @@ public final class KafkaHealth {
      */
     private static boolean refusedAccess(Throwable fault) {
         for (Throwable t = fault; t != null; t = t.getCause() == t ? null : t.getCause()) {
-            if (t instanceof org.apache.kafka.common.errors.AuthenticationException
-                    || t instanceof org.apache.kafka.common.errors.AuthorizationException) {
+            if (t instanceof AuthenticationException
+                    || t instanceof AuthorizationException) {
                 return true;
             }
         }

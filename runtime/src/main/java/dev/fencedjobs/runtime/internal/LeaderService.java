@@ -15,7 +15,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 import java.util.function.UnaryOperator;
 import org.jooq.DSLContext;
 import org.slf4j.Logger;
@@ -85,7 +87,7 @@ public final class LeaderService implements AutoCloseable {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch terminated = new CountDownLatch(1);
 
-    private LeaderService(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
+    private LeaderService(Spec spec, Function<Parts, Worker> workerFactory) {
         this.spec = spec;
         this.runtime = ServiceRuntime.open(spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
         log.info("{} {} starting: database {}", spec.service(), spec.holderId(), runtime.describeDatabase());
@@ -140,7 +142,7 @@ public final class LeaderService implements AutoCloseable {
         }
     }
 
-    public static LeaderService start(Spec spec, java.util.function.Function<Parts, Worker> workerFactory) {
+    public static LeaderService start(Spec spec, Function<Parts, Worker> workerFactory) {
         LeaderService s = new LeaderService(spec, workerFactory);
         s.workerThread.start();
         s.listener.start();
@@ -201,7 +203,7 @@ public final class LeaderService implements AutoCloseable {
     }
 
     public boolean awaitTermination(Duration timeout) throws InterruptedException {
-        return terminated.await(timeout.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+        return terminated.await(timeout.toNanos(), TimeUnit.NANOSECONDS);
     }
 
     @Override

@@ -1,19 +1,26 @@
 package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.runtime.RecordTrust;
+import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.DigestException;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.security.PublicKey;
 import java.security.interfaces.EdECPrivateKey;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
+import java.util.TreeSet;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
@@ -112,7 +119,7 @@ public final class RecordSignatures {
         if (partitions <= 1 || records.size() <= 1) {
             return List.of(records);
         }
-        Map<Integer, List<ProducerRecord<String, byte[]>>> groups = new java.util.TreeMap<>();
+        Map<Integer, List<ProducerRecord<String, byte[]>>> groups = new TreeMap<>();
         for (ProducerRecord<String, byte[]> r : records) {
             int partition = r.partition() != null ? r.partition()
                     : r.key() == null ? 0 : Utils.toPositive(Utils.murmur2(r.key().getBytes(StandardCharsets.UTF_8))) % partitions;
@@ -247,7 +254,7 @@ public final class RecordSignatures {
         private void finish(byte[] out, int at) {
             try {
                 sha.digest(digest, 0, digest.length);
-            } catch (java.security.DigestException e) {
+            } catch (DigestException e) {
                 throw new IllegalStateException(e);
             }
             System.arraycopy(digest, 0, out, at, NODE);
@@ -286,7 +293,7 @@ public final class RecordSignatures {
         private static final int MAX_TREES_WITH_NODES = 8;
 
         private final RecordTrust trust;
-        private final Map<String, byte[]> keys = new java.util.HashMap<>();
+        private final Map<String, byte[]> keys = new HashMap<>();
         private final Duration maxAge;
         private final Hasher hasher = new Hasher();
         /** A record's walk: its leaf, then a node a level, up to 32 levels and the root. */
@@ -299,7 +306,7 @@ public final class RecordSignatures {
         };
         private Tree last;
         /** The trees whose proved nodes are kept, oldest first. */
-        private final java.util.ArrayDeque<Tree> withNodes = new java.util.ArrayDeque<>();
+        private final ArrayDeque<Tree> withNodes = new ArrayDeque<>();
 
         /**
          * @param maxAge a record signed longer ago than this is refused: past the consumer's
@@ -360,7 +367,7 @@ public final class RecordSignatures {
                 byte[] key = keys.get(keyId);
                 if (key == null) {
                     return Optional.of("signed with key " + keyId + ", which this consumer does not trust (trusted: "
-                            + new java.util.TreeSet<>(trust.trusted().keySet()) + ")");
+                            + new TreeSet<>(trust.trusted().keySet()) + ")");
                 }
                 if (tooOld(signedAt, nowMillis)) {
                     return Optional.of(old(signedAt));
@@ -412,7 +419,7 @@ public final class RecordSignatures {
                 known.learn(index, level, path);
                 last = tree;
                 return Optional.empty();
-            } catch (java.nio.BufferUnderflowException | IllegalArgumentException e) {
+            } catch (BufferUnderflowException | IllegalArgumentException e) {
                 // IllegalArgumentException: a position past the end (Buffer.position).
                 return Optional.of("signature header is cut short");
             }
@@ -423,7 +430,7 @@ public final class RecordSignatures {
         }
 
         private String old(long signedAt) {
-            return "signed at " + java.time.Instant.ofEpochMilli(signedAt) + ", longer ago than the dedup window (" + maxAge
+            return "signed at " + Instant.ofEpochMilli(signedAt) + ", longer ago than the dedup window (" + maxAge
                     + "), so it cannot be told from a replay";
         }
 

@@ -2,13 +2,18 @@ package dev.fencedjobs.runtime.internal;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.lease.LeaseSession;
 import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
 import io.micrometer.core.instrument.composite.CompositeMeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BiConsumer;
@@ -133,7 +138,7 @@ public final class ServiceRuntime implements AutoCloseable {
      * connection of its own, set up as the pool's are, or, on a lent pool, one of the pool's kept
      * for it until the service stops.
      */
-    public dev.fencedjobs.lease.LeaseSession.Connections sessions(String purpose) {
+    public LeaseSession.Connections sessions(String purpose) {
         if (ownPool != null) {
             return () -> Database.session(config.database(), service + "-" + purpose);
         }
@@ -150,16 +155,16 @@ public final class ServiceRuntime implements AutoCloseable {
      * holds back the server's notification queue until it fills.
      */
     static Connection unlistenOnClose(Connection c) {
-        return (Connection) java.lang.reflect.Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
+        return (Connection) Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
                 (proxy, method, args) -> {
                     if ("close".equals(method.getName()) && method.getParameterCount() == 0) {
                         try {
                             if (!c.isClosed()) {
-                                try (java.sql.Statement s = c.createStatement()) {
+                                try (Statement s = c.createStatement()) {
                                     s.execute("UNLISTEN *");
                                 }
                             }
-                        } catch (java.sql.SQLException e) {
+                        } catch (SQLException e) {
                             log.debug("UNLISTEN before returning the LISTEN connection to the application's pool failed "
                                     + "(the pool drops a broken one): {}", e.toString());
                         } finally {
@@ -169,7 +174,7 @@ public final class ServiceRuntime implements AutoCloseable {
                     }
                     try {
                         return method.invoke(c, args);
-                    } catch (java.lang.reflect.InvocationTargetException e) {
+                    } catch (InvocationTargetException e) {
                         throw e.getCause();
                     }
                 });
