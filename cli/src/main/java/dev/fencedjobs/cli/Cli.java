@@ -13,15 +13,11 @@ import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeParseException;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -29,59 +25,38 @@ import java.util.Optional;
 import java.util.TreeSet;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
+import picocli.CommandLine;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Model.PositionalParamSpec;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.ParseResult;
-import picocli.CommandLine;
+import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code fenced-jobs <command>}: the operator's tool. Exit codes: 0 done, 1 failed (the database
  * refused or could not be reached, or nothing was released), 2 bad usage.
  *
- * <p>The command line is parsed by picocli from the table below, one entry per command: its
- * synopsis, what it does, its options and arguments, and the method that runs it with the options
- * given (by long name, a flag as {@code "true"}).
+ * <p>Each command is a picocli {@code @Command} class whose options are typed fields (a job id is
+ * a {@code long}, a due time a {@link DueTime}, a payload {@link Json}); picocli converts and
+ * checks them, and the command's {@link Action} runs with them. {@code migrate}, {@code status}
+ * and {@code release} are here; the job commands are in {@link JobCommands}, the groups in
+ * {@link ScheduleCommands}, {@link DeadLetterCommands} and {@link FenceCommands}.
  */
 public final class Cli {
 
-    /** Runs a command with its arguments and the options given. */
-    private interface Handler {
-        int run(List<String> arguments, Map<String, String> options) throws SQLException;
-    }
-
-    /** An option: a flag when {@code label} is null. */
-    private record Opt(String name, String label, String description) {}
-
-    private static Opt opt(String name, String label, String description) {
-        return new Opt(name, label, description);
-    }
-
-    private static Opt flag(String name, String description) {
-        return new Opt(name, null, description);
+    /** A command that runs, with its options already converted into its fields. */
+    interface Action {
+        int run() throws SQLException;
     }
 
     /** Wide enough for the synopses as written. */
     private static final int WIDTH = 120;
-    private static final String FOOTER = "The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD; the consumer's "
+    static final String FOOTER = "The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD; the consumer's "
             + "tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
-    private static final List<Opt> FILTERS = List.of(
-            opt("reason", "<text>", "part of the reason"),
-            opt("resource", "<r>", "the record's resource"),
-            opt("job", "<id>", "the job id"),
-            opt("status", "<status>", "dead, replay_requested, replayed or discarded"),
-            opt("since", "<time>", "dead-lettered at or after: an ISO-8601 time or how long ago (2h)"),
-            opt("until", "<time>", "dead-lettered before it"),
-            opt("limit", "<n>", "at most this many"));
-    private static final List<Opt> MARK = concat(FILTERS,
-            flag("all", "every letter still dead (instead of ids or filters)"),
-            opt("by", "<name>", "who acts, recorded with the database user (default: your login name)"));
-
-    private static List<Opt> concat(List<Opt> a, Opt... b) {
-        List<Opt> all = new ArrayList<>(a);
-        all.addAll(List.of(b));
-        return all;
-    }
 
     private final Settings settings;
     private final PrintStream out;
@@ -106,138 +81,83 @@ public final class Cli {
         }
     }
 
-    /** The command tree: each entry's spec carries its {@link Handler}. */
-    private CommandLine commands() {
-        ScheduleCommands schedules = new ScheduleCommands(this::connectDatabase, out);
-        DeadLetterCommands deadLetters = new DeadLetterCommands(this::connectConsumerDatabase, out);
-        CommandSpec root = spec("fenced-jobs", null, List.of("<command> [options]"),
-                List.of("The operator's tool for fenced-jobs.", "Each command takes --help."), List.of(), null);
-        root.usageMessage().footer("", FOOTER);
-        root.addSubcommand("migrate", spec("migrate", (a, o) -> migrate(o), List.of("migrate [--roles]"), List.of("Apply the schema.",
-                "Jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's database when it is set). With "
-                + "--roles, also create (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD, "
-                + "FJ_RELAY_PASSWORD, FJ_PRODUCER_PASSWORD, and FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as "
-                + "the schema owner."),
-                List.of(flag("roles", "also create or update the roles whose passwords are set")), null));
-        root.addSubcommand("submit", spec("submit", (a, o) -> submit(o),
-                List.of("submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]"), List.of("Insert a job.",
-                "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time (2026-12-01T09:00:00Z). "
-                + "With --key, submitting the same key again inserts nothing."),
-                List.of(opt("due", "<when>", "now, +30s, +5m, +2h or an ISO-8601 time"), opt("resource", "<r>", "default: default"),
-                        opt("payload", "<json>", "default: {}"), opt("key", "<unique key>", "the job's unique key")), null));
-        root.addSubcommand("cancel", spec("cancel", (a, o) -> cancel(o), List.of("cancel (--id <job id> | --key <unique key>)"), List.of("Cancel a pending job: it is never completed.",
-                "Cancelling a job already completed fails and says so; cancelling a cancelled job again changes nothing. Run as "
-                + "a producer's login, only its own jobs."),
-                List.of(opt("id", "<job id>", "the job's id"), opt("key", "<unique key>", "the job's unique key")), null));
-        root.addSubcommand("reschedule", spec("reschedule", (a, o) -> reschedule(o),
-                List.of("reschedule (--id <job id> | --key <unique key>) --due <when>"), List.of("Move a pending job's due time.",
-                "<when> as for submit. Fails for a completed or cancelled job."),
-                List.of(opt("id", "<job id>", "the job's id"), opt("key", "<unique key>", "the job's unique key"),
-                        opt("due", "<when>", "now, +30s, +5m, +2h or an ISO-8601 time")), null));
-        CommandSpec schedule = spec("schedule", null, List.of("schedule (add | list | pause | resume | remove) ..."), List.of("Recurring schedules.",
-                "The dispatcher leader turns each occurrence into one job, key schedule:<name>@<fire time>. Occurrences of a "
-                + "paused schedule are skipped and recorded in schedule_skips."), List.of(), null);
-        schedule.addSubcommand("add", spec("add", (a, o) -> schedules.run("add", a, o),
-                List.of("schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
-                        " ".repeat(32) + "[--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]"), List.of("Add a schedule.",
-                "--zone defaults to UTC; --misfire (occurrences missed while no dispatcher led for longer than "
-                + "SCHEDULE_MISFIRE_GRACE) to latest."),
-                List.of(opt("cron", "<cron>", "five fields: minute hour day month weekday"), opt("zone", "<tz>", "the cron's time zone"),
-                        opt("every", "<duration>", "an interval on absolute time (90s, 5m, 1h)"), opt("resource", "<r>", "the jobs' resource"),
-                        opt("payload", "<json>", "the jobs' payload"), opt("misfire", "<policy>", "all, latest or skip"),
-                        opt("starts", "<when>", "the first occurrence at or after it")), "<name>"));
-        schedule.addSubcommand("list", spec("list", (a, o) -> schedules.run("list", a, o), List.of("schedule list"),
-                List.of("The schedules, their rules, state and next occurrence."), List.of(), null));
-        for (String[] sub : new String[][] {{"pause", "Pause a schedule: its occurrences are skipped, and recorded."},
-                {"resume", "Resume a paused schedule."}, {"remove", "Remove a schedule; the jobs it made stay."}}) {
-            schedule.addSubcommand(sub[0], spec(sub[0], (a, o) -> schedules.run(sub[0], a, o), List.of("schedule " + sub[0] + " <name>"),
-                    List.of(sub[1]), List.of(), "<name>"));
+    @Command(name = "fenced-jobs", customSynopsis = "<command> [options]",
+            description = {"The operator's tool for fenced-jobs.", "Each command takes --help."}, footer = {"", FOOTER})
+    static final class Root {}
+
+    @Command(name = "migrate", customSynopsis = "migrate [--roles]", description = {"Apply the schema.",
+        "Jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's database when it is set). With --roles, also "
+                + "create (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
+                + "FJ_PRODUCER_PASSWORD, and FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as the schema owner."})
+    final class Migrate implements Action {
+        @Option(names = "--roles", description = "also create or update the roles whose passwords are set")
+        boolean roles;
+
+        @Override
+        public int run() throws SQLException {
+            return migrate(roles);
         }
-        root.addSubcommand("schedule", schedule);
-        CommandSpec letters = spec("dead-letters", null, List.of("dead-letters (list | show | replay | discard) ..."), List.of("The consumer's dead letters.",
-                "replay asks a running consumer to process each again through the same dedup and fence path as a fresh record "
-                + "(never applied twice); discard marks it handled. Both record who and when, act only on letters still dead, "
-                + "and delete nothing."), List.of(), null);
-        letters.addSubcommand("list", spec("list", (a, o) -> deadLetters.run("list", a, o),
-                List.of("dead-letters list [filters] [--limit <n>]"), List.of("The dead letters the filters select, newest first."),
-                FILTERS, null));
-        letters.addSubcommand("show", spec("show", (a, o) -> deadLetters.run("show", a, o), List.of("dead-letters show <id>"),
-                List.of("One dead letter: its reason, its record's headers and bytes."), List.of(), "<id>"));
-        letters.addSubcommand("replay", spec("replay", (a, o) -> deadLetters.run("replay", a, o),
-                List.of("dead-letters replay (<id>... | filters | --all) [--by <name>]"),
-                List.of("Ask a running consumer to replay these letters."), MARK, "<id>..."));
-        letters.addSubcommand("discard", spec("discard", (a, o) -> deadLetters.run("discard", a, o),
-                List.of("dead-letters discard (<id>... | filters | --all) [--by <name>]"), List.of("Mark these letters handled."), MARK,
-                "<id>..."));
-        root.addSubcommand("dead-letters", letters);
-        FenceCommands fences = new FenceCommands(this::connectConsumerDatabase, out);
-        CommandSpec fence = spec("fence", null, List.of("fence (show | reset) <resource> ..."), List.of("A resource's fence in the consumer.",
-                "show prints its highest token and outbox ids, the tokens its records carried, and its stale, late and reset history; "
-                + "reset moves it back, for a fence a forged or mistaken record raised. Run reset as an operator's login: the "
-                + "consumer's role is refused, and each reset is recorded in consumer_fence_reset (who, when, why, from, to)."),
-                List.of(), null);
-        fence.addSubcommand("show", spec("show", (a, o) -> fences.run("show", a, o), List.of("fence show <resource>"),
-                List.of("The fence of <resource> and its history."), List.of(), "<resource>"));
-        fence.addSubcommand("reset", spec("reset", (a, o) -> fences.run("reset", a, o),
-                List.of("fence reset <resource> --token <n> [--outbox-id <n>] --reason <text>"),
-                List.of("Move the fence of <resource> back to --token.",
-                        "Records below it are stale from then on. --outbox-id (default 0: not known) is the highest outbox id applied "
-                        + "with that token, for telling late records apart; effects already applied stay."),
-                List.of(opt("token", "<n>", "the highest token to keep, usually the dispatcher lease's (fenced-jobs status)"),
-                        opt("outbox-id", "<n>", "the highest outbox id applied with it (default 0: not known)"),
-                        opt("reason", "<text>", "why, for the audit record")), "<resource>"));
-        root.addSubcommand("fence", fence);
-        root.addSubcommand("keygen", spec("keygen", (a, o) -> new KeygenCommand(out, err).run(o), List.of("keygen [--dir <directory>] [--if-missing]"),
-                List.of("Make an Ed25519 key pair for record signatures.",
-                        "Writes record-signing.key (the relay's RECORD_SIGNING_KEY_FILE, readable by its owner only) and "
-                        + "record-signing.pub (the consumers' RECORD_VERIFY_KEYS_FILE) and prints the key's id. Refuses to "
-                        + "overwrite either; with --if-missing, keeps a pair already there and makes one only where there is none."),
-                List.of(opt("dir", "<directory>", "where to write them (default: the current directory)"),
-                        flag("if-missing", "keep the pair already in the directory (a container's first start makes it)")), null));
-        root.addSubcommand("status", spec("status", (a, o) -> status(), List.of("status"), List.of("What runs and how far behind it is.",
-                "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
-                + "applied/stale/dead-letter counts."), List.of(), null));
-        root.addSubcommand("release", spec("release", (a, o) -> release(o), List.of("release --role <role> [--holder <id> --token <n>]"),
-                List.of("End a live lease early, so that a follower takes over at once.",
-                        "Only if it still has that holder and token (default: the current ones). A newer holder's lease is never "
-                        + "touched."),
-                List.of(opt("role", "<role>", "scheduler or relay"), opt("holder", "<id>", "the holder it must still have"),
-                        opt("token", "<n>", "the token it must still have")), null));
-        CommandLine line = new CommandLine(root);
-        line.setOut(new PrintWriter(out, true));
-        line.setErr(new PrintWriter(err, true));
-        return line;
     }
 
-    /**
-     * One command's spec. {@code arguments}: the label of its positional arguments ({@code <id>...}
-     * for any number, else exactly one), or null for none.
-     */
-    private static CommandSpec spec(String name, Handler handler, List<String> synopsis, List<String> description, List<Opt> options,
-            String arguments) {
-        CommandSpec spec = handler == null ? CommandSpec.create() : CommandSpec.wrapWithoutInspection(handler);
-        spec.name(name);
-        spec.usageMessage().synopsisHeading("usage: fenced-jobs ").customSynopsis(synopsis.toArray(String[]::new))
-                .descriptionHeading("%n").description(description.toArray(String[]::new)).parameterListHeading("%narguments:%n")
+    @Command(name = "status", customSynopsis = "status", description = {"What runs and how far behind it is.",
+        "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
+                + "applied/stale/dead-letter counts."})
+    final class Status implements Action {
+        @Override
+        public int run() throws SQLException {
+            return status();
+        }
+    }
+
+    /** The lease a release must still find: both or neither. */
+    static final class Expected {
+        @Option(names = "--holder", required = true, paramLabel = "<id>", description = "the holder it must still have")
+        String holder;
+
+        @Option(names = "--token", required = true, paramLabel = "<n>", description = "the token it must still have")
+        long token;
+    }
+
+    @Command(name = "release", customSynopsis = "release --role <role> [--holder <id> --token <n>]",
+            description = {"End a live lease early, so that a follower takes over at once.", "Only if it still has that holder and "
+                + "token (default: the current ones). A newer holder's lease is never touched."})
+    final class Release implements Action {
+        @Option(names = "--role", required = true, paramLabel = "<role>", description = "scheduler or relay")
+        String role;
+
+        @ArgGroup(exclusive = false)
+        Expected expected;
+
+        @Override
+        public int run() throws SQLException {
+            return release(role, expected);
+        }
+    }
+
+    /** The command tree. Every command gets {@code -h, --help} and the same layout of its usage. */
+    private CommandLine commands() {
+        CommandLine root = new CommandLine(new Root());
+        root.addSubcommand(new Migrate());
+        for (Object command : new JobCommands(this::connectDatabase, out, err).commands()) {
+            root.addSubcommand(command);
+        }
+        root.addSubcommand(new ScheduleCommands(this::connectDatabase, out).commands());
+        root.addSubcommand(new DeadLetterCommands(this::connectConsumerDatabase, out).commands());
+        root.addSubcommand(new FenceCommands(this::connectConsumerDatabase, out).commands());
+        root.addSubcommand(new KeygenCommand(out, err));
+        root.addSubcommand(new Status());
+        root.addSubcommand(new Release());
+        style(root.getCommandSpec());
+        root.setOut(new PrintWriter(out, true));
+        root.setErr(new PrintWriter(err, true));
+        return root;
+    }
+
+    private static void style(CommandSpec spec) {
+        spec.usageMessage().synopsisHeading("usage: fenced-jobs ").descriptionHeading("%n").parameterListHeading("%narguments:%n")
                 .optionListHeading("%noptions:%n").commandListHeading("%ncommands:%n").width(WIDTH);
         spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this and stop").build());
-        for (Opt o : options) {
-            OptionSpec.Builder b = OptionSpec.builder("--" + o.name()).description(o.description());
-            if (o.label() == null) {
-                b.arity("0").type(boolean.class);
-            } else {
-                b.paramLabel(o.label()).type(String.class);
-            }
-            spec.addOption(b.build());
-        }
-        if (arguments != null) {
-            boolean many = arguments.endsWith("...");
-            String label = many ? arguments.substring(0, arguments.length() - 3) : arguments;
-            spec.addPositional(PositionalParamSpec.builder().paramLabel(label).arity(many ? "0..*" : "1").required(!many)
-                    .description(many ? "dead letter ids" : label.equals("<id>") ? "a dead letter id" : label.equals("<resource>") ? "the resource" : "the schedule's name")
-                    .type(many ? String[].class : String.class).build());
-        }
-        return spec;
+        spec.subcommands().values().forEach(sub -> style(sub.getCommandSpec()));
     }
 
     int run(String[] args) {
@@ -252,8 +172,7 @@ public final class Cli {
             while (leaf.hasSubcommand()) {
                 leaf = leaf.subcommand();
             }
-            Handler handler = (Handler) leaf.commandSpec().userObject();
-            if (handler == null) {
+            if (!(leaf.commandSpec().userObject() instanceof Action action)) {
                 // fenced-jobs alone, or a group without its subcommand.
                 if (leaf == parsed) {
                     commands.usage(out);
@@ -261,23 +180,37 @@ public final class Cli {
                 }
                 throw new UsageException(leaf.commandSpec().name() + ": say " + String.join(", ", leaf.commandSpec().subcommands().keySet()));
             }
-            Map<String, String> options = new LinkedHashMap<>();
-            for (OptionSpec o : leaf.matchedOptions()) {
-                Object value = o.getValue();
-                options.put(o.longestName().substring(2), value instanceof Boolean ? "true" : String.valueOf(value));
-            }
-            List<String> arguments = new ArrayList<>();
-            leaf.matchedPositionals().forEach(p -> arguments.addAll(p.stringValues()));
-            return handler.run(arguments, options);
+            return action.run();
         } catch (CommandLine.ParameterException e) {
-            return badUsage(e.getCommandLine().getCommandSpec(), describe(e));
+            return badUsage(e.getCommandLine().getCommandSpec(), unknownOption(e, args).orElseGet(() -> describe(e)));
         } catch (UsageException | ConfigException e) {
-            return badUsage(command == null ? commands.getCommandSpec() : commands.getSubcommands().get(command).getCommandSpec(),
-                    e.getMessage());
+            return badUsage(command == null || !commands.getSubcommands().containsKey(command) ? commands.getCommandSpec()
+                    : commands.getSubcommands().get(command).getCommandSpec(), e.getMessage());
         } catch (SQLException | RuntimeException e) {
             err.println("fenced-jobs " + command + ": " + Faults.describe(e));
             return 1;
         }
+    }
+
+    /**
+     * An option the command does not know, which picocli reports only after a missing required
+     * option ({@code submit --du now}): named first, with the options it may have meant.
+     */
+    private static Optional<String> unknownOption(CommandLine.ParameterException e, String[] args) {
+        if (!(e instanceof CommandLine.MissingParameterException)) {
+            return Optional.empty();
+        }
+        CommandSpec spec = e.getCommandLine().getCommandSpec();
+        for (String arg : args) {
+            String name = arg.split("=", 2)[0];
+            if (name.startsWith("--") && !spec.optionsMap().containsKey(name)) {
+                List<String> near = spec.optionsMap().keySet().stream().filter(o -> o.startsWith("--") && (o.startsWith(name) || name.startsWith(o)))
+                        .sorted().toList();
+                return Optional.of(spec.qualifiedName(" ").substring("fenced-jobs ".length()) + ": Unknown option: '" + name + "'"
+                        + (near.isEmpty() ? "" : " (did you mean " + String.join(" or ", near) + "?)"));
+            }
+        }
+        return Optional.empty();
     }
 
     /** picocli's message for what it refused, with an unknown command named as such and the nearest one suggested. */
@@ -290,10 +223,23 @@ public final class Cli {
             return where + "unknown command '" + u.getUnmatched().get(0) + "'"
                     + (nearest.isEmpty() ? "" : " (did you mean " + String.join(" or ", nearest) + "?)");
         }
-        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getSuggestions().isEmpty()) {
-            return where + e.getMessage() + " (did you mean " + String.join(" or ", u.getSuggestions()) + "?)";
+        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getUnmatched().isEmpty() && !u.getUnmatched().get(0).startsWith("-")) {
+            // A value a list of positional parameters did not take because it does not convert: say why.
+            for (PositionalParamSpec p : spec.positionalParameters()) {
+                for (ITypeConverter<?> converter : p.converters() == null ? new ITypeConverter<?>[0] : p.converters()) {
+                    try {
+                        converter.convert(u.getUnmatched().get(0));
+                    } catch (Exception refused) {
+                        return where + "Invalid value for positional parameter " + p.paramLabel() + ": " + refused.getMessage();
+                    }
+                }
+            }
         }
-        return where + e.getMessage();
+        String message = e.getMessage().replaceFirst("^Error: ", "");
+        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getSuggestions().isEmpty()) {
+            return where + message + " (did you mean " + String.join(" or ", u.getSuggestions()) + "?)";
+        }
+        return where + message;
     }
 
     /** One line, and the command whose help to read. */
@@ -321,7 +267,7 @@ public final class Cli {
         return DriverManager.getConnection(db.url(), db.user(), db.password());
     }
 
-    private int migrate(Map<String, String> options) throws SQLException {
+    private int migrate(boolean roles) throws SQLException {
         DatabaseConfig db = database();
         Optional<DatabaseConfig> consumerDb = consumerDatabase();
         Bootstrap.migrate(db, consumerDb.orElse(db), 3);
@@ -331,7 +277,7 @@ public final class Cli {
             out.println("Schema up to date on " + db.safeUrl() + " (jobs, lease, outbox)");
             out.println("Schema up to date on " + consumerDb.get().safeUrl() + " (consumer tables)");
         }
-        if (options.containsKey("roles")) {
+        if (roles) {
             Map<String, String> passwords = new HashMap<>();
             for (String role : List.of(Roles.DISPATCHER, Roles.RELAY, Roles.CONSUMER, Roles.PRODUCER)) {
                 settings.get(role.toUpperCase(Locale.ROOT) + "_PASSWORD").ifPresent(p -> passwords.put(role, p));
@@ -358,150 +304,56 @@ public final class Cli {
         return 0;
     }
 
-    private int submit(Map<String, String> options) throws SQLException {
-        String due = required(options, "due", "submit");
-        String resource = options.getOrDefault("resource", "default");
-        String payload = options.getOrDefault("payload", "{}");
-        try {
-            new ObjectMapper().readTree(payload);
-        } catch (IOException e) {
-            throw new UsageException("submit: --payload is not valid JSON: " + payload);
-        }
-        String key = options.get("key");
-        DueTime when = DueTime.parse("submit", due);
-        try (Connection c = connect(database());
-                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key) "
-                        + "VALUES (?, ?::jsonb, " + when.sql() + ", ?) ON CONFLICT (unique_key) DO NOTHING RETURNING id, due_at")) {
-            ps.setString(1, resource);
-            ps.setString(2, payload);
-            int next = 3;
-            if (when.absolute() != null) {
-                ps.setObject(next++, when.absolute());
-            } else {
-                ps.setLong(next++, when.offset().toMillis());
-            }
-            ps.setString(next, key);
-            try (ResultSet rs = ps.executeQuery()) {
-                if (rs.next()) {
-                    out.println("Submitted job " + rs.getLong(1) + " for resource " + resource + ", due " + rs.getObject(2, OffsetDateTime.class));
-                    return 0;
-                }
-            }
-            try (PreparedStatement existing = c.prepareStatement("SELECT id, state FROM jobs WHERE unique_key = ?")) {
-                existing.setString(1, key);
-                try (ResultSet rs = existing.executeQuery()) {
-                    rs.next();
-                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + " (" + rs.getString(2) + "); nothing inserted");
-                    return 0;
-                }
-            }
-        }
-    }
-
-    /** The job an option names: {@code --id} or {@code --key}, exactly one. */
-    private static Object[] jobRef(Map<String, String> options, String command) {
-        if (options.containsKey("id") == options.containsKey("key")) {
-            throw new UsageException(command + ": name the job with --id or with --key, one of them");
-        }
-        if (options.containsKey("id")) {
-            try {
-                return new Object[] {Long.parseLong(options.get("id")), null};
-            } catch (NumberFormatException e) {
-                throw new UsageException(command + ": --id must be a job id (a whole number), got " + options.get("id"));
-            }
-        }
-        return new Object[] {null, options.get("key")};
-    }
-
-    private int cancel(Map<String, String> options) throws SQLException {
-        Object[] ref = jobRef(options, "cancel");
-        try (Connection c = connect(database())) {
-            long id = controlled(c, (ref[0] != null ? "cancel_job(?)" : "cancel_job_by_key(?)"), ref, null);
-            try (PreparedStatement ps = c.prepareStatement("SELECT cancelled_at FROM my_jobs WHERE id = ?")) {
-                ps.setLong(1, id);
-                try (ResultSet rs = ps.executeQuery()) {
-                    rs.next();
-                    out.println("Job " + id + " is cancelled (since " + rs.getObject(1, OffsetDateTime.class) + "); it will not be completed");
-                    return 0;
-                }
-            }
-        } catch (SQLException e) {
-            return refused("cancel", e);
-        }
-    }
-
-    private int reschedule(Map<String, String> options) throws SQLException {
-        Object[] ref = jobRef(options, "reschedule");
-        DueTime when = DueTime.parse("reschedule", required(options, "due", "reschedule"));
-        try (Connection c = connect(database())) {
-            long id = controlled(c, (ref[0] != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + when.sql() + ")", ref, when);
-            try (PreparedStatement ps = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
-                ps.setLong(1, id);
-                try (ResultSet rs = ps.executeQuery()) {
-                    rs.next();
-                    out.println("Job " + id + " is now due " + rs.getObject(1, OffsetDateTime.class));
-                    return 0;
-                }
-            }
-        } catch (SQLException e) {
-            return refused("reschedule", e);
-        }
-    }
-
-    /** Calls one of the job-control functions (migration V9), which returns the job's id. */
-    private static long controlled(Connection c, String call, Object[] ref, DueTime when) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement("SELECT " + call)) {
-            ps.setObject(1, ref[0] != null ? ref[0] : ref[1]);
-            if (when != null) {
-                if (when.absolute() != null) {
-                    ps.setObject(2, when.absolute());
-                } else {
-                    ps.setLong(2, when.offset().toMillis());
-                }
-            }
-            try (ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                return rs.getLong(1);
-            }
-        }
-    }
-
-    /** The database's refusal (no such job, already completed, cancelled) as one line, exit code 1. */
-    private int refused(String command, SQLException e) throws SQLException {
-        String state = e.getSQLState();
-        if ("P0002".equals(state) || "55000".equals(state)) {
-            String message = e.getMessage();
-            int newline = message.indexOf('\n');
-            err.println("fenced-jobs " + command + ": " + (newline < 0 ? message : message.substring(0, newline)).replaceFirst("^ERROR: ", ""));
-            return 1;
-        }
-        throw e;
-    }
-
     /** A due time: absolute, or an offset from the database's clock. */
     record DueTime(OffsetDateTime absolute, Duration offset) {
-        static DueTime parse(String command, String raw) {
+
+        /** {@code now}, {@code +30s} (an offset from the database's clock) or an ISO-8601 time. */
+        static DueTime parse(String raw) {
             if (raw.equals("now")) {
                 return new DueTime(null, Duration.ZERO);
             }
             if (raw.startsWith("+")) {
                 try {
-                    return new DueTime(null, Settings.parseDuration("--due", raw.substring(1)));
+                    return new DueTime(null, Settings.parseDuration("offset", raw.substring(1)));
                 } catch (ConfigException e) {
-                    throw new UsageException(command + ": --due " + raw + " is not an offset such as +30s, +5m or +2h");
+                    throw new TypeConversionException("'" + raw + "' is not an offset such as +30s, +5m or +2h");
                 }
             }
             try {
                 return new DueTime(OffsetDateTime.parse(raw), null);
             } catch (DateTimeParseException e) {
-                throw new UsageException(command + ": --due " + raw + " is neither now, an offset such as +30s, nor an ISO-8601 time "
-                        + "such as 2026-12-01T09:00:00Z");
+                throw new TypeConversionException("'" + raw + "' is neither now, an offset such as +30s, nor an ISO-8601 time such as "
+                        + "2026-12-01T09:00:00Z");
             }
         }
 
         /** Offsets are added to clock_timestamp(), so the due time is in database time. */
         String sql() {
             return absolute != null ? "?" : "clock_timestamp() + ? * interval '1 millisecond'";
+        }
+
+        static final class Converter implements ITypeConverter<DueTime> {
+            @Override
+            public DueTime convert(String raw) {
+                return parse(raw);
+            }
+        }
+    }
+
+    /** A JSON document, checked to parse. */
+    record Json(String text) {
+        static final Json EMPTY = new Json("{}");
+
+        static final class Converter implements ITypeConverter<Json> {
+            @Override
+            public Json convert(String raw) {
+                try {
+                    new ObjectMapper().readTree(raw);
+                } catch (IOException e) {
+                    throw new TypeConversionException("'" + raw + "' is not valid JSON");
+                }
+                return new Json(raw);
+            }
         }
     }
 
@@ -527,15 +379,11 @@ public final class Cli {
                 settings.string("CONSUMER_DATABASE_PASSWORD", database().password())).withPoolSize(1));
     }
 
-    private int release(Map<String, String> options) throws SQLException {
-        String role = required(options, "role", "release");
-        if (options.containsKey("holder") != options.containsKey("token")) {
-            throw new UsageException("release: give both --holder and --token, or neither");
-        }
+    private int release(String role, Expected expected) throws SQLException {
         try (Connection c = connect(database())) {
-            String holder = options.get("holder");
+            String holder;
             long token;
-            if (holder == null) {
+            if (expected == null) {
                 Optional<LeaseRow> lease = LeaseRow.of(c, role);
                 if (lease.isEmpty()) {
                     err.println("fenced-jobs release: no lease for role " + role);
@@ -544,11 +392,8 @@ public final class Cli {
                 holder = lease.get().holderId();
                 token = lease.get().token();
             } else {
-                try {
-                    token = Long.parseLong(options.get("token"));
-                } catch (NumberFormatException e) {
-                    throw new UsageException("release: --token must be a whole number, got " + options.get("token"));
-                }
+                holder = expected.holder;
+                token = expected.token;
             }
             boolean released = Lease.release(DSL.using(c, SQLDialect.POSTGRES), role, holder, token);
             if (released) {
@@ -559,13 +404,5 @@ public final class Cli {
                     + " and token " + token + " (it expired or moved on)");
             return 1;
         }
-    }
-
-    private static String required(Map<String, String> options, String name, String command) {
-        String value = options.get(name);
-        if (value == null || value.isBlank()) {
-            throw new UsageException(command + ": --" + name + " is required");
-        }
-        return value;
     }
 }

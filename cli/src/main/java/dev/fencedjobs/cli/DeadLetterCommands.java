@@ -14,7 +14,14 @@ import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.Map;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code fenced-jobs dead-letters list|show|replay|discard}: the consumer's dead letters, in the
@@ -32,65 +39,155 @@ final class DeadLetterCommands {
         this.out = out;
     }
 
-    /** {@code sub} with the ids and the options given; the command line is parsed in {@link Cli}. */
-    int run(String sub, List<String> arguments, Map<String, String> options) throws SQLException {
-        List<Long> ids = new ArrayList<>();
-        for (String argument : arguments) {
+    @Command(name = "dead-letters", customSynopsis = "dead-letters (list | show | replay | discard) ...", description = {"The consumer's dead letters.",
+        "replay asks a running consumer to process each again through the same dedup and fence path as a fresh record (never applied "
+                + "twice); discard marks it handled. Both record who and when, act only on letters still dead, and delete nothing."})
+    static final class Group {}
+
+    /** The commands, under {@code dead-letters}. */
+    CommandLine commands() {
+        return new CommandLine(new Group()).addSubcommand(new ListLetters()).addSubcommand(new Show())
+                .addSubcommand(markSpec(new Mark("replay"))).addSubcommand(markSpec(new Mark("discard")));
+    }
+
+    /** A letter's status. */
+    enum Status { dead, replay_requested, replayed, discarded }
+
+    /** The filters that select letters; each given one narrows the selection. */
+    static final class Filters {
+        @Option(names = "--reason", paramLabel = "<text>", description = "part of the reason")
+        String reason;
+
+        @Option(names = "--resource", paramLabel = "<r>", description = "the record's resource")
+        String resource;
+
+        @Option(names = "--job", paramLabel = "<id>", description = "the job id")
+        Long job;
+
+        @Option(names = "--status", paramLabel = "<status>", description = "dead, replay_requested, replayed or discarded")
+        Status status;
+
+        @Option(names = "--since", paramLabel = "<time>", converter = Moment.class,
+                description = "dead-lettered at or after: an ISO-8601 time or how long ago (2h)")
+        Cli.DueTime since;
+
+        @Option(names = "--until", paramLabel = "<time>", converter = Moment.class, description = "dead-lettered before it")
+        Cli.DueTime until;
+    }
+
+    /**
+     * A time, or how long ago: {@code 2h} (or {@code -2h}) is two hours before the database's now,
+     * held as an offset that the filter subtracts.
+     */
+    static final class Moment implements ITypeConverter<Cli.DueTime> {
+        @Override
+        public Cli.DueTime convert(String raw) {
+            boolean ago = !raw.isEmpty() && (Character.isDigit(raw.charAt(0)) && !raw.contains("T") || raw.startsWith("-"));
+            return Cli.DueTime.parse(ago ? "+" + raw.replaceFirst("^-", "") : raw);
+        }
+    }
+
+    /** A dead letter's id. */
+    static final class LetterId implements ITypeConverter<Long> {
+        @Override
+        public Long convert(String raw) {
             try {
-                ids.add(Long.parseLong(argument));
+                return Long.parseLong(raw);
             } catch (NumberFormatException e) {
-                throw new Cli.UsageException("dead-letters " + sub + ": '" + argument + "' is not a dead letter id");
+                throw new TypeConversionException("'" + raw + "' is not a dead letter id");
             }
         }
-        return switch (sub) {
-            case "list" -> list(options);
-            case "show" -> {
-                if (ids.size() != 1) {
-                    throw new Cli.UsageException("dead-letters show: name one dead letter id");
-                }
-                yield show(ids.get(0));
-            }
-            default -> mark(sub, ids, options);
-        };
+    }
+
+    @Command(name = "list", customSynopsis = "dead-letters list [filters] [--limit <n>]", description = "The dead letters the filters select, newest first.")
+    final class ListLetters implements Cli.Action {
+        @Mixin
+        Filters filters;
+
+        @Option(names = "--limit", paramLabel = "<n>", description = "at most this many (default 100)")
+        long limit = 100;
+
+        @Override
+        public int run() throws SQLException {
+            return list(Filter.of(List.of(), filters), limit);
+        }
+    }
+
+    @Command(name = "show", customSynopsis = "dead-letters show <id>", description = "One dead letter: its reason, its record's headers and bytes.")
+    final class Show implements Cli.Action {
+        @Parameters(paramLabel = "<id>", converter = LetterId.class, description = "a dead letter id")
+        long id;
+
+        @Override
+        public int run() throws SQLException {
+            return show(id);
+        }
+    }
+
+    /** {@code replay} or {@code discard}. */
+    @Command(customSynopsis = "")
+    final class Mark implements Cli.Action {
+        private final String sub;
+
+        @Parameters(paramLabel = "<id>", arity = "0..*", converter = LetterId.class, description = "dead letter ids")
+        List<Long> ids = new ArrayList<>();
+
+        @Mixin
+        Filters filters;
+
+        @Option(names = "--all", description = "every letter still dead (instead of ids or filters)")
+        boolean all;
+
+        @Option(names = "--by", paramLabel = "<name>", description = "who acts, recorded with the database user (default: your login name)")
+        String by = System.getProperty("user.name", "unknown");
+
+        Mark(String sub) {
+            this.sub = sub;
+        }
+
+        @Override
+        public int run() throws SQLException {
+            return mark(sub, Filter.of(ids, filters), all, by);
+        }
+    }
+
+    /** The spec of {@code replay} or {@code discard}: one class, two names and descriptions. */
+    private static CommandSpec markSpec(Mark mark) {
+        CommandSpec spec = CommandSpec.forAnnotatedObject(mark).name(mark.sub);
+        spec.usageMessage().customSynopsis("dead-letters " + mark.sub + " (<id>... | filters | --all) [--by <name>]")
+                .description(mark.sub.equals("replay") ? "Ask a running consumer to replay these letters." : "Mark these letters handled.");
+        return spec;
     }
 
     /** The WHERE clause and its values for the filters given. */
     private record Filter(String sql, List<Object> values) {
 
-        static Filter of(String command, List<Long> ids, Map<String, String> options) {
+        static Filter of(List<Long> ids, Filters options) {
             StringBuilder sql = new StringBuilder("TRUE");
             List<Object> values = new ArrayList<>();
             if (!ids.isEmpty()) {
                 sql.append(" AND id = ANY (?)");
                 values.add(ids.toArray(new Long[0]));
             }
-            if (options.containsKey("reason")) {
+            if (options.reason != null) {
                 sql.append(" AND reason ILIKE ('%' || ? || '%')");
-                values.add(options.get("reason"));
+                values.add(options.reason);
             }
-            if (options.containsKey("resource")) {
+            if (options.resource != null) {
                 sql.append(" AND record_key = ?");
-                values.add(options.get("resource"));
+                values.add(options.resource);
             }
-            if (options.containsKey("job")) {
+            if (options.job != null) {
                 sql.append(" AND job_id = ?");
-                values.add(number(command, "job", options.get("job")));
+                values.add(options.job);
             }
-            if (options.containsKey("status")) {
-                String status = options.get("status");
-                if (!List.of("dead", "replay_requested", "replayed", "discarded").contains(status)) {
-                    throw new Cli.UsageException(command + ": --status is dead, replay_requested, replayed or discarded, not " + status);
-                }
+            if (options.status != null) {
                 sql.append(" AND status = ?");
-                values.add(status);
+                values.add(options.status.name());
             }
-            for (String bound : List.of("since", "until")) {
-                if (options.containsKey(bound)) {
-                    // A time, or how long ago: --since 2h (or -2h) is two hours before the database's now.
-                    String raw = options.get(bound);
-                    Cli.DueTime t = Cli.DueTime.parse(command + " --" + bound, Character.isDigit(raw.charAt(0)) && !raw.contains("T")
-                            || raw.startsWith("-") ? "+" + raw.replaceFirst("^-", "") : raw);
-                    sql.append(" AND dead_lettered_at ").append(bound.equals("since") ? ">=" : "<").append(' ')
+            for (Cli.DueTime t : new Cli.DueTime[] {options.since, options.until}) {
+                if (t != null) {
+                    sql.append(" AND dead_lettered_at ").append(t == options.since ? ">=" : "<").append(' ')
                             .append(t.absolute() != null ? "?::timestamptz" : "clock_timestamp() - ? * interval '1 millisecond'");
                     values.add(t.absolute() != null ? t.absolute() : t.offset().toMillis());
                 }
@@ -115,17 +212,7 @@ final class DeadLetterCommands {
         }
     }
 
-    private static long number(String command, String option, String value) {
-        try {
-            return Long.parseLong(value);
-        } catch (NumberFormatException e) {
-            throw new Cli.UsageException(command + ": --" + option + " must be a whole number, got " + value);
-        }
-    }
-
-    private int list(Map<String, String> options) throws SQLException {
-        Filter f = Filter.of("dead-letters list", List.of(), options);
-        long limit = options.containsKey("limit") ? number("dead-letters list", "limit", options.get("limit")) : 100;
+    private int list(Filter f, long limit) throws SQLException {
         try (Connection c = db.connect();
                 PreparedStatement ps = c.prepareStatement("SELECT id, status, dead_lettered_at, topic, kafka_partition, kafka_offset, job_id, record_key, "
                         + "left(reason, 120), status_by, count(*) OVER () FROM consumer_dead_letter WHERE " + f.sql() + " ORDER BY id LIMIT ?")) {
@@ -186,13 +273,11 @@ final class DeadLetterCommands {
         }
     }
 
-    private int mark(String sub, List<Long> ids, Map<String, String> options) throws SQLException {
+    private int mark(String sub, Filter f, boolean all, String by) throws SQLException {
         String command = "dead-letters " + sub;
-        Filter f = Filter.of(command, ids, options);
-        if (!f.narrows() && !options.containsKey("all")) {
+        if (!f.narrows() && !all) {
             throw new Cli.UsageException(command + ": name dead letter ids or filters (--reason, --resource, --job, --since, --until), or say --all");
         }
-        String by = options.getOrDefault("by", System.getProperty("user.name", "unknown"));
         String to = sub.equals("replay") ? "replay_requested" : "discarded";
         // Only letters not yet acted on: a replayed or discarded one stays as it is.
         try (Connection c = db.connect();

@@ -5,8 +5,12 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.List;
-import java.util.Map;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code fenced-jobs fence show|reset}: a way back from a poisoned fence, in the consumer's
@@ -27,9 +31,69 @@ final class FenceCommands {
         this.out = out;
     }
 
-    int run(String sub, List<String> arguments, Map<String, String> options) throws SQLException {
-        String resource = arguments.get(0);
-        return sub.equals("show") ? show(resource) : reset(resource, options);
+    @Command(name = "fence", customSynopsis = "fence (show | reset) <resource> ...", description = {"A resource's fence in the consumer.",
+        "show prints its highest token and outbox ids, the tokens its records carried, and its stale, late and reset history; reset "
+                + "moves it back, for a fence a forged or mistaken record raised. Run reset as an operator's login: the consumer's role is "
+                + "refused, and each reset is recorded in consumer_fence_reset (who, when, why, from, to)."})
+    static final class Group {}
+
+    /** The commands, under {@code fence}. */
+    CommandLine commands() {
+        return new CommandLine(new Group()).addSubcommand(new Show()).addSubcommand(new Reset());
+    }
+
+    @Command(name = "show", customSynopsis = "fence show <resource>", description = "The fence of <resource> and its history.")
+    final class Show implements Cli.Action {
+        @Parameters(paramLabel = "<resource>", description = "the resource")
+        String resource;
+
+        @Override
+        public int run() throws SQLException {
+            return show(resource);
+        }
+    }
+
+    @Command(name = "reset", customSynopsis = "fence reset <resource> --token <n> [--outbox-id <n>] --reason <text>",
+            description = {"Move the fence of <resource> back to --token.", "Records below it are stale from then on. --outbox-id (default 0: "
+                + "not known) is the highest outbox id applied with that token, for telling late records apart; effects already applied stay."})
+    final class Reset implements Cli.Action {
+        @Parameters(paramLabel = "<resource>", description = "the resource")
+        String resource;
+
+        @Option(names = "--token", required = true, paramLabel = "<n>", converter = NotNegative.class,
+                description = "the highest token to keep, usually the dispatcher lease's (fenced-jobs status)")
+        long token;
+
+        @Option(names = "--outbox-id", paramLabel = "<n>", converter = NotNegative.class,
+                description = "the highest outbox id applied with it (default 0: not known)")
+        long outboxId;
+
+        @Option(names = "--reason", required = true, paramLabel = "<text>", description = "why, for the audit record")
+        String reason;
+
+        @Override
+        public int run() throws SQLException {
+            if (reason.isBlank()) {
+                throw new Cli.UsageException("fence reset: say why with --reason (it goes into the audit record)");
+            }
+            return reset(resource, token, outboxId, reason);
+        }
+    }
+
+    /** A token or an outbox id: a whole number of 0 or more. */
+    static final class NotNegative implements ITypeConverter<Long> {
+        @Override
+        public Long convert(String raw) {
+            try {
+                long n = Long.parseLong(raw);
+                if (n >= 0) {
+                    return n;
+                }
+            } catch (NumberFormatException e) {
+                // below
+            }
+            throw new TypeConversionException("'" + raw + "' is not a whole number of 0 or more");
+        }
     }
 
     private int show(String resource) throws SQLException {
@@ -103,13 +167,7 @@ final class FenceCommands {
         }
     }
 
-    private int reset(String resource, Map<String, String> options) throws SQLException {
-        long token = number(options, "token", null);
-        long outboxId = number(options, "outbox-id", 0L);
-        String reason = options.get("reason");
-        if (reason == null || reason.isBlank()) {
-            throw new Cli.UsageException("fence reset: say why with --reason (it goes into the audit record)");
-        }
+    private int reset(String resource, long token, long outboxId, String reason) throws SQLException {
         try (Connection c = db.connect()) {
             c.setAutoCommit(false);
             try {
@@ -160,25 +218,6 @@ final class FenceCommands {
                 c.rollback();
                 throw e;
             }
-        }
-    }
-
-    private static long number(Map<String, String> options, String name, Long otherwise) {
-        String raw = options.get(name);
-        if (raw == null) {
-            if (otherwise == null) {
-                throw new Cli.UsageException("fence reset: --" + name + " is required");
-            }
-            return otherwise;
-        }
-        try {
-            long n = Long.parseLong(raw);
-            if (n < 0) {
-                throw new NumberFormatException();
-            }
-            return n;
-        } catch (NumberFormatException e) {
-            throw new Cli.UsageException("fence reset: --" + name + " must be a whole number of 0 or more, got '" + raw + "'");
         }
     }
 }

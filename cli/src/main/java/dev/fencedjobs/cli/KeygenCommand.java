@@ -11,13 +11,25 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.security.KeyPair;
 import java.util.List;
 import java.util.Map;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /**
  * {@code fenced-jobs keygen}: an Ed25519 key pair for record signatures, as the relay
  * ({@code record-signing.key}, readable by its owner only) and the consumers
  * ({@code record-signing.pub}) read them.
  */
-final class KeygenCommand {
+@Command(name = "keygen", customSynopsis = "keygen [--dir <directory>] [--if-missing]", description = {"Make an Ed25519 key pair for record signatures.",
+    "Writes record-signing.key (the relay's RECORD_SIGNING_KEY_FILE, readable by its owner only) and record-signing.pub (the consumers' "
+            + "RECORD_VERIFY_KEYS_FILE) and prints the key's id. Refuses to overwrite either; with --if-missing, keeps a pair already there "
+            + "and makes one only where there is none."})
+final class KeygenCommand implements Cli.Action {
+
+    @Option(names = "--dir", paramLabel = "<directory>", description = "where to write them (default: the current directory)")
+    Path dir = Path.of(".");
+
+    @Option(names = "--if-missing", description = "keep the pair already in the directory (a container's first start makes it)")
+    boolean ifMissing;
 
     private final PrintStream out;
     private final PrintStream err;
@@ -27,11 +39,11 @@ final class KeygenCommand {
         this.err = err;
     }
 
-    int run(Map<String, String> options) {
-        Path dir = Path.of(options.getOrDefault("dir", "."));
+    @Override
+    public int run() {
         Path key = dir.resolve("record-signing.key");
         Path pub = dir.resolve("record-signing.pub");
-        if (options.containsKey("if-missing") && Files.exists(key) && Files.exists(pub)) {
+        if (ifMissing && Files.exists(key) && Files.exists(pub)) {
             String id = RecordTrust.from(Settings.of(Map.of(RecordTrust.SIGNING_KEY_FILE, key.toString()))).signingKeyId().orElseThrow();
             out.println("Keeping the key pair in " + dir.toAbsolutePath() + " (key " + id + ")");
             return 0;

@@ -1,10 +1,8 @@
 package dev.fencedjobs.cli;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.runtime.internal.Occurrences;
-import java.io.IOException;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -14,8 +12,13 @@ import java.sql.Types;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
-import java.util.List;
-import java.util.Map;
+import picocli.CommandLine;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code fenced-jobs schedule add|list|pause|resume|remove}: plain SQL on the {@code schedules}
@@ -36,50 +39,134 @@ final class ScheduleCommands {
         this.out = out;
     }
 
-    /** {@code sub} with the schedule's name (none for {@code list}) and the options given; the command line is parsed in {@link Cli}. */
-    int run(String sub, List<String> names, Map<String, String> options) throws SQLException {
-        String name = names.isEmpty() ? null : names.get(0);
-        return switch (sub) {
-            case "add" -> add(name, options);
-            case "list" -> list();
-            case "pause" -> setPaused(name, true);
-            case "resume" -> setPaused(name, false);
-            default -> remove(name);
-        };
+    @Command(name = "schedule", customSynopsis = "schedule (add | list | pause | resume | remove) ...", description = {"Recurring schedules.",
+        "The dispatcher leader turns each occurrence into one job, key schedule:<name>@<fire time>. Occurrences of a paused schedule "
+                + "are skipped and recorded in schedule_skips."})
+    static final class Group {}
+
+    /** The commands, under {@code schedule}. */
+    CommandLine commands() {
+        return new CommandLine(new Group()).addSubcommand(new Add()).addSubcommand(new ListSchedules()).addSubcommand(new Pause())
+                .addSubcommand(new Resume()).addSubcommand(new Remove());
     }
 
-    private int add(String name, Map<String, String> options) throws SQLException {
-        String cron = options.get("cron");
-        String every = options.get("every");
-        if ((cron == null) == (every == null)) {
-            throw new Cli.UsageException("schedule add: give --cron or --every, one of them");
+    /** When occurrences missed while no dispatcher led are made. */
+    enum Misfire { all, latest, skip }
+
+    /** A cron expression or a fixed interval: one of them. */
+    static final class Rule {
+        @Option(names = "--cron", required = true, paramLabel = "<cron>", description = "five fields: minute hour day month weekday")
+        String cron;
+
+        @Option(names = "--every", required = true, paramLabel = "<duration>", converter = Interval.class,
+                description = "an interval on absolute time (90s, 5m, 1h)")
+        Duration every;
+    }
+
+    static final class Interval implements ITypeConverter<Duration> {
+        @Override
+        public Duration convert(String raw) {
+            try {
+                return Settings.parseDuration("--every", raw);
+            } catch (ConfigException e) {
+                throw new TypeConversionException(e.getMessage());
+            }
         }
-        String zone = options.getOrDefault("zone", "UTC");
-        if (every != null && options.containsKey("zone")) {
+    }
+
+    @Command(name = "add", customSynopsis = {"schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
+        "                                [--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]"},
+            description = {"Add a schedule.", "--zone defaults to UTC; --misfire (occurrences missed while no dispatcher led for longer "
+                + "than SCHEDULE_MISFIRE_GRACE) to latest."})
+    final class Add implements Cli.Action {
+        @Parameters(paramLabel = "<name>", description = "the schedule's name")
+        String name;
+
+        @ArgGroup(exclusive = true, multiplicity = "1")
+        Rule rule;
+
+        @Option(names = "--zone", paramLabel = "<tz>", description = "the cron's time zone (default UTC)")
+        String zone;
+
+        @Option(names = "--resource", paramLabel = "<r>", description = "the jobs' resource")
+        String resource = "default";
+
+        @Option(names = "--payload", paramLabel = "<json>", converter = Cli.Json.Converter.class, description = "the jobs' payload")
+        Cli.Json payload = Cli.Json.EMPTY;
+
+        @Option(names = "--misfire", paramLabel = "<policy>", description = "all, latest or skip")
+        Misfire misfire = Misfire.latest;
+
+        @Option(names = "--starts", paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
+                description = "the first occurrence at or after it")
+        Cli.DueTime starts;
+
+        @Override
+        public int run() throws SQLException {
+            return add(this);
+        }
+    }
+
+    @Command(name = "list", customSynopsis = "schedule list", description = "The schedules, their rules, state and next occurrence.")
+    final class ListSchedules implements Cli.Action {
+        @Override
+        public int run() throws SQLException {
+            return list();
+        }
+    }
+
+    @Command(name = "pause", customSynopsis = "schedule pause <name>", description = "Pause a schedule: its occurrences are skipped, and recorded.")
+    final class Pause implements Cli.Action {
+        @Parameters(paramLabel = "<name>", description = "the schedule's name")
+        String name;
+
+        @Override
+        public int run() throws SQLException {
+            return setPaused(name, true);
+        }
+    }
+
+    @Command(name = "resume", customSynopsis = "schedule resume <name>", description = "Resume a paused schedule.")
+    final class Resume implements Cli.Action {
+        @Parameters(paramLabel = "<name>", description = "the schedule's name")
+        String name;
+
+        @Override
+        public int run() throws SQLException {
+            return setPaused(name, false);
+        }
+    }
+
+    @Command(name = "remove", customSynopsis = "schedule remove <name>", description = "Remove a schedule; the jobs it made stay.")
+    final class Remove implements Cli.Action {
+        @Parameters(paramLabel = "<name>", description = "the schedule's name")
+        String name;
+
+        @Override
+        public int run() throws SQLException {
+            return remove(name);
+        }
+    }
+
+    private int add(Add a) throws SQLException {
+        String name = a.name;
+        String cron = a.rule.cron;
+        Duration interval = a.rule.every;
+        if (interval != null && a.zone != null) {
             throw new Cli.UsageException("schedule add: --zone applies to --cron only (an --every interval runs on absolute time)");
         }
-        Duration interval = null;
+        String zone = a.zone == null ? "UTC" : a.zone;
         try {
             if (cron != null) {
                 Occurrences.cron(cron, zone, Instant.now());
             } else {
-                interval = Settings.parseDuration("--every", every);
                 Occurrences.every(interval, Instant.now());
             }
-        } catch (IllegalArgumentException | ConfigException e) {
+        } catch (IllegalArgumentException e) {
             throw new Cli.UsageException("schedule add: " + e.getMessage());
         }
-        String misfire = options.getOrDefault("misfire", "latest");
-        if (!List.of("all", "latest", "skip").contains(misfire)) {
-            throw new Cli.UsageException("schedule add: --misfire is all, latest or skip, not " + misfire);
-        }
-        String payload = options.getOrDefault("payload", "{}");
-        try {
-            new ObjectMapper().readTree(payload);
-        } catch (IOException e) {
-            throw new Cli.UsageException("schedule add: --payload is not valid JSON: " + payload);
-        }
-        Cli.DueTime starts = options.containsKey("starts") ? Cli.DueTime.parse("schedule add", options.get("starts")) : null;
+        String misfire = a.misfire.name();
+        Cli.DueTime starts = a.starts;
         try (Connection c = db.connect();
                 PreparedStatement ps = c.prepareStatement("INSERT INTO schedules (name, cron, every, time_zone, resource, payload, misfire, starts_at) "
                         + "VALUES (?, ?, ? * interval '1 microsecond', ?, ?, ?::jsonb, ?, " + (starts == null ? "clock_timestamp()" : starts.sql()) + ") "
@@ -88,8 +175,8 @@ final class ScheduleCommands {
             ps.setString(2, cron);
             ps.setObject(3, interval == null ? null : interval.toNanos() / 1000, Types.BIGINT);
             ps.setString(4, zone);
-            ps.setString(5, options.getOrDefault("resource", "default"));
-            ps.setString(6, payload);
+            ps.setString(5, a.resource);
+            ps.setString(6, a.payload.text());
             ps.setString(7, misfire);
             // Without --starts, from the database's clock, not this machine's.
             if (starts != null && starts.absolute() != null) {

@@ -151,17 +151,28 @@ class CliTest {
                 "Try 'fenced-jobs schedule --help'.");
         assertBadUsage(cli("schedule", "pause"), "fenced-jobs: schedule pause: Missing required parameter: '<name>'",
                 "Try 'fenced-jobs schedule pause --help'.");
-        assertBadUsage(cli("dead-letters", "show", "x"), "fenced-jobs: dead-letters show: 'x' is not a dead letter id", null);
-        assertBadUsage(cli("submit"), "fenced-jobs: submit: --due is required", "Try 'fenced-jobs submit --help'.");
-        assertBadUsage(cli("submit", "--due", "tomorrow"), "fenced-jobs: submit: --due tomorrow is neither now", null);
-        assertBadUsage(cli("submit", "--due", "+soon"), "fenced-jobs: submit: --due +soon is not an offset", null);
-        assertBadUsage(cli("submit", "--due", "now", "--payload", "{oops"), "fenced-jobs: submit: --payload is not valid JSON", null);
+        assertBadUsage(cli("dead-letters", "show", "x"), "fenced-jobs: dead-letters show: Invalid value for positional parameter", "'x' is not a dead letter id");
+        assertBadUsage(cli("dead-letters", "replay", "1", "y"), "fenced-jobs: dead-letters replay: Invalid value for positional parameter", "'y' is not a dead letter id");
+        assertBadUsage(cli("submit"), "fenced-jobs: submit: Missing required option: '--due=<when>'", "Try 'fenced-jobs submit --help'.");
+        assertBadUsage(cli("submit", "--due", "tomorrow"), "fenced-jobs: submit: Invalid value for option '--due'", "'tomorrow' is neither now");
+        assertBadUsage(cli("submit", "--due", "+soon"), "fenced-jobs: submit: Invalid value for option '--due'", "'+soon' is not an offset");
+        assertBadUsage(cli("submit", "--due", "now", "--payload", "{oops"), "fenced-jobs: submit: Invalid value for option '--payload'", "'{oops' is not valid JSON");
         assertBadUsage(cli("submit", "--due"), "fenced-jobs: submit: Missing required parameter for option '--due' (<when>)", null);
         assertBadUsage(cli("status", "--verbose"), "fenced-jobs: status: Unknown option: '--verbose'", "Try 'fenced-jobs status --help'.");
-        assertBadUsage(cli("submit", "--du", "now"), "fenced-jobs: submit: Unknown options: '--du', 'now' (did you mean --due?)", null);
-        assertBadUsage(cli("release"), "fenced-jobs: release: --role is required", null);
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: give both --holder and --token", null);
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: --token must be a whole number", null);
+        assertBadUsage(cli("submit", "--du", "now"), "fenced-jobs: submit: Unknown option: '--du' (did you mean --due?)", null);
+        assertBadUsage(cli("submit", "--due", "now", "--ky", "k"), "fenced-jobs: submit: Unknown options: '--ky', 'k'", null);
+        assertBadUsage(cli("release"), "fenced-jobs: release: Missing required option: '--role=<role>'", null);
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: Missing required argument(s): --token=<n>", null);
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: Invalid value for option '--token'", "'x' is not a long");
+        assertBadUsage(cli("cancel"), "fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)", null);
+        assertBadUsage(cli("cancel", "--id", "1", "--key", "k"), "fenced-jobs: cancel: --id=<job id>, --key=<unique key> are mutually exclusive", null);
+        assertBadUsage(cli("cancel", "--id", "one"), "fenced-jobs: cancel: Invalid value for option '--id'", "'one' is not a long");
+        assertBadUsage(cli("schedule", "add", "s", "--cron", "* * * * *", "--every", "5m"), "fenced-jobs: schedule add: --cron=<cron>, --every=<duration> are mutually exclusive", null);
+        assertBadUsage(cli("schedule", "add", "s", "--every", "5m", "--zone", "Europe/Berlin"), "fenced-jobs: schedule add: --zone applies to --cron only", null);
+        assertBadUsage(cli("schedule", "add", "s", "--every", "soon"), "fenced-jobs: schedule add: Invalid value for option '--every'", null);
+        assertBadUsage(cli("schedule", "add", "s", "--every", "5m", "--misfire", "never"), "fenced-jobs: schedule add: Invalid value for option '--misfire'",
+                "expected one of [all, latest, skip]");
+        assertBadUsage(cli("dead-letters", "list", "--limit", "ten"), "fenced-jobs: dead-letters list: Invalid value for option '--limit'", null);
         assertBadUsage(cli(Map.of("DATABASE_URL", "postgres://nope"), "status"), "fenced-jobs: DATABASE_URL: must be a PostgreSQL JDBC URL", null);
         assertBadUsage(cli("migrate", "--roles"), "fenced-jobs: migrate --roles: set at least one of", null);
         assertThat(cli().code()).isEqualTo(2);

@@ -60,10 +60,13 @@ class FenceCliTest {
                 .contains("token 9000000000000: 1 applied").contains("token 3: 1 applied").contains("token 3: 1 rejected")
                 .contains("job 21, token 3 below 9000000000000, fenced-jobs-0@42").contains("Resets (newest first):\n  none");
 
-        assertThat(cli("fence", "reset", "r-1", "--token", "3").err()).contains("say why with --reason");
+        assertThat(cli("fence", "reset", "r-1", "--token", "3").err()).contains("Missing required option: '--reason=<text>'");
+        assertThat(cli("fence", "reset", "r-1", "--token", "3", "--reason", " ").err()).contains("say why with --reason");
         assertThat(cli("fence", "reset", "r-1", "--token", "9000000000001", "--reason", "x").err()).contains("moves a fence back");
         assertThat(cli("fence", "reset", "r-9", "--token", "1", "--reason", "x").err()).contains("resource r-9 has no fence");
-        assertThat(cli("fence", "reset", "r-1", "--token", "-1", "--reason", "x").err()).contains("must be a whole number");
+        assertThat(cli("fence", "reset", "r-1", "--token", "-1", "--reason", "x").err()).contains("'-1' is not a whole number of 0 or more");
+        assertThat(cli("fence", "reset", "r-1", "--token", "3", "--outbox-id", "x", "--reason", "x").err())
+                .contains("'x' is not a whole number of 0 or more");
 
         CliTest.Run reset = cli("fence", "reset", "r-1", "--token", "3", "--reason", "forged record at fenced-jobs-2@17");
         assertThat(reset.code()).as(reset.err()).isZero();

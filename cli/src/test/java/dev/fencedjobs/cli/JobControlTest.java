@@ -201,7 +201,7 @@ class JobControlTest {
 
         CliTest.Run neither = cli(Map.of(), "cancel");
         assertThat(neither.code()).isEqualTo(2);
-        assertThat(neither.err()).startsWith("fenced-jobs: cancel: name the job with --id or with --key, one of them");
+        assertThat(neither.err()).startsWith("fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)");
     }
 
     @Test
@@ -213,9 +213,12 @@ class JobControlTest {
         assertThat(zone.code()).isEqualTo(2);
         assertThat(zone.err()).startsWith("fenced-jobs: schedule add: time zone 'Europe/Atlantis' is not a zone id");
         assertThat(cli(Map.of(), "schedule", "add", "both", "--cron", "* * * * *", "--every", "5m").err())
-                .startsWith("fenced-jobs: schedule add: give --cron or --every, one of them");
+                .startsWith("fenced-jobs: schedule add: --cron=<cron>, --every=<duration> are mutually exclusive");
+        assertThat(cli(Map.of(), "schedule", "add", "neither").err())
+                .startsWith("fenced-jobs: schedule add: Missing required argument").contains("--every");
         assertThat(cli(Map.of(), "schedule", "add", "x", "--every", "5m", "--misfire", "sometimes").err())
-                .startsWith("fenced-jobs: schedule add: --misfire is all, latest or skip, not sometimes");
+                .startsWith("fenced-jobs: schedule add: Invalid value for option '--misfire'").contains("expected one of [all, latest, skip]")
+                .contains("'sometimes'");
 
         CliTest.Run nightly = cli(Map.of(), "schedule", "add", "nightly", "--cron", "30 2 * * *", "--zone", "Europe/Berlin", "--resource", "reports",
                 "--payload", "{\"report\": \"daily\"}", "--misfire", "all");

@@ -1,0 +1,191 @@
+package dev.fencedjobs.cli;
+
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.OffsetDateTime;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code fenced-jobs submit|cancel|reschedule}: a job inserted with the same SQL a producer
+ * writes, and controlled through the job-control functions (migration V9, {@code R__jobs.sql}),
+ * which let a producer's login act on its own jobs only.
+ */
+final class JobCommands {
+
+    private final ScheduleCommands.Connector db;
+    private final PrintStream out;
+    private final PrintStream err;
+
+    JobCommands(ScheduleCommands.Connector db, PrintStream out, PrintStream err) {
+        this.db = db;
+        this.out = out;
+        this.err = err;
+    }
+
+    /** The commands, each at the top level. */
+    Object[] commands() {
+        return new Object[] {new Submit(), new Cancel(), new Reschedule()};
+    }
+
+    @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
+            description = {"Insert a job.", "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time "
+                + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing."})
+    final class Submit implements Cli.Action {
+        @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
+                description = "now, +30s, +5m, +2h or an ISO-8601 time")
+        Cli.DueTime due;
+
+        @Option(names = "--resource", paramLabel = "<r>", description = "default: default")
+        String resource = "default";
+
+        @Option(names = "--payload", paramLabel = "<json>", converter = Cli.Json.Converter.class, description = "default: {}")
+        Cli.Json payload = Cli.Json.EMPTY;
+
+        @Option(names = "--key", paramLabel = "<unique key>", description = "the job's unique key")
+        String key;
+
+        @Override
+        public int run() throws SQLException {
+            return submit(due, resource, payload, key);
+        }
+    }
+
+    /** The job a command names: by id or by unique key, exactly one of them. */
+    static final class JobRef {
+        @Option(names = "--id", required = true, paramLabel = "<job id>", description = "the job's id")
+        Long id;
+
+        @Option(names = "--key", required = true, paramLabel = "<unique key>", description = "the job's unique key")
+        String key;
+
+        Object value() {
+            return id != null ? id : key;
+        }
+    }
+
+    @Command(name = "cancel", customSynopsis = "cancel (--id <job id> | --key <unique key>)",
+            description = {"Cancel a pending job: it is never completed.", "Cancelling a job already completed fails and says so; "
+                + "cancelling a cancelled job again changes nothing. Run as a producer's login, only its own jobs."})
+    final class Cancel implements Cli.Action {
+        @ArgGroup(exclusive = true, multiplicity = "1")
+        JobRef job;
+
+        @Override
+        public int run() throws SQLException {
+            return cancel(job);
+        }
+    }
+
+    @Command(name = "reschedule", customSynopsis = "reschedule (--id <job id> | --key <unique key>) --due <when>",
+            description = {"Move a pending job's due time.", "<when> as for submit. Fails for a completed or cancelled job."})
+    final class Reschedule implements Cli.Action {
+        @ArgGroup(exclusive = true, multiplicity = "1")
+        JobRef job;
+
+        @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
+                description = "now, +30s, +5m, +2h or an ISO-8601 time")
+        Cli.DueTime due;
+
+        @Override
+        public int run() throws SQLException {
+            return reschedule(job, due);
+        }
+    }
+
+    private int submit(Cli.DueTime when, String resource, Cli.Json payload, String key) throws SQLException {
+        try (Connection c = db.connect();
+                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key) "
+                        + "VALUES (?, ?::jsonb, " + when.sql() + ", ?) ON CONFLICT (unique_key) DO NOTHING RETURNING id, due_at")) {
+            ps.setString(1, resource);
+            ps.setString(2, payload.text());
+            int next = 3;
+            if (when.absolute() != null) {
+                ps.setObject(next++, when.absolute());
+            } else {
+                ps.setLong(next++, when.offset().toMillis());
+            }
+            ps.setString(next, key);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (rs.next()) {
+                    out.println("Submitted job " + rs.getLong(1) + " for resource " + resource + ", due " + rs.getObject(2, OffsetDateTime.class));
+                    return 0;
+                }
+            }
+            try (PreparedStatement existing = c.prepareStatement("SELECT id, state FROM jobs WHERE unique_key = ?")) {
+                existing.setString(1, key);
+                try (ResultSet rs = existing.executeQuery()) {
+                    rs.next();
+                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + " (" + rs.getString(2) + "); nothing inserted");
+                    return 0;
+                }
+            }
+        }
+    }
+
+    private int cancel(JobRef job) throws SQLException {
+        try (Connection c = db.connect()) {
+            long id = controlled(c, (job.id != null ? "cancel_job(?)" : "cancel_job_by_key(?)"), job, null);
+            try (PreparedStatement ps = c.prepareStatement("SELECT cancelled_at FROM my_jobs WHERE id = ?")) {
+                ps.setLong(1, id);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out.println("Job " + id + " is cancelled (since " + rs.getObject(1, OffsetDateTime.class) + "); it will not be completed");
+                    return 0;
+                }
+            }
+        } catch (SQLException e) {
+            return refused("cancel", e);
+        }
+    }
+
+    private int reschedule(JobRef job, Cli.DueTime when) throws SQLException {
+        try (Connection c = db.connect()) {
+            long id = controlled(c, (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + when.sql() + ")", job, when);
+            try (PreparedStatement ps = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
+                ps.setLong(1, id);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out.println("Job " + id + " is now due " + rs.getObject(1, OffsetDateTime.class));
+                    return 0;
+                }
+            }
+        } catch (SQLException e) {
+            return refused("reschedule", e);
+        }
+    }
+
+    /** Calls one of the job-control functions (migration V9), which returns the job's id. */
+    private static long controlled(Connection c, String call, JobRef job, Cli.DueTime when) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT " + call)) {
+            ps.setObject(1, job.value());
+            if (when != null) {
+                if (when.absolute() != null) {
+                    ps.setObject(2, when.absolute());
+                } else {
+                    ps.setLong(2, when.offset().toMillis());
+                }
+            }
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /** The database's refusal (no such job, already completed, cancelled) as one line, exit code 1. */
+    private int refused(String command, SQLException e) throws SQLException {
+        String state = e.getSQLState();
+        if ("P0002".equals(state) || "55000".equals(state)) {
+            String message = e.getMessage();
+            int newline = message.indexOf('\n');
+            err.println("fenced-jobs " + command + ": " + (newline < 0 ? message : message.substring(0, newline)).replaceFirst("^ERROR: ", ""));
+            return 1;
+        }
+        throw e;
+    }
+}
