@@ -81,6 +81,8 @@ public final class Bench implements Callable<Integer> {
         String phases;
         @Option(names = "--signature-rounds", defaultValue = "2", description = "rounds of the signatures phase, each one unsigned and one signed window (A B B A...)")
         int signatureRounds;
+        @Option(names = "--bound-repetitions", defaultValue = "3", description = "windows of the PostgreSQL bound, each after the server settled; the median counts")
+        int boundRepetitions;
         @Option(names = "--out", defaultValue = "docs/benchmarks", description = "where the report goes")
         Path out;
         @Option(names = "--repo", defaultValue = ".", description = "the repository whose jars the services run")
@@ -90,7 +92,7 @@ public final class Bench implements Callable<Integer> {
 
         @Override
         public Integer call() throws Exception {
-            new EndToEndBenchmark(repo, out, seconds, trials, idleSeconds, loads, phases, serviceLogLevel, signatureRounds).run();
+            new EndToEndBenchmark(repo, out, seconds, trials, idleSeconds, loads, phases, serviceLogLevel, signatureRounds, boundRepetitions).run();
             return 0;
         }
     }

@@ -331,7 +331,7 @@ final class BenchStack implements AutoCloseable {
      * what follows measures the pipeline rather than the clean-up of what came before.
      */
     void settle() throws Exception {
-        try (Connection c = owner(); Statement s = c.createStatement()) {
+        try (Connection c = pg.admin(); Statement s = c.createStatement()) {
             long started = System.nanoTime();
             int quiet = 0;
             while (quiet < 5 && System.nanoTime() - started < TimeUnit.MINUTES.toNanos(5)) {

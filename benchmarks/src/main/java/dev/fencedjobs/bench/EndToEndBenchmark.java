@@ -46,10 +46,12 @@ final class EndToEndBenchmark {
     private final String phases;
     private final String serviceLogLevel;
     private final int signatureRounds;
+    private final int boundRepetitions;
 
     EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
-            String serviceLogLevel, int signatureRounds) {
+            String serviceLogLevel, int signatureRounds, int boundRepetitions) {
         this.signatureRounds = signatureRounds;
+        this.boundRepetitions = boundRepetitions;
         this.repo = repo;
         this.out = out;
         this.windowSeconds = windowSeconds;
@@ -66,7 +68,7 @@ final class EndToEndBenchmark {
             machine();
             if (phase("throughput")) {
                 ThroughputPhase throughput = new ThroughputPhase(stack, report, windowSeconds);
-                double bound = throughput.bound();
+                double bound = throughput.bound(boundRepetitions);
                 setUp();
                 double ours = throughput.throughput();
                 report.row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),

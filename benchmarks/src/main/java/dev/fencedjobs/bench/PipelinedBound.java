@@ -210,7 +210,7 @@ final class PipelinedBound {
         }));
         stages.forEach(Thread::start);
         try (Connection c = connect(pg, url); Statement s = c.createStatement()) {
-            return window(stop, failure, stages, warmUpSeconds, seconds, () -> BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger"));
+            return window(stop, failure, stages, warmUpSeconds, seconds, () -> BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger"), s);
         }
     }
 
@@ -271,7 +271,7 @@ final class PipelinedBound {
             }
         }));
         stages.forEach(Thread::start);
-        return window(stop, failure, stages, warmUpSeconds, seconds, consumed::get);
+        return window(stop, failure, stages, warmUpSeconds, seconds, consumed::get, null);
     }
 
     private interface Counter {
@@ -293,19 +293,36 @@ final class PipelinedBound {
     }
 
     private static double window(AtomicBoolean stop, AtomicReference<Exception> failure, List<Thread> stages, int warmUpSeconds, int seconds,
-            Counter counter) throws Exception {
+            Counter counter, Statement server) throws Exception {
         try {
-            Thread.sleep(warmUpSeconds * 1000L);
+            warmUp(warmUpSeconds);
+            long jit0 = BenchStack.ownCompilerTicks();
+            long[] background0 = server == null ? null : BenchStack.backgroundWork(server);
             long c0 = counter.get();
             long t0 = System.nanoTime();
-            Thread.sleep(seconds * 1000L);
+            // Each second: whether an autovacuum worker ran (on any database of the server).
+            int vacuuming = 0;
+            for (int i = 0; i < seconds; i++) {
+                Thread.sleep(1000L);
+                if (server != null && BenchStack.scalar(server, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") > 0) {
+                    vacuuming++;
+                }
+            }
             long c1 = counter.get();
             long t1 = System.nanoTime();
+            long jit = BenchStack.ownCompilerTicks() - jit0;
             if (failure.get() != null) {
                 throw failure.get();
             }
             double rate = (c1 - c0) / ((t1 - t0) / 1e9);
-            System.out.printf(Locale.ROOT, "   %,d in %.1f s: %,.0f per second%n", c1 - c0, (t1 - t0) / 1e9, rate);
+            String background = "";
+            if (server != null) {
+                long[] background1 = BenchStack.backgroundWork(server);
+                background = String.format(Locale.ROOT, "; autovacuum at work in %d of its %d seconds, %d checkpoint(s)", vacuuming, seconds,
+                        background1[1] - background0[1]);
+            }
+            System.out.printf(Locale.ROOT, "   %,d in %.1f s: %,.0f per second (this JVM's JIT compilers meanwhile: %.1f s of CPU%s)%n", c1 - c0,
+                    (t1 - t0) / 1e9, rate, jit / 100.0, background);
             return rate;
         } finally {
             stop.set(true);
@@ -313,6 +330,28 @@ final class PipelinedBound {
                 t.join();
             }
         }
+    }
+
+    /**
+     * At least {@code seconds}, then until this JVM's JIT compilers are quiet (under 5 % of a core
+     * over 5 s; at most 3 minutes, or {@code -DwarmUpMaxSeconds}): the stages run in this JVM, and a
+     * window that begins while C2 still compiles them measures the compiler too, on two cores. (It
+     * is not what makes the bound's windows differ by up to twice: see docs/performance.md.)
+     */
+    private static void warmUp(int seconds) throws InterruptedException {
+        long started = System.nanoTime();
+        long most = Math.max(seconds, Long.getLong("warmUpMaxSeconds", 180)) * 1_000_000_000L;
+        Thread.sleep(seconds * 1000L);
+        long before = BenchStack.ownCompilerTicks();
+        while (System.nanoTime() - started < most) {
+            Thread.sleep(5_000);
+            long now = BenchStack.ownCompilerTicks();
+            if (now - before <= Math.round(0.05 * 100 * 5)) {
+                break;
+            }
+            before = now;
+        }
+        System.out.printf(Locale.ROOT, "   warmed up for %.0f s (this JVM's JIT compilers quiet)%n", (System.nanoTime() - started) / 1e9);
     }
 
     private static Connection connect(BenchPostgres pg, String url) throws SQLException {
