@@ -13,14 +13,19 @@ import org.junit.jupiter.api.io.TempDir;
 /** The one launcher: a main class as a process of its own, its log across restarts, a graceful stop and a crash told apart. */
 class ServiceProcessTest {
 
-    /** The process under test: says hello, exits with EXIT_CODE if given, else waits for a signal and says bye on SIGTERM. */
+    /**
+     * The process under test: exits with EXIT_CODE if given, else says bye on SIGTERM. It says
+     * hello only once its shutdown hook is in place, so that the test's SIGTERM, sent on hello,
+     * always finds the hook.
+     */
     public static final class Greeter {
         public static void main(String[] args) throws Exception {
-            System.out.println("hello " + System.getenv("GREETING"));
             if (System.getenv("EXIT_CODE") != null) {
+                System.out.println("hello " + System.getenv("GREETING"));
                 System.exit(Integer.parseInt(System.getenv("EXIT_CODE")));
             }
             Runtime.getRuntime().addShutdownHook(new Thread(() -> System.out.println("bye")));
+            System.out.println("hello " + System.getenv("GREETING"));
             Thread.sleep(Long.MAX_VALUE);
         }
     }
