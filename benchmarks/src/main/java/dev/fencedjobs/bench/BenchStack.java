@@ -82,7 +82,19 @@ final class BenchStack implements AutoCloseable {
         this.logs = Files.createDirectories(logs);
         this.pg = BenchPostgres.start();
         this.kafka = new KafkaProcess();
+        // Ctrl-C or SIGTERM of the benchmark stops its services, broker and server too, instead of
+        // leaving them running without a parent.
+        Runtime.getRuntime().addShutdownHook(stopOnExit);
     }
+
+    private final Thread stopOnExit = new Thread(() -> {
+        try {
+            stop();
+        } catch (Exception e) {
+            System.err.println("stopping the benchmark's processes: " + e);
+        }
+    }, "bench-stack-stop");
+    private boolean stopped;
 
     BenchPostgres pg() {
         return pg;
@@ -494,8 +506,21 @@ final class BenchStack implements AutoCloseable {
 
     @Override
     public void close() throws Exception {
-        services.values().forEach(ServiceProcess::close);
-        proxies.values().forEach(TcpProxy::close);
+        try {
+            Runtime.getRuntime().removeShutdownHook(stopOnExit);
+        } catch (IllegalStateException shuttingDown) {
+            // The hook is running or about to: it stops the same things, once.
+        }
+        stop();
+    }
+
+    private synchronized void stop() throws Exception {
+        if (stopped) {
+            return;
+        }
+        stopped = true;
+        new ArrayList<>(services.values()).forEach(ServiceProcess::close);
+        new ArrayList<>(proxies.values()).forEach(TcpProxy::close);
         kafka.close();
         pg.close();
     }
