@@ -330,15 +330,27 @@ final class BatchProcessor {
                 .select(DSL.select(resource, val(0L), CLOCK_TIMESTAMP)
                         .from(DSL.table("unnest({0}::varchar[]) WITH ORDINALITY AS u (resource, n)", DSL.val(resources.toArray(String[]::new))))
                         .orderBy(DSL.field(DSL.name("u", "n"))));
-        // DO UPDATE (to the same value) rather than DO NOTHING: it locks existing rows and returns them.
-        Map<String, Fence> locked = new HashMap<>();
-        for (var r : values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
+        // DO UPDATE rather than DO NOTHING: it locks an existing row, in the statement's sorted order
+        // like the rows it inserts. WHERE false: without writing a new version of it (DO UPDATE SET
+        // highest_token = highest_token wrote one for every resource of every batch, before the
+        // update of the fences that moved wrote another).
+        values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
                 .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
-                .returningResult(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
+                .where(DSL.falseCondition())
+                .execute();
+        // Then read them: this transaction holds their locks, so they are as the next statements find them.
+        Map<String, Fence> locked = new HashMap<>();
+        for (var r : tx.select(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
                         CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID,
                         CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT)
+                .from(CONSUMER_RESOURCE_FENCE)
+                .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq(DSL.any(DSL.val(resources.toArray(String[]::new)))))
                 .fetch()) {
             locked.put(r.value1(), new Fence(r.value2(), r.value3(), r.value4(), new Tenure(r.value5(), r.value6())));
+        }
+        if (locked.size() != resources.size()) {
+            // Locked (or inserted) by this transaction a statement ago: a fence row cannot have gone.
+            throw new IllegalStateException("locked " + locked.size() + " of " + resources.size() + " resource fences");
         }
         return locked;
     }
