@@ -41,6 +41,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 
 /**
  * The system as the end-to-end and soak benchmarks run it: a durable PostgreSQL 17 ({@link
@@ -416,6 +417,28 @@ final class BenchStack implements AutoCloseable {
             ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]) + Long.parseLong(f[13]) + Long.parseLong(f[14]), Long::sum);
         });
         return ticks;
+    }
+
+    /**
+     * Sleeps at least {@code minSeconds}, then until the JIT compilers whose CPU {@code ticks}
+     * counts are quiet (under 5 % of a core over 5 s), at most {@code -DwarmUpMaxSeconds} (180
+     * unless set; CI's short mode sets 10) in all. Returns the seconds it took.
+     */
+    static double untilCompilersQuiet(long minSeconds, LongSupplier ticks) throws InterruptedException {
+        long started = System.nanoTime();
+        long most = Duration.ofSeconds(Long.getLong("warmUpMaxSeconds", 180)).toNanos();
+        Thread.sleep(Math.min(minSeconds * 1000, most / 1_000_000));
+        long quietTicks = Math.round(0.05 * 100 * 5);
+        long before = ticks.getAsLong();
+        while (System.nanoTime() - started < most) {
+            Thread.sleep(5_000);
+            long now = ticks.getAsLong();
+            if (now - before <= quietTicks) {
+                break;
+            }
+            before = now;
+        }
+        return (System.nanoTime() - started) / 1e9;
     }
 
     /**

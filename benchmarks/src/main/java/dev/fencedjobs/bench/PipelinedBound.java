@@ -333,25 +333,14 @@ final class PipelinedBound {
     }
 
     /**
-     * At least {@code seconds}, then until this JVM's JIT compilers are quiet (under 5 % of a core
-     * over 5 s; at most 3 minutes, or {@code -DwarmUpMaxSeconds}): the stages run in this JVM, and a
-     * window that begins while C2 still compiles them measures the compiler too, on two cores. (It
-     * is not what makes the bound's windows differ by up to twice: see docs/performance.md.)
+     * At least {@code seconds}, then until this JVM's JIT compilers are quiet
+     * ({@link BenchStack#untilCompilersQuiet}): the stages run in this JVM, and a window that begins
+     * while C2 still compiles them measures the compiler too, on two cores. (It is not what makes
+     * the bound's windows differ by up to twice: see docs/performance.md.)
      */
     private static void warmUp(int seconds) throws InterruptedException {
-        long started = System.nanoTime();
-        long most = Math.max(seconds, Long.getLong("warmUpMaxSeconds", 180)) * 1_000_000_000L;
-        Thread.sleep(seconds * 1000L);
-        long before = BenchStack.ownCompilerTicks();
-        while (System.nanoTime() - started < most) {
-            Thread.sleep(5_000);
-            long now = BenchStack.ownCompilerTicks();
-            if (now - before <= Math.round(0.05 * 100 * 5)) {
-                break;
-            }
-            before = now;
-        }
-        System.out.printf(Locale.ROOT, "   warmed up for %.0f s (this JVM's JIT compilers quiet)%n", (System.nanoTime() - started) / 1e9);
+        System.out.printf(Locale.ROOT, "   warmed up for %.0f s (this JVM's JIT compilers quiet)%n",
+                BenchStack.untilCompilersQuiet(seconds, BenchStack::ownCompilerTicks));
     }
 
     private static Connection connect(BenchPostgres pg, String url) throws SQLException {

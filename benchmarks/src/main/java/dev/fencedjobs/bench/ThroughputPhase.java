@@ -143,20 +143,8 @@ final class ThroughputPhase {
      * pipeline.
      */
     private static void warmUp() throws InterruptedException {
-        long started = System.nanoTime();
-        long most = Duration.ofSeconds(Long.getLong("warmUpMaxSeconds", 180)).toNanos();
-        Thread.sleep(Math.min(15_000, most / 1_000_000));
-        long quietTicks = Math.round(0.05 * 100 * 5);
-        long before = BenchStack.compilerTicks();
-        while (System.nanoTime() - started < most) {
-            Thread.sleep(5_000);
-            long now = BenchStack.compilerTicks();
-            if (now - before <= quietTicks) {
-                break;
-            }
-            before = now;
-        }
-        System.out.printf(Locale.ROOT, "   warmed up under load for %.0f s (JIT compilers quiet)%n", (System.nanoTime() - started) / 1e9);
+        System.out.printf(Locale.ROOT, "   warmed up under load for %.0f s (JIT compilers quiet)%n",
+                BenchStack.untilCompilersQuiet(15, BenchStack::compilerTicks));
     }
 
     void memory() {
