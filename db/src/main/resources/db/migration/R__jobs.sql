@@ -181,17 +181,29 @@ $$;
 
 CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, public AS $$
-DECLARE
-    j jobs := job_for_control(job_id, key, 'rescheduled');
 BEGIN
     IF new_due_at IS NULL THEN
         RAISE EXCEPTION 'a job needs a due time' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN reschedule_job_internal(job_id, key, new_due_at, NULL::integer);
+END
+$$;
+
+-- Moves a pending job to a new due time, a new priority (seconds, docs/dispatch.md), or both; NULL
+-- keeps what the job has.
+CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz, new_priority integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    j jobs := job_for_control(job_id, key, 'rescheduled');
+BEGIN
+    IF new_due_at IS NULL AND new_priority IS NULL THEN
+        RAISE EXCEPTION 'nothing to change: give a due time, a priority or both' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF j.state = 'cancelled' THEN
         RAISE EXCEPTION 'job % was cancelled at %; it cannot be rescheduled', j.id, j.cancelled_at
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    UPDATE jobs SET due_at = new_due_at WHERE id = j.id;
+    UPDATE jobs SET due_at = coalesce(new_due_at, jobs.due_at), priority = coalesce(new_priority, jobs.priority) WHERE id = j.id;
     RETURN j.id;
 END
 $$;
@@ -204,9 +216,194 @@ CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz) RET
     SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at) $$;
 CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz) RETURNS bigint LANGUAGE sql SECURITY DEFINER
     SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(NULL, key, due_at) $$;
+CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at, priority) $$;
+CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(NULL, key, due_at, priority) $$;
 
 REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, varchar, text), cancel_job_internal(bigint, varchar),
     reschedule_job_internal(bigint, varchar, timestamptz), cancel_job(bigint), cancel_job_by_key(varchar),
-    reschedule_job(bigint, timestamptz), reschedule_job_by_key(varchar, timestamptz) FROM PUBLIC;
+    reschedule_job(bigint, timestamptz), reschedule_job_by_key(varchar, timestamptz),
+    reschedule_job_internal(bigint, varchar, timestamptz, integer), reschedule_job(bigint, timestamptz, integer),
+    reschedule_job_by_key(varchar, timestamptz, integer) FROM PUBLIC;
+
+-- The dispatch policy (docs/dispatch.md) -------------------------------------------------------
+
+-- Whether the dispatcher's batch takes the policy path: while any rate limit is defined, or any
+-- pending job names a priority or a dispatch key (through the partial index jobs_pending_policy,
+-- empty while nobody does). Otherwise the plain batch completes due jobs in (due_at, id) order.
+CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM dispatch_limits)
+        OR EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND (priority <> 0 OR dispatch_key IS NOT NULL))
+$$;
+
+-- The policy path's batch, for the scheduler lease's holder, in the transaction of its lease guard.
+-- One instant of database time, now, stands for the whole batch: it decides what is due, refills
+-- the token buckets, and is every completed job's completed_at.
+--
+-- 1. The keys (a job's dispatch_key, else its resource) that have pending jobs, in key order after
+--    start_key and wrapping round, at most batch_limit of them; the rest wait for the next batch,
+--    which starts after the last key visited here.
+-- 2. Each key gets up to ceil(batch_limit / keys) of its due jobs, in rank order (due time moved
+--    earlier by the priority's seconds, then id), and no more than its limit's whole tokens.
+-- 3. Room left in the batch goes to the keys that had more, in the same order.
+-- 4. The chosen jobs are completed with the token (SKIP LOCKED: a job a producer is updating waits
+--    for the next batch), their outbox rows written in rank order, and each limited key's bucket
+--    keeps what is left: refilled to now, less what it completed.
+--
+-- Returns how many jobs it completed; whether a batch could complete more at once (it was full,
+-- or keys were left for the next batch); else when the next job becomes due or the next token of a
+-- key held back by its limit comes; the keys held back; and the batch's database time.
+CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
+        OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
+        OUT database_now timestamptz)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_keys varchar[] := '{}';
+    v_key varchar;
+    v_next varchar;
+    v_wrapped boolean := start_key IS NULL;
+    v_n integer;
+    v_caps integer[] := '{}';
+    v_avail double precision[] := '{}';
+    v_rate double precision[] := '{}';
+    v_taken integer[] := '{}';
+    v_share integer;
+    v_room integer;
+    v_want integer;
+    v_got bigint[];
+    v_ids bigint[] := '{}';
+    v_limit dispatch_limits;
+    v_held_until timestamptz;
+    v_future timestamptz;
+BEGIN
+    completed := 0;
+    more := false;
+    held_keys := 0;
+    database_now := v_now;
+    IF batch_limit <= 0 THEN
+        RETURN;
+    END IF;
+    -- 1. The keys, one index descent each (a skip scan of jobs_pending_key).
+    v_key := start_key;
+    LOOP
+        IF v_key IS NULL THEN
+            SELECT min(coalesce(dispatch_key, resource)) INTO v_next FROM jobs WHERE state = 'pending';
+        ELSE
+            SELECT min(coalesce(dispatch_key, resource)) INTO v_next FROM jobs
+            WHERE state = 'pending' AND coalesce(dispatch_key, resource) > v_key;
+        END IF;
+        IF v_next IS NULL THEN
+            EXIT WHEN v_wrapped;
+            v_wrapped := true;
+            v_key := NULL;
+            CONTINUE;
+        END IF;
+        -- Round again to start_key, which comes last.
+        EXIT WHEN v_wrapped AND start_key IS NOT NULL AND v_next > start_key;
+        IF coalesce(array_length(v_keys, 1), 0) >= batch_limit THEN
+            more := true;
+            next_key := v_key;
+            EXIT;
+        END IF;
+        v_keys := v_keys || v_next;
+        v_key := v_next;
+    END LOOP;
+    v_n := coalesce(array_length(v_keys, 1), 0);
+    IF v_n = 0 THEN
+        next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        RETURN;
+    END IF;
+    -- 2. Each key's share, within its limit.
+    v_share := ceil(batch_limit::numeric / v_n);
+    FOR i IN 1 .. v_n LOOP
+        SELECT * INTO v_limit FROM dispatch_limits WHERE dispatch_key = v_keys[i] FOR UPDATE;
+        IF FOUND THEN
+            v_avail[i] := CASE WHEN v_limit.tokens IS NULL THEN v_limit.burst
+                ELSE least(v_limit.burst, v_limit.tokens + v_limit.per_second * greatest(0, extract(epoch FROM v_now - v_limit.refilled_at))) END;
+            v_rate[i] := v_limit.per_second;
+            -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
+            v_caps[i] := least(batch_limit, greatest(0, floor(v_avail[i] + 1e-9)));
+        ELSE
+            v_caps[i] := batch_limit;
+        END IF;
+        v_taken[i] := 0;
+        IF v_caps[i] > 0 THEN
+            SELECT array_agg(c.id) INTO v_got FROM (
+                SELECT j.id FROM jobs j
+                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                LIMIT least(v_share, v_caps[i])) c;
+            v_taken[i] := coalesce(array_length(v_got, 1), 0);
+            IF v_taken[i] > 0 THEN
+                v_ids := v_ids || v_got;
+            END IF;
+        END IF;
+    END LOOP;
+    -- 3. The room left, to the keys that filled their share.
+    v_room := batch_limit - coalesce(array_length(v_ids, 1), 0);
+    FOR i IN 1 .. v_n LOOP
+        EXIT WHEN v_room <= 0;
+        IF v_taken[i] = least(v_share, v_caps[i]) AND v_caps[i] > v_taken[i] THEN
+            v_want := least(v_room, v_caps[i] - v_taken[i]);
+            SELECT array_agg(c.id) INTO v_got FROM (
+                SELECT j.id FROM jobs j
+                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                LIMIT v_want OFFSET v_taken[i]) c;
+            IF v_got IS NOT NULL THEN
+                v_taken[i] := v_taken[i] + array_length(v_got, 1);
+                v_room := v_room - array_length(v_got, 1);
+                v_ids := v_ids || v_got;
+                IF v_room <= 0 AND NOT more THEN
+                    next_key := v_keys[i];
+                END IF;
+            END IF;
+        END IF;
+    END LOOP;
+    IF v_room <= 0 THEN
+        more := true;
+    END IF;
+    -- 4. Complete, write the outbox, spend the tokens.
+    IF array_length(v_ids, 1) > 0 THEN
+        WITH due AS (
+            SELECT j.id FROM jobs j WHERE j.id = ANY (v_ids) AND j.state = 'pending' FOR UPDATE SKIP LOCKED
+        ), done AS (
+            UPDATE jobs j SET state = 'completed', completed_by_token = p_token, completed_at = v_now
+            FROM due WHERE j.id = due.id
+            RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at,
+                coalesce(j.dispatch_key, j.resource) AS dkey, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank
+        ), written AS (
+            INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)
+            SELECT d.id, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at FROM done d ORDER BY d.rank, d.id
+            RETURNING 1
+        ), spent AS (
+            UPDATE dispatch_limits l
+            SET tokens = CASE WHEN l.tokens IS NULL THEN l.burst
+                    ELSE least(l.burst, l.tokens + l.per_second * greatest(0, extract(epoch FROM v_now - l.refilled_at))) END - c.n,
+                refilled_at = v_now, refilled_by_token = p_token
+            FROM (SELECT d.dkey, count(*) AS n FROM done d GROUP BY d.dkey) c
+            WHERE l.dispatch_key = c.dkey
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent) INTO completed;
+    END IF;
+    -- Keys held back: a limit without a whole token left, and due jobs still waiting.
+    FOR i IN 1 .. v_n LOOP
+        IF v_rate[i] IS NOT NULL AND v_avail[i] - v_taken[i] < 1 + 1e-9
+                AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now) THEN
+            held_keys := held_keys + 1;
+            v_held_until := least(v_held_until, v_now + make_interval(secs => (1 - (v_avail[i] - v_taken[i])) / v_rate[i]));
+        END IF;
+    END LOOP;
+    IF more THEN
+        next_at := v_now;
+    ELSE
+        v_future := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        next_at := least(v_held_until, v_future);
+    END IF;
+END
+$$;
 
 /* [jooq ignore stop] */

@@ -32,9 +32,11 @@ final class JobCommands {
         return new Object[] {new Submit(), new Cancel(), new Reschedule()};
     }
 
-    @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>]",
+    @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>] "
+            + "[--priority <seconds>] [--dispatch-key <k>]",
             description = {"Insert a job.", "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time "
-                + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing."})
+                + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing. A priority ranks the job as if "
+                + "it were due that many seconds earlier; a dispatch key names the group limits and fairness count by (docs/dispatch.md)."})
     final class Submit implements Cli.Action {
         @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
                 description = "now, +30s, +5m, +2h or an ISO-8601 time")
@@ -49,9 +51,15 @@ final class JobCommands {
         @Option(names = "--key", paramLabel = "<unique key>", description = "the job's unique key")
         String key;
 
+        @Option(names = "--priority", paramLabel = "<seconds>", description = "-86400 to 86400; default 0")
+        int priority;
+
+        @Option(names = "--dispatch-key", paramLabel = "<k>", description = "default: the resource")
+        String dispatchKey;
+
         @Override
         public int run() throws SQLException {
-            return submit(due, resource, payload, key);
+            return submit(this);
         }
     }
 
@@ -81,46 +89,74 @@ final class JobCommands {
         }
     }
 
-    @Command(name = "reschedule", customSynopsis = "reschedule (--id <job id> | --key <unique key>) --due <when>",
-            description = {"Move a pending job's due time.", "<when> as for submit. Fails for a completed or cancelled job."})
+    @Command(name = "reschedule", customSynopsis = "reschedule (--id <job id> | --key <unique key>) [--due <when>] [--priority <seconds>]",
+            description = {"Move a pending job's due time, change its priority, or both.", "<when> as for submit. Fails for a completed or "
+                + "cancelled job."})
     final class Reschedule implements Cli.Action {
         @ArgGroup(exclusive = true, multiplicity = "1")
         JobRef job;
 
-        @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
-                description = "now, +30s, +5m, +2h or an ISO-8601 time")
-        Cli.DueTime due;
+        @ArgGroup(exclusive = false, multiplicity = "1")
+        Change change;
 
         @Override
         public int run() throws SQLException {
-            return reschedule(job, due);
+            return reschedule(job, change);
         }
     }
 
-    private int submit(Cli.DueTime when, String resource, Cli.Json payload, String key) throws SQLException {
+    /** What a reschedule changes: at least one of them. */
+    static final class Change {
+        @Option(names = "--due", paramLabel = "<when>", converter = Cli.DueTime.Converter.class, description = "now, +30s, +5m, +2h or an ISO-8601 time")
+        Cli.DueTime due;
+
+        @Option(names = "--priority", paramLabel = "<seconds>", description = "-86400 to 86400")
+        Integer priority;
+    }
+
+    private int submit(Submit s) throws SQLException {
+        Cli.DueTime when = s.due;
+        String resource = s.resource;
+        String key = s.key;
+        // The policy's columns only when given: a producer on a database before V11 still submits.
+        boolean policy = s.priority != 0 || s.dispatchKey != null;
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key) "
-                        + "VALUES (?, ?::jsonb, " + when.sql() + ", ?) ON CONFLICT (unique_key) DO NOTHING RETURNING id, due_at")) {
+                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key" + (policy ? ", priority, dispatch_key" : "")
+                        + ") VALUES (?, ?::jsonb, " + when.sql() + ", ?" + (policy ? ", ?, ?" : "")
+                        + ") ON CONFLICT (unique_key) DO NOTHING RETURNING id")) {
             ps.setString(1, resource);
-            ps.setString(2, payload.text());
+            ps.setString(2, s.payload.text());
             int next = 3;
             if (when.absolute() != null) {
                 ps.setObject(next++, when.absolute());
             } else {
                 ps.setLong(next++, when.offset().toMillis());
             }
-            ps.setString(next, key);
+            ps.setString(next++, key);
+            if (policy) {
+                ps.setInt(next++, s.priority);
+                ps.setString(next, s.dispatchKey);
+            }
+            // A producer's login reads jobs only through my_jobs (its own), and of jobs only id and unique_key.
             try (ResultSet rs = ps.executeQuery()) {
                 if (rs.next()) {
-                    out.println("Submitted job " + rs.getLong(1) + " for resource " + resource + ", due " + rs.getObject(2, OffsetDateTime.class));
+                    long id = rs.getLong(1);
+                    try (PreparedStatement due = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
+                        due.setLong(1, id);
+                        try (ResultSet d = due.executeQuery()) {
+                            out.println("Submitted job " + id + " for resource " + resource + (d.next() ? ", due " + d.getObject(1, OffsetDateTime.class) : ""));
+                        }
+                    }
                     return 0;
                 }
             }
-            try (PreparedStatement existing = c.prepareStatement("SELECT id, state FROM jobs WHERE unique_key = ?")) {
+            try (PreparedStatement existing = c.prepareStatement("SELECT j.id, m.state FROM jobs j LEFT JOIN my_jobs m ON m.id = j.id WHERE j.unique_key = ?")) {
                 existing.setString(1, key);
                 try (ResultSet rs = existing.executeQuery()) {
                     rs.next();
-                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + " (" + rs.getString(2) + "); nothing inserted");
+                    String state = rs.getString(2);
+                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + (state == null ? " (another login's)" : " (" + state + ")")
+                            + "; nothing inserted");
                     return 0;
                 }
             }
@@ -143,14 +179,19 @@ final class JobCommands {
         }
     }
 
-    private int reschedule(JobRef job, Cli.DueTime when) throws SQLException {
+    private int reschedule(JobRef job, Change change) throws SQLException {
+        Cli.DueTime when = change.due;
         try (Connection c = db.connect()) {
-            long id = controlled(c, (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + when.sql() + ")", job, when);
-            try (PreparedStatement ps = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
+            String due = when == null ? "NULL::timestamptz" : when.sql();
+            String call = (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + due
+                    + (change.priority == null ? ")" : ", " + change.priority + ")");
+            long id = controlled(c, call, job, when);
+            try (PreparedStatement ps = c.prepareStatement("SELECT due_at" + (change.priority == null ? "" : ", priority") + " FROM my_jobs WHERE id = ?")) {
                 ps.setLong(1, id);
                 try (ResultSet rs = ps.executeQuery()) {
                     rs.next();
-                    out.println("Job " + id + " is now due " + rs.getObject(1, OffsetDateTime.class));
+                    out.println("Job " + id + " is now due " + rs.getObject(1, OffsetDateTime.class)
+                            + (change.priority == null ? "" : ", priority " + rs.getInt(2) + " s"));
                     return 0;
                 }
             }

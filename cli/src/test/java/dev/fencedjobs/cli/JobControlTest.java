@@ -205,6 +205,40 @@ class JobControlTest {
     }
 
     @Test
+    void aProducerGivesItsJobsAPriorityAndAKeyButOnlyAnOperatorLimitsAKey() throws Exception {
+        Map<String, String> asBilling = Map.of("DATABASE_USER", "billing", "DATABASE_PASSWORD", "b-secret");
+        CliTest.Run submitted = cli(asBilling, "submit", "--due", "+1h", "--resource", "acct-9", "--priority", "300", "--dispatch-key", "tenant-9",
+                "--key", "policy-1");
+        assertThat(submitted.code()).as(submitted.err()).isZero();
+        CliTest.Run raised = cli(asBilling, "reschedule", "--key", "policy-1", "--priority", "3600");
+        assertThat(raised.code()).as(raised.err()).isZero();
+        assertThat(raised.out()).endsWith(", priority 3600 s\n");
+        assertThat(cli(asBilling, "reschedule", "--key", "policy-1").err()).startsWith("fenced-jobs: reschedule: Missing required argument");
+        try (Connection billing = as("billing", "b-secret"); Statement s = billing.createStatement()) {
+            try (ResultSet rs = s.executeQuery("SELECT priority, dispatch_key FROM my_jobs WHERE unique_key = 'policy-1'")) {
+                assertThat(rs.next()).isTrue();
+                assertThat(rs.getInt(1)).isEqualTo(3600);
+                assertThat(rs.getString(2)).isEqualTo("tenant-9");
+            }
+            assertThatThrownBy(() -> s.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-1', 0.001, 1)"))
+                    .as("one tenant may not throttle another").hasMessageContaining("permission denied");
+            assertThatThrownBy(() -> s.execute("INSERT INTO jobs (due_at, priority) VALUES (clock_timestamp(), 100000)"))
+                    .hasMessageContaining("jobs_priority");
+        }
+
+        CliTest.Run set = cli(Map.of(), "limit", "set", "tenant-9", "--per-second", "0.5");
+        assertThat(set.code()).as(set.err()).isZero();
+        assertThat(set.out()).isEqualTo("Limited tenant-9: at most 0.5 jobs a second, bursts of 1\n");
+        assertThat(cli(Map.of(), "limit", "set", "tenant-9", "--per-second", "20", "--burst", "40").out())
+                .isEqualTo("Changed the limit of tenant-9: at most 20.0 jobs a second, bursts of 40\n");
+        assertThat(cli(Map.of(), "limit", "set", "tenant-9", "--per-second", "0").err()).contains("--per-second must be more than 0");
+        assertThat(cli(Map.of(), "limit", "list").out()).containsPattern("tenant-9 +20.0/s  burst 40 +tokens +40.00  due jobs waiting 0");
+        assertThat(cli(Map.of(), "limit", "remove", "tenant-9").out()).startsWith("Removed the limit of tenant-9");
+        assertThat(cli(Map.of(), "limit", "remove", "tenant-9").err()).startsWith("fenced-jobs: limit remove: no limit for key tenant-9");
+        assertThat(cli(Map.of(), "limit", "list").out()).isEqualTo("No limits.\n");
+    }
+
+    @Test
     void theCliAddsListsPausesResumesAndRemovesSchedules() {
         CliTest.Run bad = cli(Map.of(), "schedule", "add", "nightly", "--cron", "0 25 * * *");
         assertThat(bad.code()).isEqualTo(2);

@@ -89,10 +89,12 @@ class SchemaDefinitionsTest {
     void aDatabaseMigratedBeforeTheRepeatableMigrationsUpgradesInPlaceToWhatANewOneGets() throws Exception {
         try (TestDatabase old = TestPostgres.shared().createDatabase("schema-old");
                 TestDatabase fresh = TestPostgres.shared().createDatabase("schema-fresh")) {
-            // The release before: versioned migrations only (no file has the repeatable prefix).
+            // The release before the repeatable migrations: versioned migrations up to then only (no
+            // file has the repeatable prefix).
             for (String[] location : locations()) {
                 Flyway.configure().dataSource(old.dataSource()).locations(location[0]).table(location[1])
                         .baselineOnMigrate(true).baselineVersion("0").repeatableSqlMigrationPrefix("NOT-A-PREFIX-")
+                        .target(String.valueOf(LAST_VERSIONED.get(location[0].substring(location[0].lastIndexOf('/') + 1))))
                         .load().migrate();
             }
             Snapshot before = Snapshot.of(old);
@@ -105,9 +107,12 @@ class SchemaDefinitionsTest {
             Snapshot made = Snapshot.of(fresh);
             assertThat(upgraded.functions).as("functions: upgraded in place vs new").isEqualTo(made.functions);
             assertThat(upgraded.triggers).as("triggers: upgraded in place vs new").isEqualTo(made.triggers);
-            // When they came, the repeatable migrations restated the versioned ones' result and changed nothing.
-            assertThat(made.functions).as("functions: the repeatable migrations vs V10 and the consumer's V7").isEqualTo(before.functions);
-            assertThat(made.triggers).as("triggers: the repeatable migrations vs V10 and the consumer's V7").isEqualTo(before.triggers);
+            // When they came, the repeatable migrations restated the versioned ones' result and changed
+            // nothing; later ones may change bodies and add functions, but nothing was lost on the way.
+            assertThat(made.functions.keySet()).as("functions: the repeatable migrations vs V10 and the consumer's V7")
+                    .containsAll(before.functions.keySet());
+            assertThat(made.triggers.keySet()).as("triggers: the repeatable migrations vs V10 and the consumer's V7")
+                    .containsAll(before.triggers.keySet());
             try (Connection c = old.connect(); Statement s = c.createStatement();
                     ResultSet rs = s.executeQuery("SELECT count(*) FROM jobs WHERE resource = 'kept'")) {
                 rs.next();

@@ -59,6 +59,13 @@ import org.slf4j.MDC;
  * ms while the position is in use, and always after a new grant, a failure, or the LISTEN connection
  * coming back.
  *
+ * <p><b>The policy path.</b> While a rate limit is defined or a pending job names a priority or a
+ * dispatch key, each batch is {@code dispatch_batch} (R__jobs.sql, docs/dispatch.md): by key, in
+ * rank order, within each key's limit, starting at the key after the last batch's. It reads no
+ * position; it says itself whether to go again, or until when to sleep (the next due job or the
+ * next token of a key held back), and the loop sleeps no longer than a second on it, for a job
+ * SKIP LOCKED passed over.
+ *
  * <p><b>Schedules.</b> While it leads, a {@link ScheduleFirer} thread beside the loop turns the
  * occurrences of recurring schedules into jobs; they reach this loop as any inserted job does.
  *
@@ -117,6 +124,9 @@ final class DispatchLoop implements LeaderService.Worker {
     private JobBatches.Position position;
     private long positionToken = -1;
     private long fromStartAtNanos;
+    /** The loop thread's own: whether the last batch took the policy path, and where its next batch's keys start. */
+    private boolean policyMode;
+    private String policyKey;
     private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
     private volatile boolean running = true;
     private volatile boolean warmedUp;
@@ -130,6 +140,9 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Timer batchLatency;
     private final DistributionSummary batchJobs;
     private final Counter jobsPurged;
+    private final Counter policyBatches;
+    private final AtomicInteger heldKeys = new AtomicInteger();
+    private volatile boolean policyActive;
     private final MeterRegistry registry;
     private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
 
@@ -188,6 +201,10 @@ final class DispatchLoop implements LeaderService.Worker {
         batchLatency = Timer.builder("fencedjobs_batch").description("batch transaction latency").register(registry);
         batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs").description("jobs completed per batch").register(registry);
         jobsPurged = Counter.builder("fencedjobs_jobs_purged").description("completed jobs deleted after JOBS_RETENTION").register(registry);
+        policyBatches = Counter.builder("fencedjobs_policy_batches")
+                .description("batches that took the policy path (a rate limit defined, or pending jobs with a priority or a key)")
+                .register(registry);
+        registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
         this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),
                 () -> batches.purgeCompleted(jobsRetention, purges.chunk()), deleted -> {
                     jobsPurged.increment(deleted);
@@ -258,6 +275,8 @@ final class DispatchLoop implements LeaderService.Worker {
         Map<String, Long> back = new TreeMap<>();
         sentBack.forEach((why, c) -> back.put(why, (long) c.count()));
         status.put("batchesSentBack", back);
+        status.put("policyPath", policyActive);
+        status.put("heldKeys", heldKeys.get());
         status.put("schedules", schedules.status());
         LastBatch b = lastBatch;
         if (b != null) {
@@ -325,9 +344,14 @@ final class DispatchLoop implements LeaderService.Worker {
     private Next runBatch(Grant grant) {
         long started = ticker.nanoTime();
         JobBatches.Position after = startFor(grant, started);
+        if (policyMode) {
+            // The policy batch reads the next due time itself: a notification from here on may
+            // be of a job it did not see, and shortens the sleep after it.
+            earliestNotified.set(NOTHING);
+        }
         JobBatches.BatchResult result;
         try {
-            result = batches.completeDue(grant, batchSize, after);
+            result = batches.completeDue(grant, batchSize, after, policyKey);
         } catch (RuntimeException e) {
             position = null;
             batchFailures.increment();
@@ -347,6 +371,18 @@ final class DispatchLoop implements LeaderService.Worker {
         if (after == null) {
             fromStartAtNanos = started;
         }
+        JobBatches.Policy policy = result.policy();
+        policyMode = policyActive = policy != null;
+        if (policy != null) {
+            // The policy path reads by key, not from a position: the plain path, when it comes
+            // back, starts from the start of the index.
+            position = null;
+            policyKey = policy.nextKey();
+            heldKeys.set(policy.heldKeys());
+            policyBatches.increment();
+        } else {
+            heldKeys.set(0);
+        }
         if (result.last() != null && (position == null || result.last().isAfter(position))) {
             position = result.last();
             positionToken = grant.token();
@@ -358,6 +394,18 @@ final class DispatchLoop implements LeaderService.Worker {
         if (result.completed() > 0) {
             lastBatch = new LastBatch(grant.token(), result.completed(), elapsed / 1e6, Instant.now());
             log.debug("Completed {} jobs under token {} in {} ms", result.completed(), grant.token(), elapsed / 1_000_000);
+        }
+        if (policy != null) {
+            if (policy.more()) {
+                return Next.again();
+            }
+            idle = new Idle(grant.token(), policy.next().earliestDueMillis(), policy.next().databaseNowMillis(), ticker.nanoTime());
+            Next sleep = sleepUntilDue(idle);
+            if (sleep == null) {
+                idle = null;
+                return Next.again();
+            }
+            return sleep;
         }
         if (result.completed() >= batchSize) {
             return Next.again();
@@ -431,7 +479,9 @@ final class DispatchLoop implements LeaderService.Worker {
         // in the year 9999 saturates its wait, and must not win over the next read from the start.
         long now = ticker.nanoTime();
         // While batches start after a position: the next batch from the start (at most a second away).
-        long wait = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
+        // On the policy path too: its next due time leaves out a job SKIP LOCKED passed over.
+        long wait = position == null && !policyMode ? Long.MAX_VALUE
+                : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
         if (planned != NOTHING) {
             // Due times are in database time: offset from the database's "now" at the query,
             // plus a millisecond for the rounding of due_at to whole milliseconds.

@@ -20,6 +20,7 @@ import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Query;
+import org.jooq.Record;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
@@ -75,9 +76,35 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
-    public BatchResult completeDue(Grant grant, int limit, Position after) {
-        return lease.inGuardedTransaction(grant.token(), tx -> completeAndWriteOutbox(tx, grant.token(), limit, after))
+    public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
+        return lease.inGuardedTransaction(grant.token(), tx -> policyActive(tx)
+                        ? policyBatch(tx, grant.token(), limit, startKey)
+                        : plainBatch(tx, grant.token(), limit, after))
                 .orElse(BatchResult.leaseLost());
+    }
+
+    /**
+     * {@link #preferIndexOrder} and, in the same round trip, whether the policy path decides this
+     * batch ({@code dispatch_policy_active()}, R__jobs.sql: a limit defined, or a pending job with
+     * a priority or a key). The plain path then costs what it did before the policy existed.
+     */
+    private static boolean policyActive(DSLContext tx) {
+        return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), dispatch_policy_active()").get(1, Boolean.class);
+    }
+
+    /**
+     * The policy path: {@code dispatch_batch} (R__jobs.sql) picks the jobs by key, priority and
+     * limit, completes them with the token, writes their outbox rows and spends the limits'
+     * tokens, in this transaction.
+     */
+    private static BatchResult policyBatch(DSLContext tx, long token, int limit, String startKey) {
+        Record r = tx.fetchSingle("SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
+                token, limit, startKey);
+        OffsetDateTime nextAt = r.get("next_at", OffsetDateTime.class);
+        NextDue next = new NextDue(r.get("database_now", OffsetDateTime.class).toInstant().toEpochMilli(),
+                nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
+        Policy policy = new Policy(r.get("next_key", String.class), r.get("more", Boolean.class), next, r.get("held_keys", Integer.class));
+        return new BatchResult(true, r.get("completed", Integer.class), null, null, policy);
     }
 
     /** Makes the rest of this transaction read indexes in order rather than sort (see the class comment). */
@@ -87,6 +114,11 @@ final class FencedJobBatches implements JobBatches {
 
     private static BatchResult completeAndWriteOutbox(DSLContext tx, long token, int limit, Position after) {
         preferIndexOrder(tx);
+        return plainBatch(tx, token, limit, after);
+    }
+
+    /** The plain path: the batch statement (class comment), after {@link #preferIndexOrder}. */
+    private static BatchResult plainBatch(DSLContext tx, long token, int limit, Position after) {
         Result<Record3<Long, OffsetDateTime, String>> written = batchStatement(tx, token, limit, after).fetch();
         Position last = null;
         for (Record3<Long, OffsetDateTime, String> r : written) {
@@ -163,6 +195,8 @@ final class FencedJobBatches implements JobBatches {
                 lease.guard(tx, 0);
                 completeAndWriteOutbox(tx, 0, 0, null);
                 completeAndWriteOutbox(tx, 0, 0, WARM_UP_POSITION);
+                policyActive(tx);
+                policyBatch(tx, 0, 0, null);
                 purgeCompleted(tx, Duration.ofDays(1), 0);
                 throw new RolledBack();
             });

@@ -8,14 +8,17 @@ import java.time.OffsetDateTime;
 interface JobBatches {
 
     /**
-     * In one transaction: guard the lease, complete up to {@code limit} due pending jobs in
-     * {@code (due_at, id)} order, and write one outbox row per job with the grant's token. If the
-     * guard fails, nothing is written.
+     * In one transaction: guard the lease, complete up to {@code limit} due pending jobs, and
+     * write one outbox row per job with the grant's token. If the guard fails, nothing is written.
+     * The plain path takes them in {@code (due_at, id)} order; while the dispatch policy is in use
+     * (a rate limit is defined, or a pending job names a priority or a key: docs/dispatch.md) the
+     * policy path decides, and its result says so ({@link BatchResult#policy}).
      *
      * @param after only jobs after this position in {@code (due_at, id)} order; {@code null} for
-     *     all
+     *     all (the plain path's; the policy path ignores it)
+     * @param startKey the policy path's first key is the one after this; {@code null} for the first
      */
-    BatchResult completeDue(Grant grant, int limit, Position after);
+    BatchResult completeDue(Grant grant, int limit, Position after, String startKey);
 
     /**
      * Deletes up to {@code limit} jobs completed more than {@code retention} ago, the oldest first,
@@ -38,11 +41,27 @@ interface JobBatches {
      * @param seen the batch statement's snapshot: the transactions it saw; {@code null} when not
      *     known (no row returned it)
      */
-    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen) {
+    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy) {
+        BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen) {
+            this(leaseHeld, completed, last, seen, null);
+        }
+
         static BatchResult leaseLost() {
             return new BatchResult(false, 0, null, null);
         }
     }
+
+    /**
+     * What a policy-path batch says beyond its count.
+     *
+     * @param nextKey where the next batch's keys start (after this one); {@code null} for the first
+     * @param more whether a batch could complete more at once
+     * @param next when not {@code more}: the earliest pending due time after this batch or the next
+     *     token of a key held back by its limit, whichever comes first ({@link NextDue#earliestDueMillis}
+     *     is {@link Long#MAX_VALUE} when neither)
+     * @param heldKeys keys with due jobs held back by their limit
+     */
+    record Policy(String nextKey, boolean more, NextDue next, int heldKeys) {}
 
     /** A place in the {@code (due_at, id)} order of the index {@code jobs_pending_due}. */
     record Position(OffsetDateTime dueAt, long id) {

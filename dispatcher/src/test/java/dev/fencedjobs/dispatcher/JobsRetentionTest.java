@@ -69,8 +69,8 @@ class JobsRetentionTest {
                 fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
                         delegate -> new JobBatches() {
                             @Override
-                            public BatchResult completeDue(Grant grant, int limit, Position after) {
-                                return delegate.completeDue(grant, limit, after);
+                            public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
+                                return delegate.completeDue(grant, limit, after, startKey);
                             }
 
                             @Override

@@ -73,7 +73,7 @@ final class MemoryJobs implements JobBatches {
     }
 
     @Override
-    public BatchResult completeDue(Grant grant, int limit, Position after) {
+    public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
         batchesAfter.add(after);
         if (failNext != null) {
             RuntimeException e = failNext;

@@ -35,9 +35,9 @@ final class PauseSwitch {
     JobBatches batches(JobBatches delegate) {
         return new JobBatches() {
             @Override
-            public BatchResult completeDue(Grant grant, int limit, Position after) {
+            public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
                 gate.pass();
-                return delegate.completeDue(grant, limit, after);
+                return delegate.completeDue(grant, limit, after, startKey);
             }
 
             @Override

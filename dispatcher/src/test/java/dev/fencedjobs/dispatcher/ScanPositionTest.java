@@ -4,7 +4,6 @@ import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
@@ -46,23 +45,7 @@ class ScanPositionTest {
         var db = postgres.database();
         fixture = new DispatcherFixture(db.url(), db.user(), db.password());
         fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
-                delegate -> new JobBatches() {
-                    @Override
-                    public BatchResult completeDue(Grant grant, int limit, Position after) {
-                        starts.add(after == null ? FROM_START : after);
-                        return delegate.completeDue(grant, limit, after);
-                    }
-
-                    @Override
-                    public int purgeCompleted(Duration retention, int limit) {
-                        return delegate.purgeCompleted(retention, limit);
-                    }
-
-                    @Override
-                    public NextDue nextDue(Position after) {
-                        return delegate.nextDue(after);
-                    }
-                });
+                delegate -> new ObservedBatches(delegate, after -> starts.add(after == null ? FROM_START : after)));
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.state() == RunningService.State.LEADING).orElse(false));
         // A steady stream of jobs due at once keeps the leader busy, so that its batches start after a
         // position. At most 1,000 wait at a time: an offered load the machine cannot follow (CI

@@ -33,7 +33,7 @@ public final class Roles {
      * grants instead of adding to them.
      */
     private static final Map<String, String> GRANTS = Map.of(
-            DISPATCHER, "REVOKE ALL ON jobs, outbox, leader_lease FROM fj_dispatcher;"
+            DISPATCHER, "REVOKE ALL ON jobs, outbox, leader_lease, dispatch_limits FROM fj_dispatcher;"
                     + "GRANT SELECT ON jobs TO fj_dispatcher;"
                     + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
                     // JOBS_RETENTION: completed jobs only (a trigger refuses the others).
@@ -46,7 +46,9 @@ public final class Roles {
                     + "GRANT INSERT ON schedule_skips TO fj_dispatcher;"
                     + "GRANT SELECT ON outbox TO fj_dispatcher;"
                     + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO fj_dispatcher;"
-                    + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;",
+                    + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;"
+                    // Rate limits: it reads the definitions and spends the tokens (under the lease guard).
+                    + "GRANT SELECT, UPDATE (tokens, refilled_at, refilled_by_token) ON dispatch_limits TO fj_dispatcher;",
             RELAY, "REVOKE ALL ON outbox, outbox_position, leader_lease, lease_takeover FROM fj_relay;"
                     + "GRANT SELECT, DELETE ON outbox TO fj_relay;"
                     + "GRANT SELECT, UPDATE ON outbox_position TO fj_relay;"
@@ -62,12 +64,13 @@ public final class Roles {
             // state and contents of its own jobs (submitted_by = its login) it reads through my_jobs,
             // and it cancels or reschedules them through the functions, which refuse anyone else's.
             PRODUCER, "REVOKE ALL ON jobs FROM fj_producer;"
-                    + "GRANT INSERT (due_at, resource, payload, unique_key) ON jobs TO fj_producer;"
+                    + "GRANT INSERT (due_at, resource, payload, unique_key, priority, dispatch_key) ON jobs TO fj_producer;"
                     + "GRANT SELECT (id, unique_key) ON jobs TO fj_producer;"
                     + "REVOKE ALL ON my_jobs FROM fj_producer;"
                     + "GRANT SELECT ON my_jobs TO fj_producer;"
                     + "GRANT EXECUTE ON FUNCTION cancel_job(bigint), cancel_job_by_key(varchar), reschedule_job(bigint, timestamptz), "
-                    + "reschedule_job_by_key(varchar, timestamptz) TO fj_producer;",
+                    + "reschedule_job_by_key(varchar, timestamptz), reschedule_job(bigint, timestamptz, integer), "
+                    + "reschedule_job_by_key(varchar, timestamptz, integer) TO fj_producer;",
             // The consumer's own tables, each with what its work needs: the fence rows are never
             // deleted (a trigger refuses it too), decisions and records of what happened are
             // appended, and only the processed ids are purged.

@@ -1,0 +1,67 @@
+-- The rate limits' guard (docs/dispatch.md). A repeatable migration: Flyway applies it again
+-- whenever this file changes, after the versioned migrations.
+
+/* [jooq ignore start] */
+
+-- A limit's state (tokens, refilled_at, refilled_by_token) is written only with the scheduler
+-- lease's current token, by whatever login, and never faster than the limit refills: its time
+-- only moves forward, and its tokens never exceed what the bucket held plus per_second for each
+-- second since, up to burst. So neither a paused former leader nor anyone else can refill a
+-- bucket, and a takeover or a restart finds the state the last batch left. The definition
+-- (per_second, burst) is an operator's to change at any time; a new limit starts without state
+-- (a full bucket). Once per statement, over the rows it wrote.
+CREATE OR REPLACE FUNCTION dispatch_limits_state_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lease_token bigint;
+    forged record;
+BEGIN
+    SELECT fencing_token INTO lease_token FROM leader_lease WHERE role = 'scheduler';
+    IF TG_OP = 'INSERT' THEN
+        SELECT n.dispatch_key, n.refilled_by_token INTO forged FROM new_limits n
+        WHERE n.tokens IS NOT NULL AND (n.refilled_by_token IS DISTINCT FROM lease_token OR n.tokens > n.burst)
+        LIMIT 1;
+    ELSE
+        SELECT n.dispatch_key, n.refilled_by_token INTO forged FROM new_limits n
+        LEFT JOIN old_limits o ON o.dispatch_key = n.dispatch_key
+        WHERE (o.tokens, o.refilled_at, o.refilled_by_token) IS DISTINCT FROM (n.tokens, n.refilled_at, n.refilled_by_token)
+          AND (n.refilled_by_token IS DISTINCT FROM lease_token OR n.tokens IS NULL
+               OR n.refilled_at < o.refilled_at
+               OR n.tokens > 1e-6 + CASE WHEN o.tokens IS NULL THEN n.burst
+                    ELSE least(n.burst, o.tokens + n.per_second * extract(epoch FROM n.refilled_at - o.refilled_at)) END)
+        LIMIT 1;
+    END IF;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the tokens of limit % were written with token % (the scheduler lease has token %): only the lease holder spends a limit''s tokens, and never refills them faster than the limit',
+            forged.dispatch_key, coalesce(forged.refilled_by_token::text, '(none)'), coalesce(lease_token::text, '(none)')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS dispatch_limits_inserted ON dispatch_limits;
+CREATE TRIGGER dispatch_limits_inserted
+    AFTER INSERT ON dispatch_limits
+    REFERENCING NEW TABLE AS new_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION dispatch_limits_state_guard();
+
+DROP TRIGGER IF EXISTS dispatch_limits_updated ON dispatch_limits;
+CREATE TRIGGER dispatch_limits_updated
+    AFTER UPDATE ON dispatch_limits
+    REFERENCING OLD TABLE AS old_limits NEW TABLE AS new_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION dispatch_limits_state_guard();
+
+-- A limit defined, changed or removed wakes the leader: jobs held back may be free to go now.
+CREATE OR REPLACE FUNCTION dispatch_limits_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('jobs_due', (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS dispatch_limits_notify ON dispatch_limits;
+CREATE TRIGGER dispatch_limits_notify
+    AFTER INSERT OR DELETE OR UPDATE OF per_second, burst ON dispatch_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION dispatch_limits_notify();
+
+/* [jooq ignore stop] */
