@@ -253,7 +253,9 @@ $$;
 --
 -- Returns how many jobs it completed; whether a batch could complete more at once (it was full,
 -- or keys were left for the next batch); else when the next job becomes due or the next token of a
--- key held back by its limit comes; the keys held back; and the batch's database time.
+-- key held back by its limit comes (at most a second away when SKIP LOCKED passed a job over; NULL
+-- when nothing is pending and nothing held, so an idle leader sends nothing); the keys held back;
+-- and the batch's database time.
 CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
         OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
         OUT database_now timestamptz)
@@ -382,7 +384,8 @@ BEGIN
             UPDATE dispatch_limits l
             SET tokens = CASE WHEN l.tokens IS NULL THEN l.burst
                     ELSE least(l.burst, l.tokens + l.per_second * greatest(0, extract(epoch FROM v_now - l.refilled_at))) END - c.n,
-                refilled_at = v_now, refilled_by_token = p_token
+                -- Never back: a database clock stepped back refills nothing until it passes the last refill.
+                refilled_at = greatest(v_now, l.refilled_at), refilled_by_token = p_token
             FROM (SELECT d.dkey, count(*) AS n FROM done d GROUP BY d.dkey) c
             WHERE l.dispatch_key = c.dkey
             RETURNING 1
@@ -391,7 +394,7 @@ BEGIN
     END IF;
     -- Keys held back: a limit without a whole token left, and due jobs still waiting.
     FOR i IN 1 .. v_n LOOP
-        IF v_rate[i] IS NOT NULL AND v_avail[i] - v_taken[i] < 1 + 1e-9
+        IF v_rate[i] IS NOT NULL AND v_avail[i] - v_taken[i] < 1 - 1e-9
                 AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now) THEN
             held_keys := held_keys + 1;
             v_held_until := least(v_held_until, v_now + make_interval(secs => (1 - (v_avail[i] - v_taken[i])) / v_rate[i]));
@@ -402,6 +405,11 @@ BEGIN
     ELSE
         v_future := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
         next_at := least(v_held_until, v_future);
+        -- A job SKIP LOCKED passed over (a producer was updating it) is due and in no time above:
+        -- look again in a second.
+        IF completed < coalesce(array_length(v_ids, 1), 0) THEN
+            next_at := least(next_at, v_now + interval '1 second');
+        END IF;
     END IF;
 END
 $$;

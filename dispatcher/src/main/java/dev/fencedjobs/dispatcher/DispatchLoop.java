@@ -62,9 +62,9 @@ import org.slf4j.MDC;
  * <p><b>The policy path.</b> While a rate limit is defined or a pending job names a priority or a
  * dispatch key, each batch is {@code dispatch_batch} (R__jobs.sql, docs/dispatch.md): by key, in
  * rank order, within each key's limit, starting at the key after the last batch's. It reads no
- * position; it says itself whether to go again, or until when to sleep (the next due job or the
- * next token of a key held back), and the loop sleeps no longer than a second on it, for a job
- * SKIP LOCKED passed over.
+ * position; it says itself whether to go again, or until when to sleep: the next due job, the next
+ * token of a key held back, or a second when SKIP LOCKED passed a job over. With none of them it
+ * sleeps until a notification, sending nothing, as on the plain path.
  *
  * <p><b>Schedules.</b> While it leads, a {@link ScheduleFirer} thread beside the loop turns the
  * occurrences of recurring schedules into jobs; they reach this loop as any inserted job does.
@@ -479,9 +479,7 @@ final class DispatchLoop implements LeaderService.Worker {
         // in the year 9999 saturates its wait, and must not win over the next read from the start.
         long now = ticker.nanoTime();
         // While batches start after a position: the next batch from the start (at most a second away).
-        // On the policy path too: its next due time leaves out a job SKIP LOCKED passed over.
-        long wait = position == null && !policyMode ? Long.MAX_VALUE
-                : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
+        long wait = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
         if (planned != NOTHING) {
             // Due times are in database time: offset from the database's "now" at the query,
             // plus a millisecond for the rounding of due_at to whole milliseconds.
