@@ -3,6 +3,15 @@
 
 /* [jooq ignore start] */
 
+-- A bucket's tokens at a time: what it held, refilled at per_second for each second since
+-- refilled_at (none for a time before it), up to burst; full while it has no state. The one
+-- formula of a bucket: the batch spends by it, the guard checks by it, the CLI shows it.
+CREATE OR REPLACE FUNCTION dispatch_limit_tokens(tokens double precision, refilled_at timestamptz, per_second double precision, burst integer,
+        at timestamptz) RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN tokens IS NULL THEN burst::double precision
+        ELSE least(burst, tokens + per_second * greatest(0, extract(epoch FROM at - refilled_at))) END
+$$;
+
 -- A limit's state (tokens, refilled_at, refilled_by_token) is written only with the scheduler
 -- lease's current token, by whatever login, and never faster than the limit refills: its time
 -- only moves forward, and its tokens never exceed what the bucket held plus per_second for each
@@ -26,8 +35,7 @@ BEGIN
         WHERE (o.tokens, o.refilled_at, o.refilled_by_token) IS DISTINCT FROM (n.tokens, n.refilled_at, n.refilled_by_token)
           AND (n.refilled_by_token IS DISTINCT FROM lease_token OR n.tokens IS NULL
                OR n.refilled_at < o.refilled_at
-               OR n.tokens > 1e-6 + CASE WHEN o.tokens IS NULL THEN n.burst
-                    ELSE least(n.burst, o.tokens + n.per_second * extract(epoch FROM n.refilled_at - o.refilled_at)) END)
+               OR n.tokens > 1e-6 + dispatch_limit_tokens(o.tokens, o.refilled_at, n.per_second, n.burst, n.refilled_at))
         LIMIT 1;
     END IF;
     IF FOUND THEN
@@ -54,7 +62,7 @@ CREATE TRIGGER dispatch_limits_updated
 -- A limit defined, changed or removed wakes the leader: jobs held back may be free to go now.
 CREATE OR REPLACE FUNCTION dispatch_limits_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('jobs_due', (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text);
+    PERFORM notify_jobs_due(clock_timestamp());
     RETURN NULL;
 END
 $$;

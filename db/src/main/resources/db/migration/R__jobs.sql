@@ -8,14 +8,18 @@
 -- Payload: "<earliest due_at among the new or rescheduled pending jobs, epoch ms (database time)>
 -- <the notifying transaction's xid8>". The leader compares the transaction with the snapshots of
 -- its recent batches, to tell a notification that arrives after its jobs were already completed
--- from a job it has not seen.
+-- from a job it has not seen. The one place the payload is written (DispatchLoop.Notified reads it).
+CREATE OR REPLACE FUNCTION notify_jobs_due(due timestamptz) RETURNS void LANGUAGE sql AS $$
+    SELECT pg_notify('jobs_due', (floor(extract(epoch FROM due) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text)
+$$;
+
 CREATE OR REPLACE FUNCTION jobs_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     earliest timestamptz;
 BEGIN
     SELECT min(due_at) INTO earliest FROM inserted WHERE state = 'pending';
     IF earliest IS NOT NULL THEN
-        PERFORM pg_notify('jobs_due', (floor(extract(epoch FROM earliest) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text);
+        PERFORM notify_jobs_due(earliest);
     END IF;
     RETURN NULL;
 END
@@ -30,7 +34,7 @@ CREATE TRIGGER jobs_notify_inserted
 
 CREATE OR REPLACE FUNCTION jobs_notify_rescheduled() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('jobs_due', (floor(extract(epoch FROM NEW.due_at) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text);
+    PERFORM notify_jobs_due(NEW.due_at);
     RETURN NULL;
 END
 $$;
@@ -272,7 +276,6 @@ DECLARE
     v_rate double precision[] := '{}';
     v_taken integer[] := '{}';
     v_share integer;
-    v_room integer;
     v_want integer;
     v_got bigint[];
     v_ids bigint[] := '{}';
@@ -322,8 +325,7 @@ BEGIN
     FOR i IN 1 .. v_n LOOP
         SELECT * INTO v_limit FROM dispatch_limits WHERE dispatch_key = v_keys[i] FOR UPDATE;
         IF FOUND THEN
-            v_avail[i] := CASE WHEN v_limit.tokens IS NULL THEN v_limit.burst
-                ELSE least(v_limit.burst, v_limit.tokens + v_limit.per_second * greatest(0, extract(epoch FROM v_now - v_limit.refilled_at))) END;
+            v_avail[i] := dispatch_limit_tokens(v_limit.tokens, v_limit.refilled_at, v_limit.per_second, v_limit.burst, v_now);
             v_rate[i] := v_limit.per_second;
             -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
             v_caps[i] := least(batch_limit, greatest(0, floor(v_avail[i] + 1e-9)));
@@ -331,24 +333,19 @@ BEGIN
             v_caps[i] := batch_limit;
         END IF;
         v_taken[i] := 0;
-        IF v_caps[i] > 0 THEN
-            SELECT array_agg(c.id) INTO v_got FROM (
-                SELECT j.id FROM jobs j
-                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
-                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-                LIMIT least(v_share, v_caps[i])) c;
-            v_taken[i] := coalesce(array_length(v_got, 1), 0);
-            IF v_taken[i] > 0 THEN
-                v_ids := v_ids || v_got;
-            END IF;
-        END IF;
     END LOOP;
-    -- 3. The room left, to the keys that filled their share.
-    v_room := batch_limit - coalesce(array_length(v_ids, 1), 0);
-    FOR i IN 1 .. v_n LOOP
-        EXIT WHEN v_room <= 0;
-        IF v_taken[i] = least(v_share, v_caps[i]) AND v_caps[i] > v_taken[i] THEN
-            v_want := least(v_room, v_caps[i] - v_taken[i]);
+    -- 2 and 3. Round 1 takes each key's share; round 2 gives the room left to the keys that
+    -- filled theirs, each after the jobs it already took. One statement for both rounds.
+    FOR v_round IN 1 .. 2 LOOP
+        FOR i IN 1 .. v_n LOOP
+            IF v_round = 1 THEN
+                v_want := least(v_share, v_caps[i]);
+            ELSIF v_taken[i] = least(v_share, v_caps[i]) THEN
+                v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
+            ELSE
+                v_want := 0;
+            END IF;
+            CONTINUE WHEN v_want <= 0;
             SELECT array_agg(c.id) INTO v_got FROM (
                 SELECT j.id FROM jobs j
                 WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
@@ -356,15 +353,15 @@ BEGIN
                 LIMIT v_want OFFSET v_taken[i]) c;
             IF v_got IS NOT NULL THEN
                 v_taken[i] := v_taken[i] + array_length(v_got, 1);
-                v_room := v_room - array_length(v_got, 1);
                 v_ids := v_ids || v_got;
-                IF v_room <= 0 AND NOT more THEN
+                -- The batch filled here: the next one's keys start after this one.
+                IF v_round = 2 AND array_length(v_ids, 1) >= batch_limit AND NOT more THEN
                     next_key := v_keys[i];
                 END IF;
             END IF;
-        END IF;
+        END LOOP;
     END LOOP;
-    IF v_room <= 0 THEN
+    IF coalesce(array_length(v_ids, 1), 0) >= batch_limit THEN
         more := true;
     END IF;
     -- 4. Complete, write the outbox, spend the tokens.
@@ -382,8 +379,7 @@ BEGIN
             RETURNING 1
         ), spent AS (
             UPDATE dispatch_limits l
-            SET tokens = CASE WHEN l.tokens IS NULL THEN l.burst
-                    ELSE least(l.burst, l.tokens + l.per_second * greatest(0, extract(epoch FROM v_now - l.refilled_at))) END - c.n,
+            SET tokens = dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) - c.n,
                 -- Never back: a database clock stepped back refills nothing until it passes the last refill.
                 refilled_at = greatest(v_now, l.refilled_at), refilled_by_token = p_token
             FROM (SELECT d.dkey, count(*) AS n FROM done d GROUP BY d.dkey) c

@@ -94,8 +94,7 @@ final class LimitCommands {
         public int run() throws SQLException {
             try (Connection c = db.connect();
                     PreparedStatement ps = c.prepareStatement("SELECT l.dispatch_key, l.per_second, l.burst, "
-                            + "CASE WHEN l.tokens IS NULL THEN l.burst ELSE least(l.burst, l.tokens + l.per_second * "
-                            + "greatest(0, extract(epoch FROM clock_timestamp() - l.refilled_at))) END, "
+                            + "dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()), "
                             + "(SELECT count(*) FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = l.dispatch_key "
                             + "AND j.due_at <= clock_timestamp()) FROM dispatch_limits l ORDER BY l.dispatch_key");
                     ResultSet rs = ps.executeQuery()) {

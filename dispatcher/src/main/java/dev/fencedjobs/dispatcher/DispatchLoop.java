@@ -124,8 +124,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private JobBatches.Position position;
     private long positionToken = -1;
     private long fromStartAtNanos;
-    /** The loop thread's own: whether the last batch took the policy path, and where its next batch's keys start. */
-    private boolean policyMode;
+    /** The loop thread's own: where the next policy batch's keys start. */
     private String policyKey;
     private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
     private volatile boolean running = true;
@@ -142,7 +141,8 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Counter jobsPurged;
     private final Counter policyBatches;
     private final AtomicInteger heldKeys = new AtomicInteger();
-    private volatile boolean policyActive;
+    /** Whether the last batch took the policy path: written by the loop thread, read by status too. */
+    private volatile boolean policyPath;
     private final MeterRegistry registry;
     private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
 
@@ -275,7 +275,7 @@ final class DispatchLoop implements LeaderService.Worker {
         Map<String, Long> back = new TreeMap<>();
         sentBack.forEach((why, c) -> back.put(why, (long) c.count()));
         status.put("batchesSentBack", back);
-        status.put("policyPath", policyActive);
+        status.put("policyPath", policyPath);
         status.put("heldKeys", heldKeys.get());
         status.put("schedules", schedules.status());
         LastBatch b = lastBatch;
@@ -344,7 +344,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private Next runBatch(Grant grant) {
         long started = ticker.nanoTime();
         JobBatches.Position after = startFor(grant, started);
-        if (policyMode) {
+        if (policyPath) {
             // The policy batch reads the next due time itself: a notification from here on may
             // be of a job it did not see, and shortens the sleep after it.
             earliestNotified.set(NOTHING);
@@ -372,7 +372,7 @@ final class DispatchLoop implements LeaderService.Worker {
             fromStartAtNanos = started;
         }
         JobBatches.Policy policy = result.policy();
-        policyMode = policyActive = policy != null;
+        policyPath = policy != null;
         if (policy != null) {
             // The policy path reads by key, not from a position: the plain path, when it comes
             // back, starts from the start of the index.
