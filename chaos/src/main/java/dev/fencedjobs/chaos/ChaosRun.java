@@ -15,7 +15,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The fault-injection run: starts the {@link ChaosCluster} (PostgreSQL with a synchronous standby,
- * Kafka, seven services), its {@link ChaosSchedules}, a {@link LoadGenerator} inserting jobs with
+ * Kafka, seven services), its {@link ChaosSchedules} and {@link ChaosLimits}, a {@link LoadGenerator} inserting jobs with
  * SQL the whole time and a {@link Forger} writing records around the dispatcher, and has the
  * {@link FaultInjector} inject a fault schedule drawn from a seed. Then it stops the load, heals
  * everything, waits for the system to drain, records the database and the topic ({@link
@@ -136,6 +136,8 @@ public final class ChaosRun {
             cluster.startServices();
             ChaosSchedules schedules = new ChaosSchedules(cluster, history, log);
             schedules.start();
+            ChaosLimits limits = new ChaosLimits(options, cluster, log);
+            limits.start();
             cluster.watch();
             load = new LoadGenerator(options, cluster.ownerUrl, log);
             load.start();
@@ -145,11 +147,13 @@ public final class ChaosRun {
             cluster.healAll();
             load.finish();
             schedules.pause(SCHEDULES, true);
-            log.log("load stopped: " + load.submitted.size() + " jobs inserted, schedules paused; draining");
-            drain(load.submitted.size());
+            List<String> submitted = new ArrayList<>(limits.backlog);
+            submitted.addAll(load.submitted);
+            log.log("load stopped: " + submitted.size() + " jobs inserted (" + limits.backlog.size() + " of them the backlog), schedules paused; draining");
+            drain(submitted.size());
             cluster.stopServices();
             cluster.stopWatching();
-            history.submitted = load.submitted;
+            history.submitted = submitted;
             history.crashes = List.copyOf(cluster.crashes);
             Recorder.readTopic(cluster.kafka.bootstrapServers(), TOPIC, history, Duration.ofMinutes(2));
             try (Connection c = cluster.owner()) {

@@ -51,7 +51,7 @@ public final class Checker {
     public record Result(
             String seed, int submitted, int scheduled, int jobs, int completed, int effects, Map<String, Integer> faults,
             Map<String, Integer> takeovers, long duplicatesAbsorbed, int staleRejected, int deadLetters, int forged,
-            int unauthenticated, List<Violation> violations) {
+            int unauthenticated, int limitedKeys, int limitedJobs, List<Violation> violations) {
 
         public boolean ok() {
             return violations.isEmpty();
@@ -70,6 +70,7 @@ public final class Checker {
                     + " dead-letters=" + deadLetters
                     + " forged-inputs=" + forged
                     + " unauthenticated=" + unauthenticated
+                    + " limited-keys=" + limitedKeys + " limited-jobs=" + limitedJobs
                     + " violations=" + violations.size();
         }
     }
@@ -115,17 +116,20 @@ public final class Checker {
         c.checkEffects();
         c.checkAccounting();
         c.checkSchedules();
+        c.checkLimits();
         Map<String, Integer> takeoverCounts = new TreeMap<>();
         c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
         long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
         long distinctJobs = history.topic.stream().map(TopicRecord::jobId).filter(Objects::nonNull).distinct().count();
         int completed = (int) history.jobs.stream().filter(j -> "completed".equals(j.state())).count();
         int scheduled = (int) history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")).count();
+        Set<String> limited = history.limits.stream().map(History.Limit::dispatchKey).collect(Collectors.toSet());
+        int limitedJobs = (int) history.jobs.stream().filter(j -> limited.contains(j.key())).count();
         return new Result(history.seed, history.submitted.size(), scheduled, history.jobs.size(), completed, history.effects.size(),
                 history.faultCounts(), takeoverCounts, validRecords - distinctJobs, history.rejections.size(),
                 history.deadLetters.size(), history.forged.size(),
                 (int) history.deadLetters.stream().filter(d -> d.reason() != null && d.reason().startsWith("unauthenticated")).count(),
-                List.copyOf(c.violations));
+                limited.size(), limitedJobs, List.copyOf(c.violations));
     }
 
     // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded. A database
@@ -477,6 +481,43 @@ public final class Checker {
                             + " with occurrences from " + instant(nextMicros) + " not yet decided", List.of(s.toString()));
                 }
             });
+        }
+    }
+
+    /**
+     * Invariant 14: per limited key, the jobs completed in any one second of database time, both
+     * ends included, are at most {@code per_second + burst}: a full bucket at the window's start
+     * plus one second of refill. It holds across takeovers because the bucket is written only in
+     * the guarded batch, and a job's {@code completed_at} is the instant its batch refilled and
+     * spent the bucket. Checked against the limits the run left (it never changes them). Reports
+     * each key's busiest window.
+     */
+    private void checkLimits() {
+        Map<String, List<Long>> completions = new HashMap<>();
+        for (Job j : jobs.values()) {
+            if ("completed".equals(j.state()) && j.completedAt() != null) {
+                completions.computeIfAbsent(j.key(), k -> new ArrayList<>()).add(j.completedAt());
+            }
+        }
+        for (History.Limit limit : h.limits) {
+            long allowed = (long) Math.floor(limit.perSecond() + limit.burst() + 1e-9);
+            long[] times = completions.getOrDefault(limit.dispatchKey(), List.of()).stream().mapToLong(Long::longValue).sorted().toArray();
+            int worst = 0;
+            int worstStart = 0;
+            for (int first = 0, last = 0; first < times.length; first++) {
+                while (last < times.length && times[last] <= times[first] + 1_000_000L) {
+                    last++;
+                }
+                if (last - first > worst) {
+                    worst = last - first;
+                    worstStart = first;
+                }
+            }
+            if (worst > allowed) {
+                violation("14 rate limits", "key " + limit.dispatchKey() + " (" + limit.perSecond() + "/s, burst " + limit.burst() + "): "
+                        + worst + " jobs completed in the second from " + instant(times[worstStart]) + ", where at most " + allowed + " may be",
+                        List.of(limit.toString()));
+            }
         }
     }
 

@@ -22,8 +22,21 @@ import java.util.zip.GZIPOutputStream;
  */
 public final class History {
 
-    /** A row of {@code jobs}. */
-    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {}
+    /** A row of {@code jobs}; {@code dispatchKey} as inserted (null: the resource is its key). */
+    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt, String dispatchKey) {
+
+        public Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {
+            this(id, uniqueKey, resource, state, completedByToken, completedAt, null);
+        }
+
+        /** The key that limits and fairness count it by. */
+        public String key() {
+            return dispatchKey != null ? dispatchKey : resource;
+        }
+    }
+
+    /** A row of {@code dispatch_limits}, as the run defined it and left it. */
+    public record Limit(String dispatchKey, double perSecond, double burst) {}
 
     /** A row of {@code outbox}. */
     /** publishedAt: 0 once the relay's position passed the row (histories from before it kept the time), null while unpublished. */
@@ -100,6 +113,7 @@ public final class History {
     public List<Forged> forged = new ArrayList<>();
     public List<Fault> faults = new ArrayList<>();
     public List<Schedule> schedules = new ArrayList<>();
+    public List<Limit> limits = new ArrayList<>();
     public List<ScheduleSkip> scheduleSkips = new ArrayList<>();
     public List<SchedulePause> schedulePauses = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */

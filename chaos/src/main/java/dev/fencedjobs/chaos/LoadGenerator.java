@@ -13,7 +13,11 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
-/** Inserts jobs with plain SQL as the producer role, some due at once, some a few seconds out. */
+/**
+ * Inserts jobs with plain SQL as the producer role, some due at once, some a few seconds out. One
+ * in {@link ChaosLimits#TENANT_SHARE} names a rate-limited tenant key, and one in eight has a
+ * priority (-30 to 90 s).
+ */
 final class LoadGenerator extends Thread {
 
     static final int RESOURCES = ChaosRun.RESOURCES;
@@ -45,12 +49,17 @@ final class LoadGenerator extends Thread {
             List<String> keys = new ArrayList<>(perTick);
             String[] resources = new String[perTick];
             Long[] delays = new Long[perTick];
+            String[] dispatchKeys = new String[perTick];
+            Integer[] priorities = new Integer[perTick];
             for (int i = 0; i < perTick; i++) {
                 keys.add("chaos-" + options.seed() + "-" + sequence++);
                 resources[i] = "resource-" + loadRandom.nextInt(RESOURCES);
                 delays[i] = loadRandom.nextInt(4) == 0 ? (long) loadRandom.nextInt(4000) : 0L;
+                dispatchKeys[i] = loadRandom.nextInt(ChaosLimits.TENANT_SHARE) == 0
+                        ? ChaosLimits.TENANTS.get(loadRandom.nextInt(ChaosLimits.TENANTS.size())) : null;
+                priorities[i] = loadRandom.nextInt(8) == 0 ? loadRandom.nextInt(121) - 30 : 0;
             }
-            insertUntilAcknowledged(keys, resources, delays);
+            insertUntilAcknowledged(keys, resources, delays, dispatchKeys, priorities);
             submitted.addAll(keys);
             next += TimeUnit.MILLISECONDS.toNanos(50);
             long wait = next - System.nanoTime();
@@ -67,7 +76,7 @@ final class LoadGenerator extends Thread {
      * an INSERT whose commit was cut off may or may not have landed, and ON CONFLICT DO NOTHING
      * makes the retry safe either way.
      */
-    private void insertUntilAcknowledged(List<String> keys, String[] resources, Long[] delays) {
+    private void insertUntilAcknowledged(List<String> keys, String[] resources, Long[] delays, String[] dispatchKeys, Integer[] priorities) {
         while (true) {
             try {
                 if (connection == null) {
@@ -79,13 +88,15 @@ final class LoadGenerator extends Thread {
                     connection = DriverManager.getConnection(url, p);
                 }
                 try (PreparedStatement s = connection.prepareStatement(
-                        "INSERT INTO jobs (unique_key, resource, payload, due_at)"
-                                + " SELECT k, r, jsonb_build_object('key', k), clock_timestamp() + d * interval '1 millisecond'"
-                                + " FROM unnest(?::varchar[], ?::varchar[], ?::bigint[]) AS t(k, r, d)"
+                        "INSERT INTO jobs (unique_key, resource, payload, due_at, dispatch_key, priority)"
+                                + " SELECT k, r, jsonb_build_object('key', k), clock_timestamp() + d * interval '1 millisecond', dk, p"
+                                + " FROM unnest(?::varchar[], ?::varchar[], ?::bigint[], ?::varchar[], ?::integer[]) AS t(k, r, d, dk, p)"
                                 + " ON CONFLICT (unique_key) DO NOTHING")) {
                     s.setArray(1, connection.createArrayOf("varchar", keys.toArray()));
                     s.setArray(2, connection.createArrayOf("varchar", resources));
                     s.setArray(3, connection.createArrayOf("bigint", delays));
+                    s.setArray(4, connection.createArrayOf("varchar", dispatchKeys));
+                    s.setArray(5, connection.createArrayOf("integer", priorities));
                     s.executeUpdate();
                 }
                 return;

@@ -30,10 +30,15 @@ final class Recorder {
             s.setFetchSize(10_000);
             s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
             try (ResultSet r = s.executeQuery("SELECT id, unique_key, resource, state, completed_by_token, "
-                    + micros("completed_at") + " FROM jobs ORDER BY id")) {
+                    + micros("completed_at") + ", dispatch_key FROM jobs ORDER BY id")) {
                 while (r.next()) {
                     h.jobs.add(new History.Job(r.getLong(1), r.getString(2), r.getString(3), r.getString(4), nullableLong(r, 5),
-                            nullableLong(r, 6)));
+                            nullableLong(r, 6), r.getString(7)));
+                }
+            }
+            try (ResultSet r = s.executeQuery("SELECT dispatch_key, per_second, burst FROM dispatch_limits ORDER BY dispatch_key")) {
+                while (r.next()) {
+                    h.limits.add(new History.Limit(r.getString(1), r.getDouble(2), r.getDouble(3)));
                 }
             }
             try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token,"

@@ -11,7 +11,7 @@ import org.junit.jupiter.api.Test;
  * real PostgreSQL primary with a synchronous standby, restarted once and failed over once (the
  * primary SIGKILLed, the standby promoted), and a replicated cluster of three Kafka brokers (separate
  * processes), every kind of fault at least once, one broker killed and the partition leaders
- * moved among them, then the checker over everything the run left. The seed is printed; rerun a
+ * moved among them, rate-limited keys with a backlog, then the checker over everything the run left. The seed is printed; rerun a
  * failure with {@code java -jar chaos/target/fenced-jobs-chaos.jar --seed <seed>}. Set
  * {@code chaos.seed} to pin it, {@code chaos.brokers=1} for a single broker.
  */
@@ -37,5 +37,6 @@ class ChaosIT {
         assertThat(result.completed()).isEqualTo(result.jobs()).isEqualTo(result.submitted() + result.scheduled()).isPositive();
         assertThat(result.staleRejected()).as("forged stale records rejected").isPositive();
         assertThat(result.deadLetters()).as("forged malformed records dead-lettered").isPositive();
+        assertThat(result.limitedJobs()).as("jobs under a rate limit (invariant 14)").isPositive();
     }
 }

@@ -178,10 +178,11 @@ class CheckerTest {
 
     @Test
     void anUnauthenticatedRecordDeadLetteredAsSuchPasses() {
+        int recorded = Checker.check(history).unauthenticated();
         plantUnsigned();
         Checker.Result result = Checker.check(history);
         assertThat(result.violations()).isEmpty();
-        assertThat(result.summary()).contains(" unauthenticated=1 ");
+        assertThat(result.summary()).contains(" unauthenticated=" + (recorded + 1) + " ");
     }
 
     @Test
@@ -320,6 +321,42 @@ class CheckerTest {
                 .mapToLong(Takeover::fencingToken).max().orElseThrow();
         return history.jobs.stream().filter(j -> j.completedByToken() != null && j.completedByToken() < maxToken)
                 .findFirst().orElseThrow();
+    }
+
+    @Test
+    void theRecordedRunKeptItsRateLimits() {
+        assertThat(history.limits).extracting(History.Limit::dispatchKey).contains(ChaosLimits.BACKLOG_KEY).containsAll(ChaosLimits.TENANTS);
+        Checker.Result result = Checker.check(history);
+
+        assertThat(result.limitedKeys()).isEqualTo(history.limits.size());
+        assertThat(result.limitedJobs()).isGreaterThan(1000);
+        assertThat(result.summary()).contains(" limited-keys=" + history.limits.size() + " limited-jobs=" + result.limitedJobs() + " ");
+    }
+
+    @Test
+    void moreCompletionsInOneSecondThanALimitAllowsAreFlagged() {
+        Map<String, Long> perKey = history.jobs.stream().filter(j -> "completed".equals(j.state()))
+                .collect(Collectors.groupingBy(Job::key, Collectors.counting()));
+        String busiest = perKey.entrySet().stream().max(Map.Entry.comparingByValue()).orElseThrow().getKey();
+        history.limits.clear();
+        history.limits.add(new History.Limit(busiest, 1, 1));
+
+        assertFlagged("14 rate limits", "key " + busiest + " (1.0/s, burst 1.0): ");
+    }
+
+    @Test
+    void aRateLimitWindowIsOneSecondWithBothEnds() {
+        History h = new History();
+        h.limits.add(new History.Limit("k", 1.5, 1));
+        long t = 1_800_000_000_000_000L;
+        h.jobs.add(new Job(1, null, "r", "completed", 1L, t, "k"));
+        h.jobs.add(new Job(2, null, "r", "completed", 1L, t + 400_000, "k"));
+        h.jobs.add(new Job(3, null, "r", "completed", 1L, t + 1_000_001, "k"));
+        assertThat(Checker.check(h).violations()).noneMatch(v -> v.invariant().equals("14 rate limits"));
+
+        h.jobs.add(new Job(4, null, "r", "completed", 1L, t + 1_000_000, "k"));
+        assertThat(Checker.check(h).violations()).filteredOn(v -> v.invariant().equals("14 rate limits")).singleElement()
+                .satisfies(v -> assertThat(v.message()).contains("3 jobs completed in the second from").contains("at most 2 may be"));
     }
 
     private void assertFlagged(String invariant, String messagePart) {
