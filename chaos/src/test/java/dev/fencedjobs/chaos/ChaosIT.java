@@ -11,9 +11,9 @@ import org.junit.jupiter.api.Test;
  * real PostgreSQL primary with a synchronous standby, restarted once and failed over once (the
  * primary SIGKILLed, the standby promoted), and a replicated cluster of three Kafka brokers (separate
  * processes), every kind of fault at least once, one broker killed and the partition leaders
- * moved among them, rate-limited keys with a backlog, then the checker over everything the run left. The seed is printed; rerun a
- * failure with {@code java -jar chaos/target/fenced-jobs-chaos.jar --seed <seed>}. Set
- * {@code chaos.seed} to pin it, {@code chaos.brokers=1} for a single broker.
+ * moved among them, rate-limited keys with a backlog, then the checker over everything the run
+ * left. The seed is printed; rerun a failure with {@code java -jar chaos/target/fenced-jobs-chaos.jar
+ * --seed <seed>}. Set {@code chaos.seed} to pin it, {@code chaos.brokers=1} for a single broker.
  */
 class ChaosIT {
 
