@@ -1,5 +1,6 @@
 package dev.fencedjobs.cli;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.lease.LeaseRow;
 import java.io.PrintStream;
 import java.sql.Connection;
@@ -64,6 +65,7 @@ final class StatusReport {
                 rs.next();
                 out.printf("Jobs: %d pending (%d due now), %d completed, %d cancelled%n", rs.getLong(1), rs.getLong(2), rs.getLong(3), rs.getLong(4));
             }
+            dispatch();
             try (ResultSet rs = s.executeQuery(SCHEDULES)) {
                 rs.next();
                 out.printf("Schedules: %d (%d paused, %d with an error); %d occurrences fired, %d skipped; next fires %s%n", rs.getLong(1),
@@ -76,6 +78,37 @@ final class StatusReport {
             }
         }
         Connection c = consumer != null ? consumer : jobs;
+        consumer(c);
+    }
+
+    /** The rate limits that hold jobs back and the keys at the head of the due backlog (docs/dispatch.md). */
+    private void dispatch() throws SQLException {
+        DispatchOverview.Overview o = DispatchOverview.read(jobs);
+        if (o.limitCount() == 0) {
+            out.println("Rate limits: none (fenced-jobs limit set <key> --per-second <n>)");
+        } else {
+            out.printf("Rate limits: %d%s, fewest tokens first (due jobs counted up to %,d):%n", o.limitCount(),
+                    o.limitCount() > o.limits().size() ? " (" + o.limits().size() + " shown)" : "", DispatchOverview.WAITING_CAP);
+            for (DispatchOverview.Limit l : o.limits()) {
+                out.printf("  %-32s %10s/s burst %-6d tokens %8.2f  due jobs waiting %s%s%n", l.key(), l.perSecond(), l.burst(), l.tokens(),
+                        count(l.dueWaiting(), DispatchOverview.WAITING_CAP), l.held() ? "  HELD" : "");
+            }
+        }
+        if (o.busiestKeys().isEmpty()) {
+            out.println("Busiest keys: no job is due");
+        } else {
+            out.printf("Busiest keys among the %,d longest-due jobs:%n", DispatchOverview.HEAD);
+            for (DispatchOverview.BusyKey k : o.busiestKeys()) {
+                out.printf("  %-32s %,8d due, the oldest due since %s%n", k.key(), k.dueJobs(), k.oldestDue());
+            }
+        }
+    }
+
+    private static String count(long n, long cap) {
+        return n >= cap ? String.format("%,d or more", n) : String.format("%,d", n);
+    }
+
+    private void consumer(Connection c) throws SQLException {
         try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(CONSUMER)) {
             rs.next();
             out.printf("Consumer: %d applied (%d ledger rows), %d duplicates absorbed, %d stale rejected; "

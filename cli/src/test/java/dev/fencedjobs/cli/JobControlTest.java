@@ -233,9 +233,12 @@ class JobControlTest {
                 .isEqualTo("Changed the limit of tenant-9: at most 20.0 jobs a second, bursts of 40\n");
         assertThat(cli(Map.of(), "limit", "set", "tenant-9", "--per-second", "0").err()).contains("--per-second must be more than 0");
         assertThat(cli(Map.of(), "limit", "list").out()).containsPattern("tenant-9 +20.0/s  burst 40 +tokens +40.00  due jobs waiting 0");
+        assertThat(cli(Map.of(), "status").out()).contains("Rate limits: 1, fewest tokens first (due jobs counted up to 10,000):\n")
+                .containsPattern("\n  tenant-9 +20.0/s burst 40 +tokens +40.00  due jobs waiting 0\n");
         assertThat(cli(Map.of(), "limit", "remove", "tenant-9").out()).startsWith("Removed the limit of tenant-9");
         assertThat(cli(Map.of(), "limit", "remove", "tenant-9").err()).startsWith("fenced-jobs: limit remove: no limit for key tenant-9");
         assertThat(cli(Map.of(), "limit", "list").out()).isEqualTo("No limits.\n");
+        assertThat(cli(Map.of(), "status").out()).contains("Rate limits: none");
     }
 
     @Test

@@ -103,6 +103,14 @@ class DashboardBrowserTest {
             await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("staleRejected")).longValue() == 1
                     && ((Number) consumer.status().get("deadLettered")).longValue() == 1);
 
+            // A rate limit that holds jobs back: one token, then one a thousand seconds.
+            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+                s.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-slow', 0.001, 1)");
+                s.execute("INSERT INTO jobs (resource, dispatch_key, payload, due_at) SELECT 'account-1', 'tenant-slow', '{}', clock_timestamp() "
+                        + "FROM generate_series(1, 5) g");
+            }
+            await().atMost(Duration.ofSeconds(60)).until(() -> dispatcher.status().get("heldJobs") instanceof Long n && n == 4);
+
             String url = "http://localhost:" + consumer.httpPort() + "/";
             HttpResponse<String> page = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url)).build(),
                     HttpResponse.BodyHandlers.ofString());
@@ -121,6 +129,11 @@ class DashboardBrowserTest {
             assertThat(dom).as("all three series sampled").contains("data-chart=\"dueBacklog\"><div class=\"label\"><span>Due backlog",
                     "data-chart=\"consumerLag\"><div class=\"label\"><span>Consumer lag (records behind)</span><span class=\"value\">");
             assertThat(dom).containsPattern("data-chart=\"outboxLagSeconds\"><div class=\"label\"><span>[^<]*</span><span class=\"value\">");
+            assertThat(dom).as("the limit that holds jobs back, and the busiest key")
+                    .containsPattern("<tr data-key=\"tenant-slow\" class=\"warn\"><td>tenant-slow</td><td>0.001</td><td>1</td><td>0(\\.\\d+)?</td>"
+                            + "<td class=\"waiting\">4 \\(held\\)</td></tr>")
+                    .containsPattern("<table id=\"busiest\">(<tbody>)?<tr><th>key</th><th>due jobs</th><th>oldest due</th></tr>"
+                            + "<tr data-key=\"tenant-slow\"><td>tenant-slow</td><td>4</td>");
 
             Path shot = Path.of("target", "dashboard.png").toAbsolutePath();
             Files.deleteIfExists(shot);

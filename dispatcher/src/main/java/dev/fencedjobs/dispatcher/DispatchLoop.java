@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Grants;
@@ -141,9 +142,13 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Counter jobsPurged;
     private final Counter policyBatches;
     private final AtomicInteger heldKeys = new AtomicInteger();
+    private final AtomicLong heldJobs = new AtomicLong();
+    /** On the ticker: when the loop last counted {@link #heldJobs}. */
+    private long heldJobsCountedAt;
     /** Whether the last batch took the policy path: written by the loop thread, read by status too. */
     private volatile boolean policyPath;
     private final MeterRegistry registry;
+    static final Duration HELD_JOBS_EVERY = Duration.ofSeconds(5);
     private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
 
     record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
@@ -205,6 +210,7 @@ final class DispatchLoop implements LeaderService.Worker {
                 .description("batches that took the policy path (a rate limit defined, or pending jobs with a priority or a key)")
                 .register(registry);
         registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
+        registry.gauge("fencedjobs_dispatch_held_jobs", heldJobs);
         this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),
                 () -> batches.purgeCompleted(jobsRetention, purges.chunk()), deleted -> {
                     jobsPurged.increment(deleted);
@@ -277,6 +283,12 @@ final class DispatchLoop implements LeaderService.Worker {
         status.put("batchesSentBack", back);
         status.put("policyPath", policyPath);
         status.put("heldKeys", heldKeys.get());
+        status.put("heldJobs", heldJobs.get());
+        try {
+            status.put("dispatch", batches.overview().toMap());
+        } catch (RuntimeException e) {
+            status.put("dispatch", Map.of("error", Faults.describe(e)));
+        }
         status.put("schedules", schedules.status());
         LastBatch b = lastBatch;
         if (b != null) {
@@ -341,6 +353,28 @@ final class DispatchLoop implements LeaderService.Worker {
         return runBatch(grant);
     }
 
+    /**
+     * The gauge of due jobs held back by a limit: counted (a bounded read, {@link
+     * DispatchOverview#HELD}) at most every {@link #HELD_JOBS_EVERY} while keys are held, zero at
+     * once when none is.
+     */
+    private void countHeldJobs(int keysHeld) {
+        if (keysHeld == 0) {
+            heldJobs.set(0);
+            return;
+        }
+        long now = ticker.nanoTime();
+        if (heldJobs.get() > 0 && now - heldJobsCountedAt < HELD_JOBS_EVERY.toNanos()) {
+            return;
+        }
+        heldJobsCountedAt = now;
+        try {
+            heldJobs.set(batches.heldJobs());
+        } catch (RuntimeException e) {
+            log.debug("Counting the jobs held back by limits failed: {}", Faults.describe(e));
+        }
+    }
+
     private Next runBatch(Grant grant) {
         long started = ticker.nanoTime();
         JobBatches.Position after = startFor(grant, started);
@@ -380,8 +414,10 @@ final class DispatchLoop implements LeaderService.Worker {
             policyKey = policy.nextKey();
             heldKeys.set(policy.heldKeys());
             policyBatches.increment();
+            countHeldJobs(policy.heldKeys());
         } else {
             heldKeys.set(0);
+            heldJobs.set(0);
         }
         if (result.last() != null && (position == null || result.last().isAfter(position))) {
             position = result.last();

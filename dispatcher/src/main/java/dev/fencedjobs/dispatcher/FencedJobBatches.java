@@ -11,6 +11,7 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
@@ -73,6 +74,16 @@ final class FencedJobBatches implements JobBatches {
     FencedJobBatches(DSLContext dsl, Lease lease) {
         this.dsl = dsl;
         this.lease = lease;
+    }
+
+    @Override
+    public DispatchOverview.Overview overview() {
+        return dsl.connectionResult(DispatchOverview::read);
+    }
+
+    @Override
+    public long heldJobs() {
+        return dsl.connectionResult(DispatchOverview::held);
     }
 
     @Override

@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -35,6 +36,12 @@ interface JobBatches {
      * over runs warm code: in a fresh JVM the first batch took 0.6 to 1.6 s on two cores.
      */
     default void warmUp() {}
+
+    /** Who waits and why, for {@code /status} (docs/dispatch.md, "What you can see"). */
+    DispatchOverview.Overview overview();
+
+    /** Due jobs held back by a rate limit now, up to {@link DispatchOverview#WAITING_CAP}. */
+    long heldJobs();
 
     /**
      * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was

@@ -1,5 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
+
 import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
 import java.time.Instant;
@@ -90,6 +92,17 @@ final class MemoryJobs implements JobBatches {
         due.forEach(j -> completedAt.put(j.id(), now));
         Position last = due.isEmpty() ? null : due.get(due.size() - 1).position();
         return new BatchResult(true, due.size(), last, new DbSnapshot(nextXid, nextXid, new long[0]));
+    }
+
+    /** No limits in memory: nothing is held back. */
+    @Override
+    public DispatchOverview.Overview overview() {
+        return new DispatchOverview.Overview(0, List.of(), List.of());
+    }
+
+    @Override
+    public long heldJobs() {
+        return 0;
     }
 
     @Override

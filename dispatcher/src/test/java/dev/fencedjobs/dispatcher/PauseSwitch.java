@@ -33,22 +33,17 @@ final class PauseSwitch {
     }
 
     JobBatches batches(JobBatches delegate) {
-        return new JobBatches() {
+        return new ForwardingBatches(delegate) {
             @Override
             public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
                 gate.pass();
-                return delegate.completeDue(grant, limit, after, startKey);
+                return super.completeDue(grant, limit, after, startKey);
             }
 
             @Override
             public NextDue nextDue(Position after) {
                 gate.pass();
-                return delegate.nextDue(after);
-            }
-
-            @Override
-            public int purgeCompleted(java.time.Duration retention, int limit) {
-                return delegate.purgeCompleted(retention, limit);
+                return super.nextDue(after);
             }
         };
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.runtime.internal;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -22,7 +23,7 @@ import org.slf4j.LoggerFactory;
  * What the ops endpoint's page at {@code /} shows ({@code /dashboard.json}), read from the service's
  * own database with the plain SQL of {@code fenced-jobs status}: each role's holder and token, the
  * takeover timeline, the due backlog, the outbox lag and, from a consumer, its lag, over the last
- * minutes; dead letters and stale rejections. Each part shows when its tables are in this database
+ * minutes; dead letters and stale rejections; the rate limits and the busiest keys ({@link DispatchOverview}). Each part shows when its tables are in this database
  * and this service's role may read them; the consumer lag only on the consumer's own page.
  *
  * <p>Costs nothing while nobody looks: the first request starts a sampler (a few index reads every
@@ -41,7 +42,8 @@ public final class Dashboard implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
 
     static final String VISIBLE = "SELECT " + visible("leader_lease") + ", " + visible("lease_takeover") + ", " + visible("jobs") + ", "
-            + visible("outbox_position") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected");
+            + visible("outbox_position") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected") + ", "
+            + visible("dispatch_limits");
     static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
     static final String BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT "
@@ -96,6 +98,7 @@ public final class Dashboard implements AutoCloseable {
             out.put("timeline", v[1] ? timeline(s) : null);
             out.put("deadLetters", v[4] ? deadLetters(s) : null);
             out.put("staleRejected", v[5] ? stale(s) : null);
+            out.put("dispatch", v[2] && v[6] ? orNull(() -> DispatchOverview.read(c).toMap()) : null);
             out.put("error", null);
         } catch (SQLException | RuntimeException e) {
             out.put("error", "database: " + Faults.describe(e));
@@ -164,7 +167,7 @@ public final class Dashboard implements AutoCloseable {
     private static boolean[] visibility(Statement s) throws SQLException {
         try (ResultSet rs = s.executeQuery(VISIBLE)) {
             rs.next();
-            boolean[] v = new boolean[6];
+            boolean[] v = new boolean[7];
             for (int i = 0; i < v.length; i++) {
                 v[i] = rs.getBoolean(i + 1);
             }
