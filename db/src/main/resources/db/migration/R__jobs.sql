@@ -267,9 +267,6 @@ CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, s
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_keys varchar[] := '{}';
-    v_key varchar;
-    v_next varchar;
-    v_wrapped boolean := start_key IS NULL;
     v_n integer;
     v_caps integer[] := '{}';
     v_avail double precision[] := '{}';
@@ -279,7 +276,6 @@ DECLARE
     v_want integer;
     v_got bigint[];
     v_ids bigint[] := '{}';
-    v_limit dispatch_limits;
     v_held_until timestamptz;
     v_future timestamptz;
 BEGIN
@@ -290,76 +286,81 @@ BEGIN
     IF batch_limit <= 0 THEN
         RETURN;
     END IF;
-    -- 1. The keys, one index descent each (a skip scan of jobs_pending_key).
-    v_key := start_key;
-    LOOP
-        IF v_key IS NULL THEN
-            SELECT min(coalesce(dispatch_key, resource)) INTO v_next FROM jobs WHERE state = 'pending';
-        ELSE
-            SELECT min(coalesce(dispatch_key, resource)) INTO v_next FROM jobs
-            WHERE state = 'pending' AND coalesce(dispatch_key, resource) > v_key;
-        END IF;
-        IF v_next IS NULL THEN
-            EXIT WHEN v_wrapped;
-            v_wrapped := true;
-            v_key := NULL;
-            CONTINUE;
-        END IF;
-        -- Round again to start_key, which comes last.
-        EXIT WHEN v_wrapped AND start_key IS NOT NULL AND v_next > start_key;
-        IF coalesce(array_length(v_keys, 1), 0) >= batch_limit THEN
-            more := true;
-            next_key := v_key;
-            EXIT;
-        END IF;
-        v_keys := v_keys || v_next;
-        v_key := v_next;
-    END LOOP;
+    -- 1. The keys, one index descent each (a skip scan of jobs_pending_key): those after start_key,
+    -- then from the first up to start_key, which comes last; one more than fit says there are more.
+    WITH RECURSIVE after_start(k) AS (
+        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                WHERE j.state = 'pending' AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key))
+        UNION ALL
+        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > a.k)
+        FROM after_start a WHERE a.k IS NOT NULL
+    )
+    SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL LIMIT batch_limit + 1) t;
+    IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
+        WITH RECURSIVE from_first(k) AS (
+            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending')
+            UNION ALL
+            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                    WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > f.k)
+            FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
+        )
+        SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
+            LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
+    END IF;
+    IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN
+        more := true;
+        next_key := v_keys[batch_limit];
+        v_keys := v_keys[1:batch_limit];
+    END IF;
     v_n := coalesce(array_length(v_keys, 1), 0);
     IF v_n = 0 THEN
         next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
         RETURN;
     END IF;
-    -- 2. Each key's share, within its limit.
+    -- 2. Each key's share, within its limit: the limits locked in key order, then read in one statement.
     v_share := ceil(batch_limit::numeric / v_n);
+    PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
+    SELECT array_agg(dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) ORDER BY u.i),
+           array_agg(l.per_second ORDER BY u.i),
+           -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
+           array_agg(CASE WHEN l.dispatch_key IS NULL THEN batch_limit
+                ELSE least(batch_limit, greatest(0, floor(dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) + 1e-9)))::integer
+                END ORDER BY u.i)
+    INTO v_avail, v_rate, v_caps
+    FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k;
+    -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each).
+    WITH got AS MATERIALIZED (
+        SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
+        CROSS JOIN LATERAL (
+            SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
+            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
+            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+            LIMIT least(v_share, u.cap)) x
+    )
+    SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
+           (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
+            LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
+    INTO v_ids, v_taken;
+    -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
     FOR i IN 1 .. v_n LOOP
-        SELECT * INTO v_limit FROM dispatch_limits WHERE dispatch_key = v_keys[i] FOR UPDATE;
-        IF FOUND THEN
-            v_avail[i] := dispatch_limit_tokens(v_limit.tokens, v_limit.refilled_at, v_limit.per_second, v_limit.burst, v_now);
-            v_rate[i] := v_limit.per_second;
-            -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
-            v_caps[i] := least(batch_limit, greatest(0, floor(v_avail[i] + 1e-9)));
-        ELSE
-            v_caps[i] := batch_limit;
+        EXIT WHEN coalesce(array_length(v_ids, 1), 0) >= batch_limit;
+        CONTINUE WHEN v_taken[i] < least(v_share, v_caps[i]);
+        v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
+        CONTINUE WHEN v_want <= 0;
+        SELECT array_agg(c.id) INTO v_got FROM (
+            SELECT j.id FROM jobs j
+            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+            LIMIT v_want OFFSET v_taken[i]) c;
+        IF v_got IS NOT NULL THEN
+            v_taken[i] := v_taken[i] + array_length(v_got, 1);
+            v_ids := v_ids || v_got;
+            -- The batch filled here: the next one's keys start after this one.
+            IF array_length(v_ids, 1) >= batch_limit AND NOT more THEN
+                next_key := v_keys[i];
+            END IF;
         END IF;
-        v_taken[i] := 0;
-    END LOOP;
-    -- 2 and 3. Round 1 takes each key's share; round 2 gives the room left to the keys that
-    -- filled theirs, each after the jobs it already took. One statement for both rounds.
-    FOR v_round IN 1 .. 2 LOOP
-        FOR i IN 1 .. v_n LOOP
-            IF v_round = 1 THEN
-                v_want := least(v_share, v_caps[i]);
-            ELSIF v_taken[i] = least(v_share, v_caps[i]) THEN
-                v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
-            ELSE
-                v_want := 0;
-            END IF;
-            CONTINUE WHEN v_want <= 0;
-            SELECT array_agg(c.id) INTO v_got FROM (
-                SELECT j.id FROM jobs j
-                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
-                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-                LIMIT v_want OFFSET v_taken[i]) c;
-            IF v_got IS NOT NULL THEN
-                v_taken[i] := v_taken[i] + array_length(v_got, 1);
-                v_ids := v_ids || v_got;
-                -- The batch filled here: the next one's keys start after this one.
-                IF v_round = 2 AND array_length(v_ids, 1) >= batch_limit AND NOT more THEN
-                    next_key := v_keys[i];
-                END IF;
-            END IF;
-        END LOOP;
     END LOOP;
     IF coalesce(array_length(v_ids, 1), 0) >= batch_limit THEN
         more := true;
@@ -389,13 +390,10 @@ BEGIN
         SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent) INTO completed;
     END IF;
     -- Keys held back: a limit without a whole token left, and due jobs still waiting.
-    FOR i IN 1 .. v_n LOOP
-        IF v_rate[i] IS NOT NULL AND v_avail[i] - v_taken[i] < 1 - 1e-9
-                AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now) THEN
-            held_keys := held_keys + 1;
-            v_held_until := least(v_held_until, v_now + make_interval(secs => (1 - (v_avail[i] - v_taken[i])) / v_rate[i]));
-        END IF;
-    END LOOP;
+    SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
+    FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
+    WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
     IF more THEN
         next_at := v_now;
     ELSE

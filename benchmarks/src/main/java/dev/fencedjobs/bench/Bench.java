@@ -10,7 +10,7 @@ import picocli.CommandLine.Option;
 
 /** {@code java -jar fenced-jobs-benchmarks.jar <benchmark> [options]}; {@code --help} on each says what it measures and takes. */
 @Command(name = "fenced-jobs-benchmarks", scope = CommandLine.ScopeType.INHERIT, mixinStandardHelpOptions = true,
-        version = "fenced-jobs benchmarks 0.1.0-SNAPSHOT", subcommands = {Bench.Dispatcher.class, Bench.Relay.class,
+        version = "fenced-jobs benchmarks 0.1.0-SNAPSHOT", subcommands = {Bench.Dispatcher.class, Bench.Policy.class, Bench.Relay.class,
         Bench.Consumer.class, Bench.EndToEnd.class, Bench.Soak.class},
         description = "Benchmarks that print figures (see docs/performance.md). Each starts its own real servers.")
 public final class Bench implements Callable<Integer> {
@@ -31,7 +31,7 @@ public final class Bench implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw new CommandLine.ParameterException(spec.commandLine(), "name a benchmark: dispatcher, relay, consumer, e2e or soak");
+        throw new CommandLine.ParameterException(spec.commandLine(), "name a benchmark: dispatcher, policy, relay, consumer, e2e or soak");
     }
 
     @Command(name = "dispatcher", description = {
@@ -41,6 +41,17 @@ public final class Bench implements Callable<Integer> {
         @Override
         public Integer call() throws Exception {
             DispatcherBenchmark.main(new String[0]);
+            return 0;
+        }
+    }
+
+    @Command(name = "policy", description = {
+        "The dispatch policy beside the plain path: throughput with 1,000 limited keys, and a small tenant's latency behind a large backlog.",
+        "Takes the system properties -Dbacklog=200000 -Drounds=2 -DbigBacklog=1000000 -DsmallRate=20 -DsmallSeconds=20."})
+    static final class Policy implements Callable<Integer> {
+        @Override
+        public Integer call() throws Exception {
+            PolicyBenchmark.main(new String[0]);
             return 0;
         }
     }

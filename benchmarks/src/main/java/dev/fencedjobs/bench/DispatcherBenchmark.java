@@ -172,7 +172,7 @@ public final class DispatcherBenchmark {
         }
     }
 
-    private static void migrate(DatabaseConfig db) {
+    static void migrate(DatabaseConfig db) {
         PGSimpleDataSource ds = new PGSimpleDataSource();
         ds.setUrl(db.url());
         ds.setUser(db.user());
@@ -180,17 +180,17 @@ public final class DispatcherBenchmark {
         Database.migrate(ds);
     }
 
-    private static Connection connect(DatabaseConfig db) throws SQLException {
+    static Connection connect(DatabaseConfig db) throws SQLException {
         return DriverManager.getConnection(db.url(), db.user(), db.password());
     }
 
-    private static void execute(DatabaseConfig db, String sql) throws SQLException {
+    static void execute(DatabaseConfig db, String sql) throws SQLException {
         try (Connection c = connect(db); Statement s = c.createStatement()) {
             s.execute(sql);
         }
     }
 
-    private static boolean exists(DatabaseConfig db, String sql) {
+    static boolean exists(DatabaseConfig db, String sql) {
         try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
             return rs.next();
         } catch (SQLException e) {
@@ -198,14 +198,14 @@ public final class DispatcherBenchmark {
         }
     }
 
-    private static double queryDouble(DatabaseConfig db, String sql) throws SQLException {
+    static double queryDouble(DatabaseConfig db, String sql) throws SQLException {
         try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
             rs.next();
             return rs.getDouble(1);
         }
     }
 
-    private static void waitFor(BooleanSupplier condition, Duration timeout) throws InterruptedException {
+    static void waitFor(BooleanSupplier condition, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {

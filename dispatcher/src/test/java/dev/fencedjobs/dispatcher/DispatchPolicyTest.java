@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
@@ -182,6 +183,58 @@ class DispatchPolicyTest {
     }
 
     @Test
+    void eachBatchVisitsAtMostItsSizeOfKeysAndTheNextStartsAfterTheLastOneWrappingRound() {
+        lease(1);
+        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k,"
+                + " generate_series(1, 3)");
+        List<List<String>> visited = new java.util.ArrayList<>();
+        String start = null;
+        for (String expectedNext : new String[] {"b", "d", "a", "c"}) {
+            Record r = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 2, start);
+            assertThat(r.get("completed", Integer.class)).as("one job of each of two keys").isEqualTo(2);
+            assertThat(r.get("more", Boolean.class)).isTrue();
+            assertThat(r.get("next_key", String.class)).isEqualTo(expectedNext);
+            start = r.get("next_key", String.class);
+            visited.add(dsl.fetch("SELECT j.dispatch_key FROM outbox o JOIN jobs j ON j.id = o.job_id WHERE o.id > (SELECT max(id) FROM outbox) - 2"
+                    + " ORDER BY j.dispatch_key").getValues(0, String.class));
+        }
+        assertThat(visited).as("a b, c d, e then round to a, b c")
+                .containsExactly(List.of("a", "b"), List.of("c", "d"), List.of("a", "e"), List.of("b", "c"));
+        // Fewer keys than the batch: every key, with room left to those that have more.
+        Record all = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 100, start);
+        assertThat(all.get("completed", Integer.class)).isEqualTo(15 - 8);
+        assertThat(all.get("more", Boolean.class)).isFalse();
+        assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'")).isZero();
+        fixture.assertExactlyOnceWithOutbox(15);
+    }
+
+    @Test
+    void whatWaitsBehindALimitAndTheBusiestKeysAreVisible() throws Exception {
+        lease(1);
+        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', 0.001, 5), ('tenant-idle', 10, 10)");
+        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-a' FROM generate_series(1, 50)");
+        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'free-' || mod(g, 2) FROM generate_series(1, 30) g");
+        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() + interval '1 hour', 'r', 'tenant-a'"
+                + " FROM generate_series(1, 7)");
+        assertThat(batch(1, 100).get("completed", Integer.class)).as("tenant-a's burst and every free job").isEqualTo(5 + 30);
+        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'late-' || mod(g, 2) FROM generate_series(1, 3) g");
+
+        DispatchOverview.Overview o = dsl.connectionResult(DispatchOverview::read);
+        assertThat(o.limitCount()).isEqualTo(2);
+        assertThat(o.limits()).as("fewest tokens first").extracting(DispatchOverview.Limit::key).containsExactly("tenant-a", "tenant-idle");
+        DispatchOverview.Limit a = o.limits().get(0);
+        assertThat(a.dueWaiting()).as("due jobs of tenant-a still pending; the 7 due in an hour do not count").isEqualTo(50 - 5);
+        assertThat(a.tokens()).isLessThan(1);
+        assertThat(a.held()).isTrue();
+        assertThat(o.limits().get(1).held()).as("a full bucket with nothing due").isFalse();
+        assertThat(o.busiestKeys()).extracting(DispatchOverview.BusyKey::key).as("keys with due jobs, busiest first")
+                .containsExactly("tenant-a", "late-1", "late-0");
+        assertThat(o.busiestKeys()).extracting(DispatchOverview.BusyKey::dueJobs).containsExactly(45L, 2L, 1L);
+        assertThat(dsl.connectionResult(DispatchOverview::held)).as("due jobs held back by a limit").isEqualTo(45);
+        assertThat(o.toMap()).containsEntry("limitCount", 2).containsKeys("limits", "busiestKeys", "dueWaitingCap", "busiestAmong");
+    }
+
+    @Test
     void aRunningDispatcherKeepsALimitInEveryOneSecondWindowAndSleepsBetweenTokens() {
         int perSecond = 20;
         int burst = 5;
@@ -193,6 +246,9 @@ class DispatchPolicyTest {
         Dispatcher leader = fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500),
                 UnaryOperator.identity(), delegate -> new ObservedBatches(delegate, after -> batches.incrementAndGet()));
         await().atMost(Duration.ofSeconds(10)).until(() -> leader.state() == RunningService.State.LEADING);
+        // While it waits for tokens, /status says which limit holds how many jobs back.
+        await().atMost(Duration.ofSeconds(20)).until(() -> leader.status().get("heldJobs") instanceof Long n && n > 0);
+        assertThat(leader.status().get("dispatch")).asString().contains("key=tenant-a");
 
         await().atMost(Duration.ofSeconds(20)).until(() -> fixture.pending() == 0);
 
