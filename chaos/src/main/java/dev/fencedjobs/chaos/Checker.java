@@ -117,6 +117,7 @@ public final class Checker {
         c.checkAccounting();
         c.checkSchedules();
         c.checkLimits();
+        c.checkRankOrder();
         Map<String, Integer> takeoverCounts = new TreeMap<>();
         c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
         long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
@@ -517,6 +518,39 @@ public final class Checker {
                 violation("14 rate limits", "key " + limit.dispatchKey() + " (" + limit.perSecond() + "/s, burst " + limit.burst() + "): "
                         + worst + " jobs completed in the second from " + instant(times[worstStart]) + ", where at most " + allowed + " may be",
                         List.of(limit.toString()));
+            }
+        }
+    }
+
+    /**
+     * Invariant 15: a key whose jobs were all committed before any could be completed (the run's
+     * backlog) has them completed in rank order: no job completed before one that ranks ahead of
+     * it in its key (due time moved earlier by the priority, then id). Batches of one key take its
+     * due jobs in that order, under limits and across takeovers alike. Reports the first inversion.
+     */
+    private void checkRankOrder() {
+        for (String key : h.rankOrderedKeys) {
+            List<Job> ranked = jobs.values().stream()
+                    .filter(j -> key.equals(j.key()) && "completed".equals(j.state()) && j.dueAt() != null && j.completedAt() != null)
+                    .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id)).toList();
+            Job latest = null;
+            int inversions = 0;
+            Job first = null;
+            Job firstAhead = null;
+            for (Job j : ranked) {
+                if (latest != null && j.completedAt() < latest.completedAt()) {
+                    if (inversions++ == 0) {
+                        first = j;
+                        firstAhead = latest;
+                    }
+                } else {
+                    latest = j;
+                }
+            }
+            if (inversions > 0) {
+                violation("15 rank order", "key " + key + ": " + inversions + " job(s) completed before a job that ranks ahead of them; the first, job "
+                        + first.id() + " (priority " + first.priority() + "), at " + instant(first.completedAt()) + ", before job " + firstAhead.id()
+                        + " (priority " + firstAhead.priority() + ") at " + instant(firstAhead.completedAt()), List.of(show(firstAhead), show(first)));
             }
         }
     }

@@ -22,16 +22,26 @@ import java.util.zip.GZIPOutputStream;
  */
 public final class History {
 
-    /** A row of {@code jobs}; {@code dispatchKey} as inserted (null: the resource is its key). */
-    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt, String dispatchKey) {
+    /**
+     * A row of {@code jobs}; {@code dispatchKey} as inserted (null: the resource is its key);
+     * {@code dueAt} in microseconds and {@code priority} in seconds (null in histories from before
+     * the dispatch policy).
+     */
+    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt, String dispatchKey,
+            Long dueAt, Integer priority) {
 
         public Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {
-            this(id, uniqueKey, resource, state, completedByToken, completedAt, null);
+            this(id, uniqueKey, resource, state, completedByToken, completedAt, null, null, null);
         }
 
         /** The key that limits and fairness count it by. */
         public String key() {
             return dispatchKey != null ? dispatchKey : resource;
+        }
+
+        /** Its rank within its key: the due time moved earlier by the priority's seconds. */
+        public long rank() {
+            return dueAt - (priority == null ? 0 : priority) * 1_000_000L;
         }
     }
 
@@ -114,6 +124,8 @@ public final class History {
     public List<Fault> faults = new ArrayList<>();
     public List<Schedule> schedules = new ArrayList<>();
     public List<Limit> limits = new ArrayList<>();
+    /** Keys whose jobs were all committed before any service could complete one: completed in rank order. */
+    public List<String> rankOrderedKeys = new ArrayList<>();
     public List<ScheduleSkip> scheduleSkips = new ArrayList<>();
     public List<SchedulePause> schedulePauses = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */

@@ -30,10 +30,10 @@ final class Recorder {
             s.setFetchSize(10_000);
             s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
             try (ResultSet r = s.executeQuery("SELECT id, unique_key, resource, state, completed_by_token, "
-                    + micros("completed_at") + ", dispatch_key FROM jobs ORDER BY id")) {
+                    + micros("completed_at") + ", dispatch_key, " + micros("due_at") + ", priority FROM jobs ORDER BY id")) {
                 while (r.next()) {
                     h.jobs.add(new History.Job(r.getLong(1), r.getString(2), r.getString(3), r.getString(4), nullableLong(r, 5),
-                            nullableLong(r, 6), r.getString(7)));
+                            nullableLong(r, 6), r.getString(7), r.getLong(8), r.getInt(9)));
                 }
             }
             try (ResultSet r = s.executeQuery("SELECT dispatch_key, per_second, burst FROM dispatch_limits ORDER BY dispatch_key")) {

@@ -78,7 +78,8 @@ class CheckerTest {
     void aJobLeftPendingIsFlagged() {
         int i = history.jobs.size() / 4;
         Job job = history.jobs.get(i);
-        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), "pending", null, null));
+        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), "pending", null, null, job.dispatchKey(), job.dueAt(),
+                job.priority()));
 
         assertFlagged("nothing lost", "job " + job.id() + " is still pending after the drain");
     }
@@ -123,32 +124,40 @@ class CheckerTest {
                 .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() > job.completedByToken())
                 .min(java.util.Comparator.comparingLong(Takeover::fencingToken)).orElseThrow();
         int i = history.jobs.indexOf(job);
-        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), job.state(), job.completedByToken(), next.acquiredAt() + 5));
+        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), job.state(), job.completedByToken(), next.acquiredAt() + 5,
+                job.dispatchKey(), job.dueAt(), job.priority()));
 
         assertFlagged("3/8 fenced writes", "job " + job.id() + " was completed with token " + job.completedByToken());
     }
 
     @Test
     void aMissingTakeoverRecordIsFlagged() {
-        Takeover second = history.takeovers.stream()
-                .filter(t -> t.role().equals("relay") && t.fencingToken() == 2).findFirst().orElseThrow();
-        history.takeovers.remove(second);
+        // A takeover between two others of its role and epoch.
+        Takeover middle = history.takeovers.stream().filter(t -> hasTakeover(t.role(), t.fencingToken() - 1)
+                && hasTakeover(t.role(), t.fencingToken() + 1)).findFirst().orElseThrow();
+        history.takeovers.remove(middle);
 
-        assertFlagged("2 tokens", "token 3 follows 1 where 2 was due");
+        assertFlagged("2 tokens", "role " + middle.role() + ": token " + (middle.fencingToken() + 1) + " follows "
+                + (middle.fencingToken() - 1) + " where " + middle.fencingToken() + " was due");
     }
 
-    /** The recorded run failed the database over once: the scheduler's tokens go 1, … then 2^32 + 1 on. */
+    private boolean hasTakeover(String role, long token) {
+        return history.takeovers.stream().anyMatch(t -> t.role().equals(role) && t.fencingToken() == token);
+    }
+
+    /** The recorded run failed the database over once: a role's tokens go 1, … then 2^32 + 1, 2^32 + 2 on. */
     @Test
     void aFailoverStartsAnEpochAndTheFirstTokenOfItMustBeThere() {
         long first = (1L << 32) + 1;
         assertThat(Checker.check(history).violations()).isEmpty();
-        long lastBefore = history.takeovers.stream().filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() < first)
+        String role = history.takeovers.stream().filter(t -> t.fencingToken() == first + 1).map(Takeover::role).findFirst().orElseThrow();
+        long lastBefore = history.takeovers.stream().filter(t -> t.role().equals(role) && t.fencingToken() < first)
                 .mapToLong(Takeover::fencingToken).max().orElseThrow();
         Takeover epochStart = history.takeovers.stream()
-                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() == first).findFirst().orElseThrow();
+                .filter(t -> t.role().equals(role) && t.fencingToken() == first).findFirst().orElseThrow();
         history.takeovers.remove(epochStart);
 
-        assertFlagged("2 tokens", "token " + (first + 1) + " follows " + lastBefore + " where " + first + " was due");
+        assertFlagged("2 tokens", "role " + role + ": token " + (first + 1) + " follows " + lastBefore + " where " + first + " was due");
     }
 
     @Test
@@ -349,14 +358,38 @@ class CheckerTest {
         History h = new History();
         h.limits.add(new History.Limit("k", 1.5, 1));
         long t = 1_800_000_000_000_000L;
-        h.jobs.add(new Job(1, null, "r", "completed", 1L, t, "k"));
-        h.jobs.add(new Job(2, null, "r", "completed", 1L, t + 400_000, "k"));
-        h.jobs.add(new Job(3, null, "r", "completed", 1L, t + 1_000_001, "k"));
+        h.jobs.add(new Job(1, null, "r", "completed", 1L, t, "k", t, 0));
+        h.jobs.add(new Job(2, null, "r", "completed", 1L, t + 400_000, "k", t, 0));
+        h.jobs.add(new Job(3, null, "r", "completed", 1L, t + 1_000_001, "k", t, 0));
         assertThat(Checker.check(h).violations()).noneMatch(v -> v.invariant().equals("14 rate limits"));
 
-        h.jobs.add(new Job(4, null, "r", "completed", 1L, t + 1_000_000, "k"));
+        h.jobs.add(new Job(4, null, "r", "completed", 1L, t + 1_000_000, "k", t, 0));
         assertThat(Checker.check(h).violations()).filteredOn(v -> v.invariant().equals("14 rate limits")).singleElement()
                 .satisfies(v -> assertThat(v.message()).contains("3 jobs completed in the second from").contains("at most 2 may be"));
+    }
+
+    @Test
+    void theRecordedBacklogWasCompletedInRankOrder() {
+        assertThat(history.rankOrderedKeys).containsExactly(ChaosLimits.BACKLOG_KEY);
+        List<Job> backlog = history.jobs.stream().filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey())).toList();
+        assertThat(backlog).hasSizeGreaterThan(1000).allSatisfy(j -> assertThat(j.priority()).isNotNull());
+        assertThat(backlog).extracting(Job::priority).as("priorities, so rank order is not id order").contains(-60, 0, 60);
+        assertThat(Checker.check(history).violations()).noneMatch(v -> v.invariant().equals("15 rank order"));
+    }
+
+    @Test
+    void aBacklogJobCompletedBeforeOneThatRanksAheadOfItIsFlagged() {
+        List<Job> backlog = history.jobs.stream().filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey()))
+                .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id)).toList();
+        Job ahead = backlog.get(0);
+        Job behind = backlog.stream().filter(j -> j.completedAt() > ahead.completedAt()).findFirst().orElseThrow();
+        // The two swap completion times: the one behind went first.
+        history.jobs.set(history.jobs.indexOf(ahead), new Job(ahead.id(), ahead.uniqueKey(), ahead.resource(), ahead.state(),
+                ahead.completedByToken(), behind.completedAt(), ahead.dispatchKey(), ahead.dueAt(), ahead.priority()));
+        history.jobs.set(history.jobs.indexOf(behind), new Job(behind.id(), behind.uniqueKey(), behind.resource(), behind.state(),
+                behind.completedByToken(), ahead.completedAt(), behind.dispatchKey(), behind.dueAt(), behind.priority()));
+
+        assertFlagged("15 rank order", "key " + ChaosLimits.BACKLOG_KEY + ": ");
     }
 
     private void assertFlagged(String invariant, String messagePart) {
