@@ -82,8 +82,15 @@ final class StatusReport {
     }
 
     /** The rate limits that hold jobs back and the keys at the head of the due backlog (docs/dispatch.md). */
-    private void dispatch() throws SQLException {
-        DispatchOverview.Overview o = DispatchOverview.read(jobs);
+    private void dispatch() {
+        DispatchOverview.Overview o;
+        try {
+            o = DispatchOverview.read(jobs);
+        } catch (SQLException e) {
+            out.println("Rate limits: cannot read them here (a schema before V11, or a login without SELECT on dispatch_limits): "
+                    + e.getMessage());
+            return;
+        }
         if (o.limitCount() == 0) {
             out.println("Rate limits: none (fenced-jobs limit set <key> --per-second <n>)");
         } else {

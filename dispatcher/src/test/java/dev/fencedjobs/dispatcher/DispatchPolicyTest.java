@@ -9,6 +9,8 @@ import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.UnaryOperator;
@@ -154,8 +156,8 @@ class DispatchPolicyTest {
         assertThat(first.get("completed", Integer.class)).as("the burst, and every job of the unlimited key").isEqualTo(5 + 20);
         assertThat(first.get("held_keys", Integer.class)).isEqualTo(1);
         assertThat(first.get("more", Boolean.class)).isFalse();
-        Duration untilToken = Duration.between(first.get("database_now", java.time.OffsetDateTime.class),
-                first.get("next_at", java.time.OffsetDateTime.class));
+        Duration untilToken = Duration.between(first.get("database_now", OffsetDateTime.class),
+                first.get("next_at", OffsetDateTime.class));
         assertThat(untilToken).as("the next token, at 1 a second").isBetween(Duration.ofMillis(999), Duration.ofMillis(1001));
 
         // A takeover: the new holder finds the bucket as the last batch left it.
@@ -187,7 +189,7 @@ class DispatchPolicyTest {
         lease(1);
         dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k,"
                 + " generate_series(1, 3)");
-        List<List<String>> visited = new java.util.ArrayList<>();
+        List<List<String>> visited = new ArrayList<>();
         String start = null;
         for (String expectedNext : new String[] {"b", "d", "a", "c"}) {
             Record r = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 2, start);

@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -54,7 +55,7 @@ public final class DispatchOverview {
     }
 
     /** A key at the head of the due backlog: its jobs among the {@link #HEAD} longest-due, and its oldest due time. */
-    public record BusyKey(String key, long dueJobs, java.time.OffsetDateTime oldestDue) {}
+    public record BusyKey(String key, long dueJobs, OffsetDateTime oldestDue) {}
 
     /** {@code limits} holds at most {@link #LIMITS_SHOWN} of the {@code limitCount} limits. */
     public record Overview(int limitCount, List<Limit> limits, List<BusyKey> busiestKeys) {
@@ -105,7 +106,7 @@ public final class DispatchOverview {
         List<BusyKey> busiest = new ArrayList<>();
         try (PreparedStatement ps = c.prepareStatement(BUSIEST); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
-                busiest.add(new BusyKey(rs.getString(1), rs.getLong(2), rs.getObject(3, java.time.OffsetDateTime.class)));
+                busiest.add(new BusyKey(rs.getString(1), rs.getLong(2), rs.getObject(3, OffsetDateTime.class)));
             }
         }
         return new Overview(limitCount, List.copyOf(limits), List.copyOf(busiest));
