@@ -23,8 +23,9 @@ import org.slf4j.LoggerFactory;
  * What the ops endpoint's page at {@code /} shows ({@code /dashboard.json}), read from the service's
  * own database with the plain SQL of {@code fenced-jobs status}: each role's holder and token, the
  * takeover timeline, the due backlog, the outbox lag and, from a consumer, its lag, over the last
- * minutes; dead letters and stale rejections; the rate limits and the busiest keys ({@link DispatchOverview}). Each part shows when its tables are in this database
- * and this service's role may read them; the consumer lag only on the consumer's own page.
+ * minutes; dead letters and stale rejections; the rate limits and the busiest keys ({@link
+ * DispatchOverview}). Each part shows when its tables are in this database and this service's role
+ * may read them; the consumer lag only on the consumer's own page.
  *
  * <p>Costs nothing while nobody looks: the first request starts a sampler (a few index reads every
  * {@link #SAMPLE_EVERY}), which stops once no page asked for {@link #WATCHED_FOR}. The charts
