@@ -1,7 +1,13 @@
 package dev.fencedjobs.bench;
 
+import static dev.fencedjobs.bench.BenchSql.connect;
+import static dev.fencedjobs.bench.BenchSql.execute;
+import static dev.fencedjobs.bench.BenchSql.exists;
+import static dev.fencedjobs.bench.BenchSql.migrate;
+import static dev.fencedjobs.bench.BenchSql.queryDouble;
+import static dev.fencedjobs.bench.BenchSql.waitFor;
+
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.dispatcher.Dispatcher;
 import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.lease.LeaseConfig;
@@ -10,7 +16,6 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -18,8 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import org.postgresql.ds.PGSimpleDataSource;
 
 /**
  * Prints the dispatcher's figures against a real local PostgreSQL:
@@ -76,7 +79,7 @@ public final class DispatcherBenchmark {
         return DatabaseConfig.of(url, user, password);
     }
 
-    private Dispatcher dispatcher(DatabaseConfig db, int batch) {
+    static Dispatcher dispatcher(DatabaseConfig db, int batch) {
         return Dispatcher.builder(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
                 new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), batch)).start();
     }
@@ -169,49 +172,6 @@ public final class DispatcherBenchmark {
             }
         } finally {
             replicas.forEach(Dispatcher::close);
-        }
-    }
-
-    static void migrate(DatabaseConfig db) {
-        PGSimpleDataSource ds = new PGSimpleDataSource();
-        ds.setUrl(db.url());
-        ds.setUser(db.user());
-        ds.setPassword(db.password());
-        Database.migrate(ds);
-    }
-
-    static Connection connect(DatabaseConfig db) throws SQLException {
-        return DriverManager.getConnection(db.url(), db.user(), db.password());
-    }
-
-    static void execute(DatabaseConfig db, String sql) throws SQLException {
-        try (Connection c = connect(db); Statement s = c.createStatement()) {
-            s.execute(sql);
-        }
-    }
-
-    static boolean exists(DatabaseConfig db, String sql) {
-        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
-            return rs.next();
-        } catch (SQLException e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
-    static double queryDouble(DatabaseConfig db, String sql) throws SQLException {
-        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
-            rs.next();
-            return rs.getDouble(1);
-        }
-    }
-
-    static void waitFor(BooleanSupplier condition, Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("timed out after " + timeout);
-            }
-            Thread.sleep(100);
         }
     }
 

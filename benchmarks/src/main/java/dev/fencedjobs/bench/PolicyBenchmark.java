@@ -1,20 +1,16 @@
 package dev.fencedjobs.bench;
 
-import static dev.fencedjobs.bench.DispatcherBenchmark.connect;
-import static dev.fencedjobs.bench.DispatcherBenchmark.execute;
-import static dev.fencedjobs.bench.DispatcherBenchmark.exists;
-import static dev.fencedjobs.bench.DispatcherBenchmark.migrate;
-import static dev.fencedjobs.bench.DispatcherBenchmark.queryDouble;
-import static dev.fencedjobs.bench.DispatcherBenchmark.waitFor;
+import static dev.fencedjobs.bench.BenchSql.connect;
+import static dev.fencedjobs.bench.BenchSql.execute;
+import static dev.fencedjobs.bench.BenchSql.exists;
+import static dev.fencedjobs.bench.BenchSql.migrate;
+import static dev.fencedjobs.bench.BenchSql.queryDouble;
+import static dev.fencedjobs.bench.BenchSql.waitFor;
 
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
-import dev.fencedjobs.dispatcher.DispatcherConfig;
-import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
-import dev.fencedjobs.runtime.ServiceConfig;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
@@ -24,7 +20,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 
 /**
  * What the dispatch policy (docs/dispatch.md) costs and buys, one dispatcher leader against a real
@@ -83,10 +78,10 @@ public final class PolicyBenchmark {
                 rates.computeIfAbsent(held, k -> new ArrayList<>()).add(bench.throughput(held, backlog, true, heldPerSecond));
             }
             System.out.printf("%nMedians: ");
-            double base = median(rates.get(plain));
+            double base = BenchSql.median(rates.get(plain));
             for (Map.Entry<String, List<Double>> e : rates.entrySet()) {
-                System.out.printf("%s %,.0f jobs/s (%.2f of A, rounds %s); ", e.getKey().substring(0, 1), median(e.getValue()),
-                        median(e.getValue()) / base, rounds(e.getValue()));
+                System.out.printf("%s %,.0f jobs/s (%.2f of A, rounds %s); ", e.getKey().substring(0, 1), BenchSql.median(e.getValue()),
+                        BenchSql.median(e.getValue()) / base, rounds(e.getValue()));
             }
             System.out.println();
 
@@ -96,11 +91,6 @@ public final class PolicyBenchmark {
             bench.smallBehindLarge(false, bigBacklog, smallRate, smallSeconds);
             bench.smallBehindLarge(true, bigBacklog, smallRate, smallSeconds);
         }
-    }
-
-    private Dispatcher dispatcher(DatabaseConfig db) {
-        return Dispatcher.builder(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), BATCH)).start();
     }
 
     private DatabaseConfig fresh(String name) throws SQLException {
@@ -121,7 +111,7 @@ public final class PolicyBenchmark {
                     + Math.max(1, Math.min(1_000_000, (int) perSecond)) + " FROM generate_series(0, " + (KEYS - 1) + ") g");
         }
         execute(db, "VACUUM ANALYZE jobs");
-        try (Dispatcher d = dispatcher(db)) {
+        try (Dispatcher d = DispatcherBenchmark.dispatcher(db, BATCH)) {
             waitFor(() -> !exists(db, "SELECT 1 FROM jobs WHERE state = 'pending' LIMIT 1"), Duration.ofMinutes(30));
         }
         double seconds = queryDouble(db, "SELECT extract(epoch FROM max(completed_at) - min(completed_at)) FROM jobs");
@@ -143,38 +133,17 @@ public final class PolicyBenchmark {
                     + ", clock_timestamp(), '{}' FROM generate_series(1, " + bigBacklog + ") g");
             s.execute("VACUUM ANALYZE jobs");
         }
-        int inserted = 0;
-        try (Dispatcher d = dispatcher(db); Connection c = connect(db); Statement s = c.createStatement()) {
+        try (Dispatcher d = DispatcherBenchmark.dispatcher(db, BATCH); Connection c = connect(db); Statement s = c.createStatement()) {
             waitFor(() -> d.state() == RunningService.State.LEADING, Duration.ofSeconds(60));
-            long tick = TimeUnit.SECONDS.toNanos(1) / rate;
-            long next = System.nanoTime();
-            long end = next + TimeUnit.SECONDS.toNanos(seconds);
-            while (next < end) {
-                long wait = next - System.nanoTime();
-                if (wait > 0) {
-                    TimeUnit.NANOSECONDS.sleep(wait);
-                }
-                inserted += s.executeUpdate("INSERT INTO jobs (resource, dispatch_key, due_at, payload) VALUES ('small-' || " + inserted % 5
-                        + ", " + small + ", clock_timestamp(), '{}')");
-                next += tick;
-            }
+            BenchSql.offer(s, "INSERT INTO jobs (resource, dispatch_key, due_at, payload) VALUES ('small-' || floor(random() * 5)::int, "
+                    + small + ", clock_timestamp(), '{}')", rate, 1, seconds);
             waitFor(() -> !exists(db, "SELECT 1 FROM jobs WHERE state = 'pending' LIMIT 1"), Duration.ofMinutes(30));
-            try (ResultSet rs = s.executeQuery("SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
-                    + "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM (SELECT extract(epoch FROM completed_at - due_at) * 1000 AS ms "
-                    + "FROM jobs WHERE resource LIKE 'small-%') l")) {
-                rs.next();
-                double bigRate = queryDouble(db, "SELECT count(*) / extract(epoch FROM max(completed_at) - min(completed_at)) FROM jobs "
-                        + "WHERE resource LIKE 'big-%'");
-                System.out.printf("%-44s %8d %10.1f %10.1f %10.1f %,14.0f%n",
-                        fair ? "with fairness (a key per tenant)" : "without fairness (plain path: due order)",
-                        rs.getLong(1), rs.getDouble(2), rs.getDouble(3), rs.getDouble(4), bigRate);
-            }
+            double[] p = BenchSql.percentiles(s, "extract(epoch FROM completed_at - due_at) * 1000", "FROM jobs WHERE resource LIKE 'small-%'");
+            double bigRate = queryDouble(db, "SELECT count(*) / extract(epoch FROM max(completed_at) - min(completed_at)) FROM jobs "
+                    + "WHERE resource LIKE 'big-%'");
+            System.out.printf("%-44s %8d %10.1f %10.1f %10.1f %,14.0f%n", fair ? "with fairness (a key per tenant)"
+                    : "without fairness (plain path: due order)", (long) p[0], p[1], p[2], p[3], bigRate);
         }
-    }
-
-    static double median(List<Double> values) {
-        double[] v = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
     }
 
     static String rounds(List<Double> values) {
