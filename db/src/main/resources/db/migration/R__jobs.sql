@@ -321,14 +321,13 @@ BEGIN
     -- 2. Each key's share, within its limit: the limits locked in key order, then read in one statement.
     v_share := ceil(batch_limit::numeric / v_n);
     PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
-    SELECT array_agg(dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) ORDER BY u.i),
-           array_agg(l.per_second ORDER BY u.i),
+    SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
            -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
-           array_agg(CASE WHEN l.dispatch_key IS NULL THEN batch_limit
-                ELSE least(batch_limit, greatest(0, floor(dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) + 1e-9)))::integer
-                END ORDER BY u.i)
+           array_agg(CASE WHEN x.rate IS NULL THEN batch_limit ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END
+                ORDER BY x.i)
     INTO v_avail, v_rate, v_caps
-    FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k;
+    FROM (SELECT u.i, l.per_second AS rate, dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) AS avail
+          FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
     -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each).
     WITH got AS MATERIALIZED (
         SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)

@@ -1,5 +1,6 @@
 package dev.fencedjobs.cli;
 
+import dev.fencedjobs.db.internal.DispatchOverview;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -95,8 +96,8 @@ final class LimitCommands {
             try (Connection c = db.connect();
                     PreparedStatement ps = c.prepareStatement("SELECT l.dispatch_key, l.per_second, l.burst, "
                             + "dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()), "
-                            + "(SELECT count(*) FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = l.dispatch_key "
-                            + "AND j.due_at <= clock_timestamp()) FROM dispatch_limits l ORDER BY l.dispatch_key");
+                            + "(SELECT count(*) FROM (" + DispatchOverview.dueJobsOf("l.dispatch_key") + ") d) "
+                            + "FROM dispatch_limits l ORDER BY l.dispatch_key");
                     ResultSet rs = ps.executeQuery()) {
                 boolean any = false;
                 while (rs.next()) {

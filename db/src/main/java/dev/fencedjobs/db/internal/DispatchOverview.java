@@ -26,10 +26,18 @@ public final class DispatchOverview {
     public static final int LIMITS_SHOWN = 20;
     public static final int KEYS_SHOWN = 5;
 
+    /**
+     * The due jobs of the key that {@code key} names (an SQL expression), one row each, for a
+     * count: the filter that {@code jobs_pending_key} serves.
+     */
+    public static String dueJobsOf(String key) {
+        return "SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = " + key
+                + " AND j.due_at <= clock_timestamp()";
+    }
+
     /** The limits shown: each one's definition, its tokens now, and its due jobs (up to the cap); and how many limits there are. */
     static final String LIMITS = "SELECT l.dispatch_key, l.per_second, l.burst, l.tokens_now, "
-            + "(SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = l.dispatch_key "
-            + "AND j.due_at <= clock_timestamp() LIMIT " + WAITING_CAP + ") d), l.total "
+            + "(SELECT count(*) FROM (" + dueJobsOf("l.dispatch_key") + " LIMIT " + WAITING_CAP + ") d), l.total "
             + "FROM (SELECT dispatch_key, per_second, burst, count(*) OVER () AS total, "
             + "dispatch_limit_tokens(tokens, refilled_at, per_second, burst, clock_timestamp()) AS tokens_now FROM dispatch_limits "
             + "ORDER BY tokens_now, dispatch_key LIMIT " + LIMITS_SHOWN + ") l ORDER BY l.tokens_now, l.dispatch_key";
@@ -41,10 +49,9 @@ public final class DispatchOverview {
      * Due jobs held back right now: of keys whose bucket has less than one whole token, up to
      * {@link #WAITING_CAP} in all.
      */
-    public static final String HELD = "SELECT count(*) FROM (SELECT 1 FROM dispatch_limits l CROSS JOIN LATERAL (SELECT 1 FROM jobs j "
-            + "WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = l.dispatch_key AND j.due_at <= clock_timestamp() LIMIT "
-            + WAITING_CAP + ") d WHERE dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()) < 1 LIMIT "
-            + WAITING_CAP + ") held";
+    public static final String HELD = "SELECT count(*) FROM (SELECT 1 FROM dispatch_limits l "
+            + "CROSS JOIN LATERAL (" + dueJobsOf("l.dispatch_key") + " LIMIT " + WAITING_CAP + ") d "
+            + "WHERE dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()) < 1 LIMIT " + WAITING_CAP + ") held";
 
     /** One limit as it stands. {@code dueWaiting} at most {@link #WAITING_CAP}. */
     public record Limit(String key, double perSecond, int burst, double tokens, long dueWaiting) {
