@@ -117,6 +117,8 @@ public final class Bench implements Callable<Integer> {
     static final class Soak implements Callable<Integer> {
         @Option(names = "--minutes", defaultValue = "30", description = "how long the load runs")
         int minutes;
+        @Option(names = "--warm-up-seconds", defaultValue = "60", description = "the unmeasured rise to the rate before the windows")
+        int warmUpSeconds;
         @Option(names = "--window-seconds", defaultValue = "20", description = "length of each reported window")
         int windowSeconds;
         @Option(names = "--retention", defaultValue = "3m", description = "JOBS_RETENTION, OUTBOX_RETENTION and the consumer's")
@@ -143,7 +145,7 @@ public final class Bench implements Callable<Integer> {
                 return 0;
             }
             Duration parsed = Settings.parseDuration("--retention", retention);
-            new SoakBenchmark(repo, out, minutes, windowSeconds, parsed, rate, history, autovacuum == Autovacuum.DEFAULT, serviceLogLevel)
+            new SoakBenchmark(repo, out, minutes, warmUpSeconds, windowSeconds, parsed, rate, history, autovacuum == Autovacuum.DEFAULT, serviceLogLevel)
                     .run();
             return 0;
         }

@@ -9,6 +9,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -67,7 +68,7 @@ final class BenchSql {
 
         Rounds(String unit) {
             this.unit = unit;
-            System.out.printf("%-7s %-10s %-10s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
+            System.out.printf("%-7s %-10s %-18s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
         }
 
         /**
@@ -79,19 +80,22 @@ final class BenchSql {
             return 1 - Integer.getInteger("warmUpRounds", 1);
         }
 
-        /** The two sides of a round in turn: unsigned first in odd rounds, signed first in even ones. */
-        static boolean[] sides(int round) {
-            return Math.floorMod(round, 2) == 1 ? new boolean[] {false, true} : new boolean[] {true, false};
+        /** The sides of a round in turn: in the order given in odd rounds, the other way round in even ones. */
+        static <T> List<T> inTurn(int round, List<T> sides) {
+            List<T> turn = new ArrayList<>(sides);
+            if (Math.floorMod(round, 2) == 0) {
+                Collections.reverse(turn);
+            }
+            return turn;
         }
 
-        void add(int round, int batch, boolean signed, long count, double seconds) {
-            System.out.printf("%-7s %-10d %-10s %,12d %12.2f %,14.0f%n", round < 1 ? "warm-up" : String.valueOf(round), batch,
-                    signed ? "signed" : "unsigned", count, seconds, count / seconds);
+        void add(int round, int batch, String side, long count, double seconds) {
+            System.out.printf("%-7s %-10d %-18s %,12d %12.2f %,14.0f%n", round < 1 ? "warm-up" : String.valueOf(round), batch,
+                    side, count, seconds, count / seconds);
             if (round < 1) {
                 return;
             }
-            rates.computeIfAbsent(String.format("%5d %s", batch, signed ? "signed" : "unsigned"), k -> new ArrayList<>())
-                    .add(count / seconds);
+            rates.computeIfAbsent(String.format("%5d %s", batch, side), k -> new ArrayList<>()).add(count / seconds);
         }
 
         void printMedians(int rounds) {

@@ -4,6 +4,7 @@ import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.consumer.LedgerEffect;
 import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.relay.RelayConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
@@ -42,8 +43,9 @@ public final class ConsumerBenchmark {
             System.out.printf("Consumer benchmark, %s%n", OffsetDateTime.now().withNano(0));
             System.out.printf("Machine: %d cores, Java %s, %s, Kafka %s%n%n", Runtime.getRuntime().availableProcessors(),
                     System.getProperty("java.version"), pg.describe(), embedded != null ? "4.3 KRaft broker in this JVM" : bootstrap);
-            // Two topics of the same records: unsigned (as before record signatures, read in accept-unsigned mode),
-            // and signed as the relay signs them, one signature for each partition's share of 2,000 records.
+            // Two topics of the same records: unsigned (as before record signatures, uncompressed, read in
+            // accept-unsigned mode), and as the relay sends them now: one signature for each partition's
+            // share of 2,000 records, compressed.
             RecordTrust trust = RecordTrust.generate();
             String unsignedTopic = "bench-consumer-unsigned-" + System.currentTimeMillis();
             String signedTopic = "bench-consumer-signed-" + System.currentTimeMillis();
@@ -55,7 +57,7 @@ public final class ConsumerBenchmark {
             int run = 0;
             for (int round = BenchSql.Rounds.firstRound(); round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
-              for (boolean signed : BenchSql.Rounds.sides(round)) {
+              for (boolean signed : BenchSql.Rounds.inTurn(round, List.of(false, true))) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("consumer"), pg.user(), pg.password());
                 KafkaSettings kafka = signed ? new KafkaSettings(bootstrap, signedTopic).withTrust(trust)
                         : new KafkaSettings(bootstrap, unsignedTopic).withTrust(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED));
@@ -71,7 +73,7 @@ public final class ConsumerBenchmark {
                         .forEach((c, us) -> perRecord.put(c.equals("benchmark and loader") ? "consumer and broker" : c, us));
                 System.out.printf("   round %d, batch %d, %s: CPU per record, microseconds: %s%n", round, batch, signed ? "signed" : "unsigned", perRecord);
                 double seconds = BenchSql.queryDouble(db, "SELECT extract(epoch FROM max(applied_at) - min(applied_at)) FROM ledger");
-                table.add(round, batch, signed, records, seconds);
+                table.add(round, batch, signed ? "signed" : "unsigned", records, seconds);
               }
              }
             }
@@ -98,6 +100,8 @@ public final class ConsumerBenchmark {
         p.put("bootstrap.servers", bootstrap);
         p.put("linger.ms", 10);
         p.put("batch.size", 256 * 1024);
+        // Signed as the relay sends now (compressed), unsigned as it sent before signatures (not).
+        p.put("compression.type", trust == null ? "none" : RelayConfig.DEFAULT_COMPRESSION);
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
             OffsetDateTime now = OffsetDateTime.now().withNano(0);
             OffsetDateTime acquired = now.minusMinutes(1);

@@ -19,6 +19,7 @@ import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -49,11 +50,13 @@ public final class RelayBenchmark {
             System.out.printf("1. Throughput: one relay publishes a backlog of %,d outbox rows (3 partitions, idempotent producer, acks=all, one flush per batch)%n", backlog);
             BenchSql.Rounds table = new BenchSql.Rounds("rows");
             int run = 0;
-            // Each batch size unsigned (as before record signatures) and signed, one after the other, in
-            // rounds after a warm-up: the machine's drift shows as spread between rounds, not as a cost.
+            // Each batch size on each side (unsigned as before record signatures, and the relay as it is
+            // now), one after the other, in rounds after a warm-up: the machine's drift shows as spread
+            // between rounds, not as a cost.
+            List<Side> sides = Side.from(System.getProperty("sides", "unsigned,signed"));
             for (int round = BenchSql.Rounds.firstRound(); round <= rounds; round++) {
              for (int batch : new int[] {500, 2000}) {
-              for (boolean signed : BenchSql.Rounds.sides(round)) {
+              for (Side side : BenchSql.Rounds.inTurn(round, sides)) {
                 DatabaseConfig db = BenchSql.database(pg.freshDatabase("relay"), pg.user(), pg.password());
                 BenchSql.migrate(db);
                 BenchSql.execute(db, CompletedJobs.LEASE);
@@ -64,7 +67,7 @@ public final class RelayBenchmark {
                 // CPU a row (clock ticks are 10 ms): this JVM is the relay and the broker; its JIT apart.
                 Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
                 long jit0 = BenchStack.ownCompilerTicks();
-                try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-" + (++run), batch, signed)).start()) {
+                try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-" + (++run), batch, side)).start()) {
                     BenchSql.waitFor(() -> !BenchSql.exists(db, "SELECT 1 FROM outbox_unpublished LIMIT 1"), Duration.ofMinutes(10));
                 }
                 long jit = BenchStack.ownCompilerTicks() - jit0;
@@ -74,11 +77,11 @@ public final class RelayBenchmark {
                 BenchStack.cpuMicrosecondsEach(cpu0, cpu1, backlog)
                         .forEach((c, us) -> perRow.put(c.equals("benchmark and loader") ? "relay and broker" : c, us));
                 perRow.put("JIT compiler", Math.round(jit * 10_000.0 / backlog));
-                System.out.printf("   batch %d, %s: CPU per row, microseconds: %s%n", batch, signed ? "signed" : "unsigned", perRow);
+                System.out.printf("   batch %d, %s: CPU per row, microseconds: %s%n", batch, side.label, perRow);
                 // From the relay's takeover to its last mark, which moved the position past the backlog.
                 double elapsed = BenchSql.queryDouble(db, "SELECT extract(epoch FROM p.updated_at - min(t.acquired_at)) "
                         + "FROM outbox_position p, lease_takeover t WHERE t.role = 'relay' AND p.role = 'relay' GROUP BY p.updated_at");
-                table.add(round, batch, signed, backlog, elapsed);
+                table.add(round, batch, side.label, backlog, elapsed);
               }
              }
             }
@@ -87,7 +90,7 @@ public final class RelayBenchmark {
             System.out.printf("%n2. Commit-to-publish latency at %d rows/s offered for %d s (batch 500)%n", rate, seconds);
             DatabaseConfig db = BenchSql.database(pg.freshDatabase("relaylatency"), pg.user(), pg.password());
             BenchSql.migrate(db);
-            try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-latency", 500, true)).start();
+            try (Relay relay = Relay.builder(config(db, bootstrap, "bench-relay-latency", 500, Side.SIGNED)).start();
                     Connection c = BenchSql.connect(db); Statement s = c.createStatement()) {
                 BenchSql.waitFor(() -> relay.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
                 int perTick = Math.max(1, rate / 100);
@@ -132,11 +135,42 @@ public final class RelayBenchmark {
             ms.get(ms.size() - 1)};
     }
 
-    /** Signed with a fresh key, or unsigned as a relay without a key publishes during a rollout. */
-    private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch, boolean signed) {
-        RecordTrust trust = signed ? RecordTrust.generate() : RecordTrust.NONE.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED);
+    /** What a relay of one side of the throughput runs publishes. */
+    enum Side {
+        /** As before record signatures: no key (a relay during a rollout), uncompressed. */
+        UNSIGNED("unsigned", false, "none"),
+        /** The relay as it is now: signed with a fresh key, its default compression. */
+        SIGNED("signed", true, null),
+        /** Signed, uncompressed: what signing costs without compression's help. */
+        SIGNED_UNCOMPRESSED("signed, none", true, "none"),
+        /** No key, the default compression: what compression alone gives. */
+        UNSIGNED_COMPRESSED("unsigned, lz4", false, null);
+
+        final String label;
+        final boolean signed;
+        final String compression;
+
+        Side(String label, boolean signed, String compression) {
+            this.label = label;
+            this.signed = signed;
+            this.compression = compression;
+        }
+
+        /** {@code -Dsides}: a comma-separated list of unsigned, signed, signed-uncompressed, unsigned-compressed. */
+        static List<Side> from(String names) {
+            List<Side> sides = new ArrayList<>();
+            for (String name : names.split(",")) {
+                sides.add(valueOf(name.trim().toUpperCase(Locale.ROOT).replace('-', '_')));
+            }
+            return sides;
+        }
+    }
+
+    private static RelayConfig config(DatabaseConfig db, String bootstrap, String topic, int batch, Side side) {
+        RecordTrust trust = side.signed ? RecordTrust.generate() : RecordTrust.NONE.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED);
+        Map<String, String> client = side.compression == null ? Map.of() : Map.of("compression.type", side.compression);
         return new RelayConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), false),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic).withTrust(trust), 3, (short) 1,
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), new KafkaSettings(bootstrap, topic, client).withTrust(trust), 3, (short) 1,
                 batch, Duration.ofSeconds(10), RelayConfig.DEFAULT_MAX_RECORD_BYTES, Duration.ofHours(1));
     }
 }

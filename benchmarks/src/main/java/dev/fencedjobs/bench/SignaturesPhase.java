@@ -1,7 +1,12 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -10,14 +15,22 @@ import java.util.TreeMap;
 /**
  * What record signatures cost end to end: the sustained throughput of {@link ThroughputPhase} with
  * the relay signing and the consumer verifying (the default), then with both as before signatures
- * (a relay without a key, a consumer in {@code accept-unsigned} mode), {@code rounds} times each on
+ * (a relay without a key that does not compress, a consumer in {@code accept-unsigned} mode), {@code rounds} times each on
  * one stack, in the order A B B A A B…, so that a drift of the machine shows as spread, not as cost.
  */
 final class SignaturesPhase {
 
-    /** The relay and the consumer as before record signatures: no key, unsigned records applied. */
-    static final Map<String, String> UNSIGNED = Map.of(RecordTrust.SIGNATURES, RecordTrust.Mode.ACCEPT_UNSIGNED.setting(),
-            RecordTrust.SIGNING_KEY, "", RecordTrust.VERIFY_KEYS, "");
+    /**
+     * The relay and the consumer as before record signatures: no key, unsigned records applied, and
+     * the relay's records uncompressed (a client properties file saying {@code compression.type=none}).
+     */
+    static Map<String, String> unsigned() throws IOException {
+        Path properties = Files.createTempFile("fenced-jobs-uncompressed", ".properties");
+        properties.toFile().deleteOnExit();
+        Files.writeString(properties, "compression.type=none\n");
+        return Map.of(RecordTrust.SIGNATURES, RecordTrust.Mode.ACCEPT_UNSIGNED.setting(), RecordTrust.SIGNING_KEY, "",
+                RecordTrust.VERIFY_KEYS, "", KafkaSettings.CLIENT_PROPERTIES, properties.toString());
+    }
 
     private final BenchStack stack;
     private final E2eReport report;
@@ -33,7 +46,10 @@ final class SignaturesPhase {
 
     void run() throws Exception {
         System.out.println("7. record signatures: sustained throughput signed and unsigned, alternating, " + rounds + " rounds each");
-        Map<String, String> signed = stack.recordTrustEnvironment();
+        // The relay as it is now: signed, and its default compression (an empty variable is unset).
+        Map<String, String> signed = new HashMap<>(stack.recordTrustEnvironment());
+        signed.put(KafkaSettings.CLIENT_PROPERTIES, "");
+        Map<String, String> unsigned = unsigned();
         List<Double> withSignatures = new ArrayList<>();
         List<Double> without = new ArrayList<>();
         List<Map<String, Long>> cpuSigned = new ArrayList<>();
@@ -45,8 +61,8 @@ final class SignaturesPhase {
                 // Records in flight were signed (or not) for the consumer now running: applied by it
                 // before the switch, not dead-lettered by the next one as unauthenticated.
                 throughput.awaitDrained();
-                configure(signedNow ? signed : UNSIGNED);
-                System.out.println(signedNow ? "   signed (the default):" : "   unsigned (no key, accept-unsigned):");
+                configure(signedNow ? signed : unsigned);
+                System.out.println(signedNow ? "   signed (the default, compressed):" : "   unsigned (no key, accept-unsigned, uncompressed):");
                 Map<String, Long> cpu0 = new TreeMap<>();
                 // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
                 Map<String, Long> perJob = new TreeMap<>();

@@ -56,11 +56,10 @@ import java.util.concurrent.atomic.AtomicReference;
  */
 final class SoakBenchmark {
 
-    static final int WARM_UP_SECONDS = 60;
-
     private final Path repo;
     private final Path out;
     private final int minutes;
+    private final int warmUpSeconds;
     private final int windowSeconds;
     private final Duration retention;
     private final int fixedRate;
@@ -73,11 +72,12 @@ final class SoakBenchmark {
     private final ConcurrentLinkedQueue<Double> insertMillis = new ConcurrentLinkedQueue<>();
     private BenchStack stack;
 
-    SoakBenchmark(Path repo, Path out, int minutes, int windowSeconds, Duration retention, int fixedRate, long history,
-            boolean defaultAutovacuum, String serviceLogLevel) {
+    SoakBenchmark(Path repo, Path out, int minutes, int warmUpSeconds, int windowSeconds, Duration retention, int fixedRate,
+            long history, boolean defaultAutovacuum, String serviceLogLevel) {
         this.repo = repo;
         this.out = out;
         this.minutes = minutes;
+        this.warmUpSeconds = warmUpSeconds;
         this.windowSeconds = windowSeconds;
         this.retention = retention;
         this.fixedRate = fixedRate;
@@ -91,7 +91,7 @@ final class SoakBenchmark {
     static void redraw(Path json) throws Exception {
         Map<String, Object> saved = new ObjectMapper().readValue(json.toFile(), Map.class);
         Map<String, String> retentions = (Map<String, String>) saved.get("retentions");
-        SoakBenchmark b = new SoakBenchmark(Path.of("."), json.toAbsolutePath().getParent(), 0, 20,
+        SoakBenchmark b = new SoakBenchmark(Path.of("."), json.toAbsolutePath().getParent(), 0, 0, 20,
                 Settings.parseDuration("JOBS_RETENTION", retentions.get("JOBS_RETENTION")), 0, 0, false, "INFO");
         b.report.putAll(saved);
         for (Map<String, Object> w : (List<Map<String, Object>>) saved.get("windows")) {
@@ -219,7 +219,7 @@ final class SoakBenchmark {
 
     private void soak(int rate) throws Exception {
         System.out.printf(Locale.ROOT, "2. soak: %,d jobs/s offered for %d minutes after %d s of warm-up rising to it, retentions %s, %d s windows%n",
-                rate, minutes, WARM_UP_SECONDS, retention, windowSeconds);
+                rate, minutes, warmUpSeconds, retention, windowSeconds);
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         AtomicLong inserted = new AtomicLong();
@@ -246,12 +246,12 @@ final class SoakBenchmark {
         Activity activity = new Activity();
         Thread watcher = new Thread(() -> activity.watch(stop), "soak-activity");
         try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-            // A minute rising to the soak rate first, not measured (started at full rate on services
+            // A minute (--warm-up-seconds) rising to the soak rate first, not measured (started at full rate on services
             // just started, the pipeline fell behind for over a minute); then until what that left is applied.
             loader.start();
             for (int quarter = 1; quarter <= 4; quarter++) {
                 currentRate.set(Math.max(100, rate * quarter / 4));
-                Thread.sleep(WARM_UP_SECONDS * 250L);
+                Thread.sleep(warmUpSeconds * 250L);
             }
             // Jobs inserted less effects applied (both numbered from 1): under half a second's worth.
             BenchStack.waitFor("the warm-up's backlog to be applied", () -> stack.scalar("SELECT coalesce(max(id), 0) FROM jobs")
@@ -516,6 +516,9 @@ final class SoakBenchmark {
         md.append("# Soak benchmark\n\n");
         md.append("`java -jar benchmarks/target/fenced-jobs-benchmarks.jar soak --minutes ").append(minutes).append(" --window-seconds ")
                 .append(windowSeconds).append(" --retention ").append(retention.toSeconds()).append("s");
+        if (warmUpSeconds != 60) {
+            md.append(" --warm-up-seconds ").append(warmUpSeconds);
+        }
         if (fixedRate > 0) {
             md.append(" --rate ").append(fixedRate);
         }

@@ -223,6 +223,7 @@ final class KafkaPublisher implements Publisher {
         Properties p = new Properties();
         p.put(ProducerConfig.LINGER_MS_CONFIG, 2);
         p.put(ProducerConfig.BATCH_SIZE_CONFIG, 256 * 1024);
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, RelayConfig.DEFAULT_COMPRESSION);
         p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, RelayConfig.PRODUCER_MAX_REQUEST_BYTES);
         // Faults surface within seconds, so the relay backs off instead of hanging in a call.
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, (int) TIMEOUT.toMillis());

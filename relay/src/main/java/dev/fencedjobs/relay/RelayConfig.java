@@ -42,6 +42,12 @@ public record RelayConfig(
     public static final short DEFAULT_REPLICATION = 1;
     public static final Duration DEFAULT_POLL_INTERVAL = Duration.ofSeconds(10);
     public static final Duration DEFAULT_RETENTION = Duration.ofHours(1);
+    /**
+     * The producer's {@code compression.type} unless {@code KAFKA_CLIENT_PROPERTIES} sets another: a
+     * signed record's header repeats across a batch (the signature, and the upper nodes of the proofs),
+     * and compressed it costs the relay and the broker about half its bytes (docs/performance.md).
+     */
+    public static final String DEFAULT_COMPRESSION = "lz4";
 
     public RelayConfig {
         lease.requireTimeoutsWithin(service.database());
