@@ -10,9 +10,11 @@ import dev.fencedjobs.runtime.internal.LeaderService;
 import dev.fencedjobs.runtime.internal.Next;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
+import dev.fencedjobs.runtime.internal.ReadCache;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
@@ -143,6 +145,8 @@ final class DispatchLoop implements LeaderService.Worker {
     private final Counter policyBatches;
     private final AtomicInteger heldKeys = new AtomicInteger();
     private final AtomicLong heldJobs = new AtomicLong();
+    /** Due jobs and the longest wait, read from the database at most once a second, and only when scraped. */
+    private final ReadCache<JobBatches.Backlog> backlog;
     /** On the ticker: when the loop last counted {@link #heldJobs}. */
     private long heldJobsCountedAt;
     /** Whether the last batch took the policy path: written by the loop thread, read by status too. */
@@ -211,6 +215,12 @@ final class DispatchLoop implements LeaderService.Worker {
                 .register(registry);
         registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
         registry.gauge("fencedjobs_dispatch_held_jobs", heldJobs);
+        // Every replica, leader or not, reads these when scraped: a stopped scheduler shows too.
+        backlog = new ReadCache<>(batches::backlog, ticker, new JobBatches.Backlog(0, 0));
+        Gauge.builder("fencedjobs_jobs_due", backlog, c -> c.gauge(JobBatches.Backlog::due))
+                .description("pending jobs due now, counted up to " + JobBatches.Backlog.DUE_CAP).register(registry);
+        Gauge.builder("fencedjobs_jobs_oldest_due_seconds", backlog, c -> c.gauge(JobBatches.Backlog::oldestDueSeconds))
+                .description("how long the earliest-due pending job has been due").register(registry);
         this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),
                 () -> batches.purgeCompleted(jobsRetention, purges.chunk()), deleted -> {
                     jobsPurged.increment(deleted);

@@ -43,6 +43,18 @@ interface JobBatches {
     /** Due jobs held back by a rate limit now, up to {@link DispatchOverview#WAITING_CAP}. */
     long heldJobs();
 
+    /** Pending jobs due now, counted up to {@link Backlog#DUE_CAP}, and how long the longest-waiting one has waited. */
+    Backlog backlog();
+
+    /**
+     * @param due pending jobs due now, up to {@link #DUE_CAP}
+     * @param oldestDueSeconds how long the earliest-due pending job has been due; 0 when none is
+     */
+    record Backlog(long due, double oldestDueSeconds) {
+        /** Where counting due jobs stops: a scrape reads at most this many index entries. */
+        static final int DUE_CAP = 100_000;
+    }
+
     /**
      * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was
      * @param seen the batch statement's snapshot: the transactions it saw; {@code null} when not

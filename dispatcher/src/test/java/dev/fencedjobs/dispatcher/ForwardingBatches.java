@@ -42,4 +42,9 @@ abstract class ForwardingBatches implements JobBatches {
     public long heldJobs() {
         return delegate.heldJobs();
     }
+
+    @Override
+    public Backlog backlog() {
+        return delegate.backlog();
+    }
 }

@@ -106,6 +106,14 @@ final class MemoryJobs implements JobBatches {
     }
 
     @Override
+    public Backlog backlog() {
+        long now = databaseMillis.getAsLong();
+        List<Job> due = pending.stream().filter(j -> j.dueMillis() <= now).toList();
+        long earliest = due.stream().mapToLong(Job::dueMillis).min().orElse(now);
+        return new Backlog(Math.min(due.size(), Backlog.DUE_CAP), (now - earliest) / 1000.0);
+    }
+
+    @Override
     public NextDue nextDue(Position after) {
         long earliest = pending.stream().filter(j -> after == null || j.position().isAfter(after)).mapToLong(Job::dueMillis).min()
                 .orElse(Long.MAX_VALUE);

@@ -5,6 +5,10 @@ import static org.awaitility.Awaitility.await;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -12,7 +16,11 @@ import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -50,10 +58,12 @@ class LocalStackIT {
             assertThat(output).anyMatch(l -> l.contains("psql \"postgresql://"));
             // The banner's dashboards answer, each with what its role may read.
             await().atMost(Duration.ofSeconds(30)).until(() -> output.stream().anyMatch(l -> l.contains("(consumer: dashboard")));
+            Map<String, Integer> ports = new LinkedHashMap<>();
             for (String service : List.of("dispatcher-1", "relay", "consumer")) {
                 Matcher port = Pattern.compile("http://localhost:(\\d+)/  \\(" + service + ": dashboard").matcher(
                         output.stream().filter(l -> l.contains("(" + service + ": dashboard")).findFirst().orElseThrow());
                 assertThat(port.find()).as(service).isTrue();
+                ports.put(service, Integer.parseInt(port.group(1)));
                 java.net.URI dashboard = java.net.URI.create("http://localhost:" + port.group(1) + "/dashboard.json");
                 String expected = switch (service) {
                     case "dispatcher-1" -> "\"dueBacklog\" : 0";
@@ -76,6 +86,16 @@ class LocalStackIT {
             }
             try (Connection owner = DriverManager.getConnection(url, "fencedjobs", "fencedjobs"); Statement s = owner.createStatement()) {
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(s, "SELECT count(*) FROM ledger") == 200);
+                // The alerts and the Grafana dashboard (ops/) name only metrics the services export.
+                Set<String> exported = new TreeSet<>();
+                for (int port : ports.values()) {
+                    exported.addAll(OpsFiles.metricNames(HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+                            URI.create("http://localhost:" + port + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body()));
+                }
+                assertThat(exported).contains("fencedjobs_jobs_due", "fencedjobs_jobs_oldest_due_seconds");
+                for (Path file : OpsFiles.FILES) {
+                    assertThat(exported).as("metrics %s names", file).containsAll(OpsFiles.namedIn(file));
+                }
                 long token;
                 long leaderPid;
                 dev.fencedjobs.lease.LeaseRow lease = dev.fencedjobs.lease.LeaseRow.of(owner, "scheduler").orElseThrow();

@@ -12,6 +12,7 @@ import dev.fencedjobs.runtime.internal.LeaderService;
 import dev.fencedjobs.runtime.internal.Next;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
+import dev.fencedjobs.runtime.internal.ReadCache;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
@@ -27,7 +28,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.function.ToDoubleFunction;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.slf4j.Logger;
@@ -79,7 +79,8 @@ final class RelayLoop implements LeaderService.Worker {
     private final Counter guardRejections;
     private final Counter storeFailures;
     private final Timer batchLatency;
-    private final LagCache lag;
+    /** The lag, read from the database at most once a second, and only when asked for. */
+    private final ReadCache<OutboxStore.Lag> lag;
 
     RelayLoop(RelayConfig config, Grants leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry) {
         this.config = config;
@@ -96,7 +97,7 @@ final class RelayLoop implements LeaderService.Worker {
                 .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
         storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
         batchLatency = Timer.builder("fencedjobs_relay_batch").description("read, publish and mark of one batch").register(registry);
-        lag = new LagCache(store, ticker);
+        lag = new ReadCache<>(store::lag, ticker, new OutboxStore.Lag(0, 0));
         Gauge.builder("fencedjobs_outbox_unpublished", lag, c -> c.gauge(OutboxStore.Lag::rows))
                 .description("outbox rows not yet published").register(registry);
         Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))
@@ -306,36 +307,5 @@ final class RelayLoop implements LeaderService.Worker {
             status.put("lastBatch", b);
         }
         return status;
-    }
-
-    /** The lag, read from the database at most once a second, and only when asked for. */
-    static final class LagCache {
-        private final OutboxStore store;
-        private final Ticker ticker;
-        private OutboxStore.Lag value = new OutboxStore.Lag(0, 0);
-        private long readAt = Long.MIN_VALUE;
-
-        LagCache(OutboxStore store, Ticker ticker) {
-            this.store = store;
-            this.ticker = ticker;
-        }
-
-        /** For gauges: NaN while the database cannot be read. */
-        double gauge(ToDoubleFunction<OutboxStore.Lag> field) {
-            try {
-                return field.applyAsDouble(get());
-            } catch (RuntimeException e) {
-                return Double.NaN;
-            }
-        }
-
-        synchronized OutboxStore.Lag get() {
-            long now = ticker.nanoTime();
-            if (readAt == Long.MIN_VALUE || now - readAt > TimeUnit.SECONDS.toNanos(1)) {
-                value = store.lag();
-                readAt = now;
-            }
-            return value;
-        }
     }
 }
