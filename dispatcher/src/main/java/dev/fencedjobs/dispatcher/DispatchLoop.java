@@ -216,7 +216,7 @@ final class DispatchLoop implements LeaderService.Worker {
         registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
         registry.gauge("fencedjobs_dispatch_held_jobs", heldJobs);
         // Every replica, leader or not, reads these when scraped: a stopped scheduler shows too.
-        backlog = new ReadCache<>(batches::backlog, ticker, new JobBatches.Backlog(0, 0));
+        backlog = new ReadCache<>(batches::backlog, ticker);
         Gauge.builder("fencedjobs_jobs_due", backlog, c -> c.gauge(JobBatches.Backlog::due))
                 .description("pending jobs due now, counted up to " + JobBatches.Backlog.DUE_CAP).register(registry);
         Gauge.builder("fencedjobs_jobs_oldest_due_seconds", backlog, c -> c.gauge(JobBatches.Backlog::oldestDueSeconds))

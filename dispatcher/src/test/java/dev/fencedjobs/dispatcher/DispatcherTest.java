@@ -200,6 +200,21 @@ class DispatcherTest {
     }
 
     @Test
+    void theBacklogGaugesCountDueJobsOnlyAndTheLongestWait() {
+        FencedJobBatches batches = new FencedJobBatches(fixture.dsl(), null);
+        assertThat(batches.backlog()).isEqualTo(new JobBatches.Backlog(0, 0));
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp() - interval '90 seconds', 'late' FROM generate_series(1, 3)");
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp() - interval '5 seconds', 'due')");
+        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp() + interval '1 hour', 'future')");
+        fixture.dsl().execute("SELECT cancel_job(id) FROM jobs WHERE resource = 'due'");
+
+        JobBatches.Backlog backlog = batches.backlog();
+
+        assertThat(backlog.due()).as("due and pending: not the cancelled one, not the future one").isEqualTo(3);
+        assertThat(backlog.oldestDueSeconds()).isBetween(90.0, 150.0);
+    }
+
+    @Test
     void theOpsEndpointServesHealthMetricsAndStatus() throws Exception {
         Dispatcher a = fixture.start();
         await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
@@ -229,7 +244,9 @@ class DispatcherTest {
                 .contains("fencedjobs_jobs_completed_total{service=\"dispatcher\"} 10.0")
                 .contains("fencedjobs_batch_jobs_sum{")
                 .contains("fencedjobs_batch_seconds_count{")
-                .contains("fencedjobs_guard_rejections_total{");
+                .contains("fencedjobs_guard_rejections_total{")
+                .contains("fencedjobs_jobs_due{service=\"dispatcher\"} 0.0")
+                .contains("fencedjobs_jobs_oldest_due_seconds{");
         String status = get.apply("/status").body();
         assertThat(status).contains("\"role\" : \"scheduler\"").contains("\"holder\" : \"replica-1\"")
                 .contains("\"state\" : \"LEADER\"").contains("\"token\" : 1").contains("\"leaseExpiresAt\"")

@@ -97,7 +97,7 @@ final class RelayLoop implements LeaderService.Worker {
                 .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
         storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
         batchLatency = Timer.builder("fencedjobs_relay_batch").description("read, publish and mark of one batch").register(registry);
-        lag = new ReadCache<>(store::lag, ticker, new OutboxStore.Lag(0, 0));
+        lag = new ReadCache<>(store::lag, ticker);
         Gauge.builder("fencedjobs_outbox_unpublished", lag, c -> c.gauge(OutboxStore.Lag::rows))
                 .description("outbox rows not yet published").register(registry);
         Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))

@@ -16,11 +16,9 @@ public final class ReadCache<T> {
     private T value;
     private long readAt = Long.MIN_VALUE;
 
-    /** {@code initial} until the first read. */
-    public ReadCache(Supplier<T> read, Ticker ticker, T initial) {
+    public ReadCache(Supplier<T> read, Ticker ticker) {
         this.read = read;
         this.ticker = ticker;
-        this.value = initial;
     }
 
     /** For gauges: NaN while the database cannot be read. */
