@@ -138,7 +138,7 @@ public final class Cli {
     private CommandLine commands() {
         CommandLine root = new CommandLine(new Root());
         root.addSubcommand(new Migrate());
-        for (Object command : new JobCommands(this::connectDatabase, out, err).commands()) {
+        for (Object command : new JobCommands(this::connectDatabase, this::connectConsumerDatabase, out, err).commands()) {
             root.addSubcommand(command);
         }
         root.addSubcommand(new ScheduleCommands(this::connectDatabase, out).commands());

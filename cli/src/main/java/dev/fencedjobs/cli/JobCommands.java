@@ -1,35 +1,42 @@
 package dev.fencedjobs.cli;
 
+import dev.fencedjobs.db.internal.JobJourney;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code fenced-jobs submit|cancel|reschedule}: a job inserted with the same SQL a producer
+ * {@code fenced-jobs submit|cancel|reschedule|journey}: a job inserted with the same SQL a producer
  * writes, and controlled through the job-control functions (migration V9, {@code R__jobs.sql}),
  * which let a producer's login act on its own jobs only.
  */
 final class JobCommands {
 
     private final ScheduleCommands.Connector db;
+    /** Where the consumer's tables are (CONSUMER_DATABASE_URL's database when set), for the journey. */
+    private final ScheduleCommands.Connector consumerDb;
     private final PrintStream out;
     private final PrintStream err;
 
-    JobCommands(ScheduleCommands.Connector db, PrintStream out, PrintStream err) {
+    JobCommands(ScheduleCommands.Connector db, ScheduleCommands.Connector consumerDb, PrintStream out, PrintStream err) {
         this.db = db;
+        this.consumerDb = consumerDb;
         this.out = out;
         this.err = err;
     }
 
     /** The commands, each at the top level. */
     Object[] commands() {
-        return new Object[] {new Submit(), new Cancel(), new Reschedule()};
+        return new Object[] {new Submit(), new Cancel(), new Reschedule(), new Journey()};
     }
 
     @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>] "
@@ -86,6 +93,20 @@ final class JobCommands {
         @Override
         public int run() throws SQLException {
             return cancel(job);
+        }
+    }
+
+    @Command(name = "journey", customSynopsis = "journey (--id <job id> | --key <unique key>)",
+            description = {"One job's way to its effect: its row, its outbox row and whether the relay has published it, and what "
+                + "the consumer did with it (its tables in CONSUMER_DATABASE_URL's database when set).", "Run as the owner or a login that may "
+                + "read jobs and outbox."})
+    final class Journey implements Cli.Action {
+        @ArgGroup(exclusive = true, multiplicity = "1")
+        JobRef job;
+
+        @Override
+        public int run() throws SQLException {
+            return journey(job);
         }
     }
 
@@ -161,6 +182,51 @@ final class JobCommands {
                 }
             }
         }
+    }
+
+    @SuppressWarnings("unchecked")
+    private int journey(JobRef job) throws SQLException {
+        Optional<Map<String, Object>> found;
+        try (Connection c = db.connect(); Connection consumer = consumerDb.connect()) {
+            found = JobJourney.read(c, consumer, job.id, job.key);
+        }
+        if (found.isEmpty()) {
+            err.println("No job " + (job.id != null ? "with id " + job.id : "with key " + job.key));
+            return 1;
+        }
+        Map<String, Object> j = (Map<String, Object>) found.get().get("job");
+        out.println("Job " + j.get("id") + (j.get("unique_key") == null ? "" : " (key " + j.get("unique_key") + ")") + ", resource "
+                + j.get("resource") + ": " + j.get("state"));
+        out.println("  created    " + j.get("created_at") + ", due " + j.get("due_at"));
+        if (j.get("completed_at") != null) {
+            out.println("  completed  " + j.get("completed_at") + " with token " + j.get("completed_by_token"));
+        }
+        if (j.get("cancelled_at") != null) {
+            out.println("  cancelled  " + j.get("cancelled_at"));
+        }
+        Object outbox = found.get().get("outbox");
+        if (outbox instanceof Map<?, ?> o) {
+            out.println("  outbox     row " + o.get("id") + ", token " + o.get("fencing_token") + ": " + (o.get("publish_error") != null
+                    ? "never published: " + o.get("publish_error")
+                    : Boolean.TRUE.equals(o.get("published")) ? "published (the relay's position has passed it)" : "waiting for the relay"));
+        } else {
+            out.println("  outbox     " + outbox);
+        }
+        Object consumer = found.get().get("consumer");
+        if (consumer instanceof Map<?, ?> parts) {
+            parts.forEach((kind, value) -> {
+                if (value instanceof Map<?, ?> p) {
+                    out.println("  consumer   " + p.get("outcome") + " with token " + p.get("fencing_token") + " at " + p.get("processed_at"));
+                } else if (value instanceof List<?> rows) {
+                    rows.forEach(row -> out.printf("  %-10s %s%n", kind, row));
+                } else {
+                    out.println("  consumer   " + value);
+                }
+            });
+        } else {
+            out.println("  consumer   " + consumer);
+        }
+        return 0;
     }
 
     private int cancel(JobRef job) throws SQLException {

@@ -202,6 +202,19 @@ class JobControlTest {
         CliTest.Run neither = cli(Map.of(), "cancel");
         assertThat(neither.code()).isEqualTo(2);
         assertThat(neither.err()).startsWith("fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)");
+
+        // The journey of each, as the owner: a cancelled job has no outbox row.
+        CliTest.Run journey = cli(Map.of(), "journey", "--key", "cli-1");
+        assertThat(journey.code()).as(journey.err()).isZero();
+        assertThat(journey.out()).startsWith("Job " + id + " (key cli-1), resource acct-1: cancelled\n  created    ")
+                .contains("\n  cancelled  ").contains("\n  outbox     none: the job was cancelled\n");
+        assertThat(cli(Map.of(), "journey", "--id", String.valueOf(shippingJob)).out()).startsWith("Job " + shippingJob + ", resource acct-1: cancelled");
+        CliTest.Run missing = cli(Map.of(), "journey", "--key", "no-such-key");
+        assertThat(missing.code()).isEqualTo(1);
+        assertThat(missing.err()).isEqualTo("No job with key no-such-key\n");
+        CliTest.Run producer = cli(asBilling, "journey", "--id", String.valueOf(id));
+        assertThat(producer.code()).isNotZero();
+        assertThat(producer.err()).contains("this login may not read the table jobs");
     }
 
     @Test

@@ -3,6 +3,7 @@ package dev.fencedjobs.local;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.db.internal.JobJourney;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.URI;
@@ -115,6 +116,15 @@ class LocalStackIT {
                 assertThat(count(s, "SELECT count(*) FROM jobs j JOIN ledger l ON l.job_id = j.id AND l.fencing_token = j.completed_by_token"))
                         .as("every effect carries the token that completed its job").isEqualTo(400);
                 assertThat(count(s, "SELECT max(completed_by_token) FROM jobs")).isGreaterThan(token);
+                // One job's journey as `fenced-jobs journey` reads it: completed, published, applied with its token.
+                long last = count(s, "SELECT max(id) FROM jobs");
+                await().atMost(Duration.ofSeconds(30)).until(() -> Boolean.TRUE.equals(
+                        part(JobJourney.read(owner, owner, last, null).orElseThrow(), "outbox").get("published")));
+                Map<String, Object> journey = JobJourney.read(owner, owner, last, null).orElseThrow();
+                assertThat(part(journey, "job")).containsEntry("state", "completed");
+                Object completedBy = part(journey, "job").get("completed_by_token");
+                assertThat(part(journey, "outbox")).containsEntry("fencing_token", completedBy).containsEntry("publish_error", null);
+                assertThat(part(part(journey, "consumer"), "processed")).containsEntry("outcome", "applied").containsEntry("fencing_token", completedBy);
             }
             assertThat(output).anyMatch(l -> l.contains("FOLLOWER -> LEADER"));
             assertThat(output).anyMatch(l -> l.startsWith("effects"));
@@ -132,6 +142,12 @@ class LocalStackIT {
                 .orElseThrow()), output.size());
         // The in-JVM broker's directory was deleted by a shutdown hook while the broker still wrote its checkpoints.
         assertThat(afterStop).as("no stack trace on the way out").noneMatch(l -> l.startsWith("\tat ") || l.contains("Exception"));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> part(Map<String, Object> journey, String name) {
+        assertThat(journey.get(name)).as(name).isInstanceOf(Map.class);
+        return (Map<String, Object>) journey.get(name);
     }
 
     private static long count(Statement s, String sql) throws Exception {
