@@ -15,8 +15,9 @@ import java.util.TreeMap;
 /**
  * What record signatures cost end to end: the sustained throughput of {@link ThroughputPhase} with
  * the relay signing and the consumer verifying (the default), then with both as before signatures
- * (a relay without a key that does not compress, a consumer in {@code accept-unsigned} mode), {@code rounds} times each on
- * one stack, in the order A B B A A B…, so that a drift of the machine shows as spread, not as cost.
+ * (a relay without a key that does not compress, a consumer in {@code accept-unsigned} mode),
+ * {@code rounds} times each on one stack, in the order A B B A A B…, so that a drift of the machine
+ * shows as spread, not as cost.
  */
 final class SignaturesPhase {
 
