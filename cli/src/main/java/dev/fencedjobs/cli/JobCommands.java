@@ -16,8 +16,8 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code fenced-jobs submit|cancel|reschedule|journey}: a job inserted with the same SQL a producer
- * writes, and controlled through the job-control functions (migration V9, {@code R__jobs.sql}),
- * which let a producer's login act on its own jobs only.
+ * writes, controlled through the job-control functions (migration V9, {@code R__jobs.sql}), which
+ * let a producer's login act on its own jobs only, and followed to its effect ({@link JobJourney}).
  */
 final class JobCommands {
 
