@@ -218,7 +218,7 @@ final class DispatchLoop implements LeaderService.Worker {
         // Every replica, leader or not, reads these when scraped: a stopped scheduler shows too.
         backlog = new ReadCache<>(batches::backlog, ticker);
         Gauge.builder("fencedjobs_jobs_due", backlog, c -> c.gauge(JobBatches.Backlog::due))
-                .description("pending jobs due now, counted up to " + JobBatches.Backlog.DUE_CAP).register(registry);
+                .description("pending jobs due now, counted up to " + DispatchOverview.DUE_CAP).register(registry);
         Gauge.builder("fencedjobs_jobs_oldest_due_seconds", backlog, c -> c.gauge(JobBatches.Backlog::oldestDueSeconds))
                 .description("how long the earliest-due pending job has been due").register(registry);
         this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),

@@ -273,9 +273,8 @@ final class FencedJobBatches implements JobBatches {
     @Override
     public Backlog backlog() {
         // The count stops at DUE_CAP index entries; the earliest due time is the first entry of jobs_pending_due.
-        Record2<Long, Double> r = dsl.resultQuery("SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' "
-                + "AND due_at <= clock_timestamp() LIMIT {0}) due), coalesce(extract(epoch FROM clock_timestamp() - (SELECT min(due_at) "
-                + "FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp()))::float8, 0)", val(Backlog.DUE_CAP))
+        Record2<Long, Double> r = dsl.resultQuery("SELECT (" + DispatchOverview.DUE_BACKLOG + "), coalesce(extract(epoch FROM "
+                + "clock_timestamp() - (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp()))::float8, 0)")
                 .coerce(DSL.field("due", Long.class), DSL.field("oldest", Double.class))
                 .fetchSingle();
         return new Backlog(r.value1(), r.value2());

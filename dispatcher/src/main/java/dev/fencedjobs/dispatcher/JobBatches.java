@@ -43,17 +43,15 @@ interface JobBatches {
     /** Due jobs held back by a rate limit now, up to {@link DispatchOverview#WAITING_CAP}. */
     long heldJobs();
 
-    /** Pending jobs due now, counted up to {@link Backlog#DUE_CAP}, and how long the longest-waiting one has waited. */
+    /** Pending jobs due now, counted up to {@link DispatchOverview#DUE_CAP}, and how long the longest-waiting one has waited. */
     Backlog backlog();
 
     /**
-     * @param due pending jobs due now, up to {@link #DUE_CAP}
+     * @param due pending jobs due now, up to {@link DispatchOverview#DUE_CAP}: a scrape reads at most
+     *     that many index entries
      * @param oldestDueSeconds how long the earliest-due pending job has been due; 0 when none is
      */
-    record Backlog(long due, double oldestDueSeconds) {
-        /** Where counting due jobs stops: a scrape reads at most this many index entries. */
-        static final int DUE_CAP = 100_000;
-    }
+    record Backlog(long due, double oldestDueSeconds) {}
 
     /**
      * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was

@@ -110,7 +110,7 @@ final class MemoryJobs implements JobBatches {
         long now = databaseMillis.getAsLong();
         List<Job> due = pending.stream().filter(j -> j.dueMillis() <= now).toList();
         long earliest = due.stream().mapToLong(Job::dueMillis).min().orElse(now);
-        return new Backlog(Math.min(due.size(), Backlog.DUE_CAP), (now - earliest) / 1000.0);
+        return new Backlog(Math.min(due.size(), DispatchOverview.DUE_CAP), (now - earliest) / 1000.0);
     }
 
     @Override

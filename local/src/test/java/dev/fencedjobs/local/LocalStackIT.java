@@ -65,18 +65,18 @@ class LocalStackIT {
                         output.stream().filter(l -> l.contains("(" + service + ": dashboard")).findFirst().orElseThrow());
                 assertThat(port.find()).as(service).isTrue();
                 ports.put(service, Integer.parseInt(port.group(1)));
-                java.net.URI dashboard = java.net.URI.create("http://localhost:" + port.group(1) + "/dashboard.json");
+                URI dashboard = URI.create("http://localhost:" + port.group(1) + "/dashboard.json");
                 String expected = switch (service) {
                     case "dispatcher-1" -> "\"dueBacklog\" : 0";
                     case "relay" -> "\"outboxLagSeconds\" : 0.0";
                     default -> "\"toActOn\" : 0";
                 };
                 // The banner comes as the services start; each answers once it listens.
-                await().atMost(Duration.ofSeconds(60)).ignoreExceptions().until(() -> java.net.http.HttpClient.newHttpClient()
-                        .send(java.net.http.HttpRequest.newBuilder(dashboard).build(), java.net.http.HttpResponse.BodyHandlers.ofString())
+                await().atMost(Duration.ofSeconds(60)).ignoreExceptions().until(() -> HttpClient.newHttpClient()
+                        .send(HttpRequest.newBuilder(dashboard).build(), HttpResponse.BodyHandlers.ofString())
                         .body().contains(expected));
-                String json = java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(dashboard).build(),
-                        java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+                String json = HttpClient.newHttpClient().send(HttpRequest.newBuilder(dashboard).build(),
+                        HttpResponse.BodyHandlers.ofString()).body();
                 assertThat(json).as(service).contains("\"service\" : \"" + service.replace("-1", "") + "\"");
             }
 

@@ -18,6 +18,8 @@ final class OpsFiles {
     static final List<Path> FILES = List.of(ALERTS, DASHBOARD);
 
     private static final Pattern NAME = Pattern.compile("fencedjobs_[a-z0-9_]+");
+    /** A series' name at the start of an exposition line. */
+    private static final Pattern SERIES = Pattern.compile("^(fencedjobs_[a-z0-9_]+)[{ ]");
 
     private OpsFiles() {}
 
@@ -35,7 +37,7 @@ final class OpsFiles {
         Set<String> names = new TreeSet<>();
         for (String line : exposition.split("\n")) {
             if (!line.startsWith("#")) {
-                Matcher m = Pattern.compile("^(fencedjobs_[a-z0-9_]+)[{ ]").matcher(line);
+                Matcher m = SERIES.matcher(line);
                 if (m.find()) {
                     names.add(m.group(1));
                 }

@@ -19,6 +19,15 @@ import org.postgresql.ds.PGSimpleDataSource;
 /** Connection pools, jOOQ contexts and migrations, set up the same way by every service. */
 public final class Database {
 
+    /**
+     * An SQL expression: whether {@code table} exists in this database and this login may read
+     * it, so that a reader shows only the parts it can (the consumer's tables may live elsewhere).
+     */
+    public static String readable(String table) {
+        return "CASE WHEN to_regclass('" + table + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('" + table
+                + "'), 'SELECT') END";
+    }
+
     static {
         // jOOQ prints a banner and tips on first use; services log their own start-up instead.
         System.setProperty("org.jooq.no-logo", "true");

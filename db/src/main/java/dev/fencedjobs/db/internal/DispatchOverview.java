@@ -25,6 +25,14 @@ public final class DispatchOverview {
     /** Limits shown: those with the fewest tokens left first (the ones holding jobs back), then by key. */
     public static final int LIMITS_SHOWN = 20;
     public static final int KEYS_SHOWN = 5;
+    /** The count of all due jobs stops here. */
+    public static final int DUE_CAP = 100_000;
+    /**
+     * How many pending jobs are due now, counted up to {@link #DUE_CAP} entries of {@code
+     * jobs_pending_due}: for the dashboard and the dispatcher's backlog gauge.
+     */
+    public static final String DUE_BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' "
+            + "AND due_at <= clock_timestamp() LIMIT " + DUE_CAP + ") due";
 
     /**
      * The due jobs of the key that {@code key} names (an SQL expression), one row each, for a

@@ -116,8 +116,7 @@ public final class JobJourney {
     }
 
     private static boolean readable(Connection c, String table) throws SQLException {
-        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT CASE WHEN to_regclass('" + table
-                + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('" + table + "'), 'SELECT') END")) {
+        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT " + Database.readable(table))) {
             rs.next();
             return rs.getBoolean(1);
         }

@@ -1,5 +1,7 @@
 package dev.fencedjobs.runtime.internal;
 
+import static dev.fencedjobs.db.internal.Database.readable;
+
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
@@ -37,18 +39,16 @@ public final class Dashboard implements AutoCloseable {
     static final Duration WATCHED_FOR = Duration.ofMinutes(10);
     /** Ten minutes of samples. */
     static final int SAMPLES = (int) (WATCHED_FOR.toMillis() / SAMPLE_EVERY.toMillis());
-    /** Counting stops here: the page says "at least". */
-    static final int COUNT_CAP = 100_000;
 
     private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
 
-    static final String VISIBLE = "SELECT " + visible("leader_lease") + ", " + visible("lease_takeover") + ", " + visible("jobs") + ", "
-            + visible("outbox_position") + ", " + visible("consumer_dead_letter") + ", " + visible("consumer_rejected") + ", "
-            + visible("dispatch_limits");
+    static final String VISIBLE = "SELECT " + readable("leader_lease") + ", " + readable("lease_takeover") + ", " + readable("jobs") + ", "
+            + readable("outbox_position") + ", " + readable("consumer_dead_letter") + ", " + readable("consumer_rejected") + ", "
+            + readable("dispatch_limits");
     static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
-    static final String BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT "
-            + COUNT_CAP + ") due";
+    /** Counted up to {@link DispatchOverview#DUE_CAP}: the page says "at least". */
+    static final String BACKLOG = DispatchOverview.DUE_BACKLOG;
     /** The view {@code outbox_unpublished} written out: the roles may read its tables, not the view. */
     static final String OUTBOX_LAG = "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(o.completed_at)), 0) FROM outbox o "
             + "WHERE o.id > (SELECT p.published_through FROM outbox_position p WHERE p.role = 'relay')";
@@ -72,11 +72,6 @@ public final class Dashboard implements AutoCloseable {
         this.service = service;
         this.dataSource = dataSource;
         this.consumerLag = consumerLag;
-    }
-
-    private static String visible(String table) {
-        return "CASE WHEN to_regclass('" + table + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('" + table
-                + "'), 'SELECT') END";
     }
 
     /** What {@code /dashboard.json} answers; starts the sampler when nobody asked for a while. */
