@@ -24,41 +24,9 @@ CREATE FUNCTION login_does_work_of(lease_role varchar) RETURNS boolean LANGUAGE 
     END
 $$;
 
--- The lease guard (V5), with its role check by rights: a login writes the lease of a role whose
--- work it may do, so a relay's login cannot take the scheduler's lease (and hold up every job),
--- nor a dispatcher's the relay's. Everything else is as in V5.
-CREATE OR REPLACE FUNCTION leader_lease_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    epoch_base bigint;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        RAISE EXCEPTION 'leader_lease rows are never deleted (role %): a new row would restart the fencing token', OLD.role;
-    END IF;
-    IF NOT login_owns_schema() AND NOT login_does_work_of(NEW.role) THEN
-        RAISE EXCEPTION '% may not write the lease of role % (it may not do that role''s work)', current_user, NEW.role
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    epoch_base := fencing_epoch_base();
-    IF TG_OP = 'INSERT' THEN
-        NEW.fencing_token := greatest(NEW.fencing_token, epoch_base + 1);
-        RETURN NEW;
-    END IF;
-    IF NEW.role <> OLD.role THEN
-        RAISE EXCEPTION 'leader_lease.role may not change (% to %)', OLD.role, NEW.role;
-    END IF;
-    IF NEW.fencing_token < OLD.fencing_token THEN
-        RAISE EXCEPTION 'fencing token of role % may not decrease (% to %)', OLD.role, OLD.fencing_token, NEW.fencing_token;
-    END IF;
-    IF NEW.holder_id <> OLD.holder_id AND NEW.fencing_token = OLD.fencing_token THEN
-        RAISE EXCEPTION 'a new holder of role % needs a new fencing token (% took over % with token %)',
-            OLD.role, NEW.holder_id, OLD.holder_id, OLD.fencing_token;
-    END IF;
-    IF NEW.fencing_token <= epoch_base THEN
-        NEW.fencing_token := epoch_base + 1;
-    END IF;
-    RETURN NEW;
-END
-$$;
+-- The lease guard checks a login's rights with login_does_work_of too: a login writes the lease of
+-- a role whose work it may do. That guard is in the lease's own location (db/lease,
+-- R__leader_lease.sql).
 
 -- Pending jobs are deleted by nobody but the owner (V6 refused fj_dispatcher only): the
 -- dispatcher's retention deletes completed jobs, and a producer cancels through cancel_job.

@@ -12,57 +12,9 @@ ALTER TABLE outbox ADD COLUMN job_created_at timestamptz;
 
 /* [jooq ignore start] */
 
--- 2. Fencing epochs. A promoted standby is on a new WAL timeline; each timeline is an epoch of 2^32
---    tokens, (timeline - 1) << 32 + 1 onwards, so a token issued after a promotion is greater than
---    every token issued before it, even those the promoted database never received. On timeline 1
---    (a database that never failed over) the base is 0 and tokens are what they always were.
---    pg_walfile_name's first eight hex digits are the timeline that WAL is being written on now.
-CREATE FUNCTION fencing_epoch_base() RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    SELECT (('x' || lpad(substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), 16, '0'))::bit(64)::bigint - 1) << 32
-$$;
-
--- The lease guard, now also on INSERT:
---   * rows are never deleted, the role never changes and the token never decreases (as before);
---   * a new holder comes with a new token (two holders never share one);
---   * fj_dispatcher writes only the scheduler's lease and fj_relay only the relay's;
---   * a token of an earlier epoch moves to the first token of the current one on any write, a
---     renewal included, so the holder of a lease that crossed a promotion gets a new token.
-CREATE OR REPLACE FUNCTION leader_lease_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    epoch_base bigint;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        RAISE EXCEPTION 'leader_lease rows are never deleted (role %): a new row would restart the fencing token', OLD.role;
-    END IF;
-    IF (current_user = 'fj_dispatcher' AND NEW.role <> 'scheduler') OR (current_user = 'fj_relay' AND NEW.role <> 'relay') THEN
-        RAISE EXCEPTION '% may not write the lease of role %', current_user, NEW.role USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    epoch_base := fencing_epoch_base();
-    IF TG_OP = 'INSERT' THEN
-        NEW.fencing_token := greatest(NEW.fencing_token, epoch_base + 1);
-        RETURN NEW;
-    END IF;
-    IF NEW.role <> OLD.role THEN
-        RAISE EXCEPTION 'leader_lease.role may not change (% to %)', OLD.role, NEW.role;
-    END IF;
-    IF NEW.fencing_token < OLD.fencing_token THEN
-        RAISE EXCEPTION 'fencing token of role % may not decrease (% to %)', OLD.role, OLD.fencing_token, NEW.fencing_token;
-    END IF;
-    IF NEW.holder_id <> OLD.holder_id AND NEW.fencing_token = OLD.fencing_token THEN
-        RAISE EXCEPTION 'a new holder of role % needs a new fencing token (% took over % with token %)',
-            OLD.role, NEW.holder_id, OLD.holder_id, OLD.fencing_token;
-    END IF;
-    IF NEW.fencing_token <= epoch_base THEN
-        NEW.fencing_token := epoch_base + 1;
-    END IF;
-    RETURN NEW;
-END
-$$;
-
-DROP TRIGGER leader_lease_guard ON leader_lease;
-CREATE TRIGGER leader_lease_guard
-    BEFORE INSERT OR UPDATE OR DELETE ON leader_lease
-    FOR EACH ROW EXECUTE FUNCTION leader_lease_guard();
+-- 2. Fencing epochs: a token issued after a promotion is greater than every token issued before
+--    it. This migration defined fencing_epoch_base() and put it in the lease guard; both are now in
+--    the lease's own location (db/lease, R__leader_lease.sql).
 
 -- 3. A completed job stays as it was completed: never reopened, completed again or edited. The
 --    WHEN clause is evaluated without calling the function, so pending jobs cost nothing.

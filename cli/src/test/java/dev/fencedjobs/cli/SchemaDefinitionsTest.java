@@ -1,6 +1,7 @@
 package dev.fencedjobs.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.internal.Database;
@@ -21,25 +22,33 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.flywaydb.core.Flyway;
+import org.flywaydb.core.api.configuration.FluentConfiguration;
 import org.junit.jupiter.api.Test;
 
 /**
  * The schema as it is now is readable in one place: the current body of every function and
  * trigger is in one repeatable migration ({@code R__<table>.sql}), the table in docs/schema.md
  * "What the database refuses" lists every live trigger, and a database that was migrated before
- * the repeatable migrations existed upgrades in place to exactly what a new one gets.
+ * the repeatable migrations existed, or before the lease had its own location, upgrades in place
+ * to exactly what a new one gets.
  */
 class SchemaDefinitionsTest {
 
     private static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
-    private static final List<Path> LOCATIONS = List.of(ROOT.resolve("db/src/main/resources/db/migration"),
-            ROOT.resolve("consumer/src/main/resources/db/consumer"));
+    private static final List<Path> LOCATIONS = List.of(ROOT.resolve("db/src/main/resources/db/lease"),
+            ROOT.resolve("db/src/main/resources/db/migration"), ROOT.resolve("consumer/src/main/resources/db/consumer"));
+    /**
+     * The dispatcher's migrations that changed when the lease became a location of its own, as the
+     * releases before shipped them (V1, V4, V5 and V10 held the lease's parts, R__leader_lease.sql
+     * was in db/migration).
+     */
+    private static final Path BEFORE_THE_LEASE_LOCATION = Path.of("src/test/resources/db/before-the-lease-location").toAbsolutePath();
     /**
      * The last versioned migration of each location when the repeatable ones were made. A later
      * versioned migration that defines a function or trigger of a repeatable one would be undone
      * on new databases (the repeatable one runs after it) and kept on upgraded ones.
      */
-    private static final Map<String, Integer> LAST_VERSIONED = Map.of("migration", 10, "consumer", 7);
+    private static final Map<String, Integer> LAST_VERSIONED = Map.of("lease", 1, "migration", 10, "consumer", 7);
 
     private static final Pattern FUNCTION = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?FUNCTION (\\w+)\\(");
     private static final Pattern TRIGGER = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?TRIGGER (\\w+)");
@@ -87,37 +96,116 @@ class SchemaDefinitionsTest {
 
     @Test
     void aDatabaseMigratedBeforeTheRepeatableMigrationsUpgradesInPlaceToWhatANewOneGets() throws Exception {
+        Path before = dispatcherMigrationsBeforeTheLeaseLocation(false);
         try (TestDatabase old = TestPostgres.shared().createDatabase("schema-old");
                 TestDatabase fresh = TestPostgres.shared().createDatabase("schema-fresh")) {
-            // The release before the repeatable migrations: versioned migrations up to then only (no
-            // file has the repeatable prefix).
-            for (String[] location : locations()) {
-                Flyway.configure().dataSource(old.dataSource()).locations(location[0]).table(location[1])
-                        .baselineOnMigrate(true).baselineVersion("0").repeatableSqlMigrationPrefix("NOT-A-PREFIX-")
-                        .target(String.valueOf(LAST_VERSIONED.get(location[0].substring(location[0].lastIndexOf('/') + 1))))
-                        .load().migrate();
-            }
-            Snapshot before = Snapshot.of(old);
+            // The release before the repeatable migrations: versioned migrations up to V10 only.
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).target(String.valueOf(LAST_VERSIONED.get("migration")))
+                    .load().migrate();
+            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE).target(String.valueOf(LAST_VERSIONED.get("consumer")))
+                    .load().migrate();
+            Snapshot beforeUpgrade = Snapshot.of(old);
             try (Connection c = old.connect(); Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'kept')");
             }
             migrateAll(old);
             migrateAll(fresh);
-            Snapshot upgraded = Snapshot.of(old);
-            Snapshot made = Snapshot.of(fresh);
-            assertThat(upgraded.functions).as("functions: upgraded in place vs new").isEqualTo(made.functions);
-            assertThat(upgraded.triggers).as("triggers: upgraded in place vs new").isEqualTo(made.triggers);
+            assertUpgradedAsNew(old, fresh);
             // When they came, the repeatable migrations restated the versioned ones' result and changed
             // nothing; later ones may change bodies and add functions, but nothing was lost on the way.
+            Snapshot made = Snapshot.of(fresh);
             assertThat(made.functions.keySet()).as("functions: the repeatable migrations vs V10 and the consumer's V7")
-                    .containsAll(before.functions.keySet());
+                    .containsAll(beforeUpgrade.functions.keySet());
             assertThat(made.triggers.keySet()).as("triggers: the repeatable migrations vs V10 and the consumer's V7")
-                    .containsAll(before.triggers.keySet());
-            try (Connection c = old.connect(); Statement s = c.createStatement();
-                    ResultSet rs = s.executeQuery("SELECT count(*) FROM jobs WHERE resource = 'kept'")) {
-                rs.next();
-                assertThat(rs.getInt(1)).as("the existing job").isEqualTo(1);
+                    .containsAll(beforeUpgrade.triggers.keySet());
+            assertThat(count(old, "SELECT count(*) FROM jobs WHERE resource = 'kept'")).as("the existing job").isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aDatabaseMigratedBeforeTheLeaseHadItsOwnLocationUpgradesInPlaceKeepingItsTokens() throws Exception {
+        Path before = dispatcherMigrationsBeforeTheLeaseLocation(true);
+        try (TestDatabase old = TestPostgres.shared().createDatabase("schema-lease-old");
+                TestDatabase fresh = TestPostgres.shared().createDatabase("schema-lease-fresh")) {
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).load().migrate();
+            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE).load().migrate();
+            try (Connection c = old.connect(); Statement s = c.createStatement()) {
+                s.execute("INSERT INTO leader_lease VALUES ('scheduler', 'old-holder', 41, clock_timestamp() + interval '1 hour')");
+                s.execute("UPDATE leader_lease SET holder_id = 'next-holder', fencing_token = 42");
             }
+            migrateAll(old);
+            migrateAll(fresh);
+            assertUpgradedAsNew(old, fresh);
+            assertThat(count(old, "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' AND holder_id = 'next-holder'"))
+                    .as("the lease and its token").isEqualTo(42);
+            assertThat(count(old, "SELECT count(*) FROM lease_takeover WHERE role = 'scheduler'")).as("the takeover history").isEqualTo(2);
+            assertThat(count(old, "SELECT count(*) FROM lease_schema_history WHERE type = 'BASELINE' AND version = '1'"))
+                    .as("the lease's location baselined after its tables").isEqualTo(1);
+            assertThat(count(old, "SELECT count(*) FROM lease_schema_history WHERE script = 'V1__lease_tables.sql'"))
+                    .as("the tables were not made again").isZero();
+            assertThat(count(fresh, "SELECT count(*) FROM lease_schema_history WHERE script = 'V1__lease_tables.sql' AND success"))
+                    .as("a new database gets them from the lease's location").isEqualTo(1);
+            assertThat(Flyway.configure().dataSource(old.dataSource()).locations(Database.MIGRATIONS).table(Database.HISTORY_TABLE).load()
+                    .validateWithResult().validationSuccessful).as("the dispatcher's history, realigned, validates").isTrue();
+            // Upgraded once, the database is as any other: migrating again changes nothing.
+            Snapshot upgraded = Snapshot.of(old);
+            migrateAll(old);
+            assertThat(Snapshot.of(old)).isEqualTo(upgraded);
+        }
+    }
+
+    @Test
+    void aDispatcherHistoryThatDiffersInAnythingElseIsNotRealignedButRefused() throws Exception {
+        Path before = dispatcherMigrationsBeforeTheLeaseLocation(true);
+        try (TestDatabase old = TestPostgres.shared().createDatabase("schema-lease-tampered")) {
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).load().migrate();
+            String v1 = "SELECT checksum FROM flyway_schema_history WHERE version = '1'";
+            int checksum = count(old, v1);
+            try (Connection c = old.connect(); Statement s = c.createStatement()) {
+                s.execute("UPDATE flyway_schema_history SET checksum = checksum + 1 WHERE version = '2'");
+            }
+            assertThatThrownBy(() -> Database.migrate(old.dataSource())).hasMessageContaining("checksum mismatch")
+                    .hasMessageContaining("Migration checksum mismatch for migration version 2");
+            assertThat(count(old, v1)).as("V1's old checksum, left alone").isEqualTo(checksum);
+        }
+    }
+
+    private static FluentConfiguration oldFlyway(TestDatabase db, String location, String historyTable) {
+        return Flyway.configure().dataSource(db.dataSource()).locations(location).table(historyTable).baselineOnMigrate(true)
+                .baselineVersion("0");
+    }
+
+    /**
+     * The dispatcher's migrations as the last release before the lease's own location shipped
+     * them: today's files, with the ones that changed as they were then. Without repeatables, as
+     * the release before the repeatable migrations had them (up to V10).
+     */
+    private static Path dispatcherMigrationsBeforeTheLeaseLocation(boolean withRepeatables) throws IOException {
+        Path dir = Files.createTempDirectory("migrations-before-the-lease-location");
+        dir.toFile().deleteOnExit();
+        try (Stream<Path> now = Files.list(LOCATIONS.get(1)); Stream<Path> then = Files.list(BEFORE_THE_LEASE_LOCATION)) {
+            for (Path file : Stream.concat(now.filter(f -> !Files.exists(BEFORE_THE_LEASE_LOCATION.resolve(f.getFileName()))), then).toList()) {
+                if (withRepeatables || !file.getFileName().toString().startsWith("R__")) {
+                    Files.copy(file, dir.resolve(file.getFileName()));
+                    dir.resolve(file.getFileName()).toFile().deleteOnExit();
+                }
+            }
+        }
+        return dir;
+    }
+
+    private static void assertUpgradedAsNew(TestDatabase old, TestDatabase fresh) throws SQLException {
+        Snapshot upgraded = Snapshot.of(old);
+        Snapshot made = Snapshot.of(fresh);
+        assertThat(upgraded.functions).as("functions: upgraded in place vs new").isEqualTo(made.functions);
+        assertThat(upgraded.triggers).as("triggers: upgraded in place vs new").isEqualTo(made.triggers);
+        assertThat(upgraded.columns).as("tables and columns: upgraded in place vs new").isEqualTo(made.columns);
+    }
+
+    private static int count(TestDatabase db, String sql) throws SQLException {
+        try (Connection c = db.connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return rs.getInt(1);
         }
     }
 
@@ -180,6 +268,7 @@ class SchemaDefinitionsTest {
         return files;
     }
 
+    /** The dispatcher's (which migrates the lease's first) and the consumer's. */
     private static String[][] locations() {
         return new String[][] {{Database.MIGRATIONS, Database.HISTORY_TABLE}, {FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE}};
     }
@@ -190,13 +279,24 @@ class SchemaDefinitionsTest {
         }
     }
 
-    /** Every function (with its definition, owner and rights) and trigger (with its definition) of the schema. */
-    private record Snapshot(Map<String, String> functions, Map<String, String> triggers) {
+    /**
+     * Every function (with its definition, owner and rights), trigger (with its definition) and
+     * column (with its type, nullability and default) of the schema, the history tables left out.
+     */
+    private record Snapshot(Map<String, String> functions, Map<String, String> triggers, Map<String, String> columns) {
 
         static Snapshot of(TestDatabase db) throws SQLException {
             Map<String, String> functions = new TreeMap<>();
             Map<String, String> triggers = new TreeMap<>();
+            Map<String, String> columns = new TreeMap<>();
             try (Connection c = db.connect(); Statement s = c.createStatement()) {
+                try (ResultSet rs = s.executeQuery("SELECT table_name || '.' || column_name, "
+                        + "data_type || coalesce('(' || character_maximum_length || ')', '') || ' ' || is_nullable || ' ' || coalesce(column_default, '-') "
+                        + "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name NOT LIKE '%schema_history'")) {
+                    while (rs.next()) {
+                        columns.put(rs.getString(1), rs.getString(2));
+                    }
+                }
                 try (ResultSet rs = s.executeQuery("SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', "
                         + "pg_get_functiondef(p.oid) || ' owner ' || pg_get_userbyid(p.proowner) || ' acl ' || coalesce(p.proacl::text, '-') "
                         + "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
@@ -214,7 +314,7 @@ class SchemaDefinitionsTest {
                     }
                 }
             }
-            return new Snapshot(functions, triggers);
+            return new Snapshot(functions, triggers, columns);
         }
     }
 }

@@ -5,16 +5,23 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.DatabaseConfig;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
+import org.flywaydb.core.api.CoreErrorCode;
+import org.flywaydb.core.api.ErrorCode;
+import org.flywaydb.core.api.output.ValidateOutput;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.conf.Settings;
 import org.jooq.impl.DSL;
 import org.postgresql.ds.PGSimpleDataSource;
+import org.slf4j.LoggerFactory;
 
 /** Connection pools, jOOQ contexts and migrations, set up the same way by every service. */
 public final class Database {
@@ -34,9 +41,22 @@ public final class Database {
         System.setProperty("org.jooq.no-tips", "true");
     }
 
-    /** The dispatcher and relay schema: jobs, lease, outbox. */
+    /**
+     * The dispatcher and relay schema: jobs, outbox, schedules, the dispatch policy. Migrating it
+     * migrates the lease's location first ({@link #LEASE_MIGRATIONS}): its guards read the lease.
+     */
     public static final String MIGRATIONS = "classpath:db/migration";
     public static final String HISTORY_TABLE = "flyway_schema_history";
+
+    /** The lease's tables, functions and triggers, with a history table of their own. */
+    public static final String LEASE_MIGRATIONS = "classpath:db/lease";
+    public static final String LEASE_HISTORY_TABLE = "lease_schema_history";
+
+    /**
+     * What the dispatcher's migrations lost when the lease became a location of its own: the lease
+     * parts of V1, V4, V5 and V10 (their checksums changed) and R__leader_lease.sql (moved).
+     */
+    private static final Set<String> MOVED_TO_LEASE = Set.of("1", "4", "5", "10", "leader lease");
 
     private Database() {}
 
@@ -133,15 +153,7 @@ public final class Database {
      * component start on a database where the other's tables already exist.
      */
     public static void migrate(DataSource dataSource, String location, String historyTable, int connectRetries) {
-        Flyway flyway = Flyway.configure()
-                .dataSource(dataSource)
-                .locations(location)
-                .table(historyTable)
-                .baselineOnMigrate(true)
-                .baselineVersion("0")
-                .connectRetries(connectRetries)
-                .connectRetriesInterval(10)
-                .load();
+        Flyway flyway = flyway(dataSource, location, historyTable, "0", connectRetries);
         // Flyway locks only once its history table exists: two first-time migrations of one empty
         // database both try to create (or baseline) it, and one fails. A session-level advisory
         // lock, held on a connection of its own, puts every migrator of this database in a queue.
@@ -149,6 +161,10 @@ public final class Database {
         try (Connection lock = dataSource.getConnection(); Statement s = lock.createStatement()) {
             s.execute("SELECT pg_advisory_lock(" + MIGRATION_LOCK + ")");
             try {
+                if (location.equals(MIGRATIONS)) {
+                    migrateLease(dataSource, lock);
+                    forgetWhatMovedToTheLease(flyway);
+                }
                 flyway.migrate();
             } finally {
                 s.execute("SELECT pg_advisory_unlock(" + MIGRATION_LOCK + ")");
@@ -156,6 +172,64 @@ public final class Database {
         } catch (SQLException e) {
             throw new IllegalStateException("migration lock: " + e.getMessage(), e);
         }
+    }
+
+    private static Flyway flyway(DataSource dataSource, String location, String historyTable, String baseline, int connectRetries) {
+        return Flyway.configure()
+                .dataSource(dataSource)
+                .locations(location)
+                .table(historyTable)
+                .baselineOnMigrate(true)
+                .baselineVersion(baseline)
+                .connectRetries(connectRetries)
+                .connectRetriesInterval(10)
+                .load();
+    }
+
+    /**
+     * The lease's location. A database whose lease tables the dispatcher's V1 made (before the lease
+     * had a location of its own) has them but no lease history: Flyway baselines it at version 1, so
+     * only the repeatable migration runs there, restating the functions and triggers it has.
+     */
+    private static void migrateLease(DataSource dataSource, Connection c) throws SQLException {
+        boolean tablesMadeBefore;
+        try (Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery("SELECT to_regclass('leader_lease') IS NOT NULL AND to_regclass('"
+                        + LEASE_HISTORY_TABLE + "') IS NULL")) {
+            rs.next();
+            tablesMadeBefore = rs.getBoolean(1);
+        }
+        flyway(dataSource, LEASE_MIGRATIONS, LEASE_HISTORY_TABLE, tablesMadeBefore ? "1" : "0", 0).migrate();
+    }
+
+    /**
+     * On a database migrated before the lease had a location of its own, the dispatcher's history
+     * still has the old checksums of V1, V4, V5 and V10 and a row for R__leader_lease.sql, and Flyway
+     * would refuse to go on. Those differences, and only those, are realigned once with Flyway's
+     * repair (new checksums; the moved file marked deleted). Anything else that fails validation is
+     * left for migrate to report.
+     */
+    private static void forgetWhatMovedToTheLease(Flyway flyway) {
+        List<ValidateOutput> invalid = flyway.validateWithResult().invalidMigrations;
+        boolean moved = invalid.stream().anyMatch(Database::movedToTheLease);
+        boolean onlyMovedOrPending = invalid.stream().allMatch(m -> movedToTheLease(m) || pending(m));
+        if (moved && onlyMovedOrPending) {
+            LoggerFactory.getLogger(Database.class).info("The lease has its own migrations now (db/lease, history {}): "
+                    + "realigning the dispatcher's history of V1, V4, V5, V10 and R__leader_lease.sql", LEASE_HISTORY_TABLE);
+            flyway.repair();
+        }
+    }
+
+    private static boolean movedToTheLease(ValidateOutput m) {
+        ErrorCode code = m.errorDetails == null ? null : m.errorDetails.errorCode;
+        return (code == CoreErrorCode.CHECKSUM_MISMATCH && MOVED_TO_LEASE.contains(m.version))
+                || (code == CoreErrorCode.APPLIED_REPEATABLE_MIGRATION_NOT_RESOLVED && MOVED_TO_LEASE.contains(m.description));
+    }
+
+    private static boolean pending(ValidateOutput m) {
+        ErrorCode code = m.errorDetails == null ? null : m.errorDetails.errorCode;
+        return code == CoreErrorCode.RESOLVED_VERSIONED_MIGRATION_NOT_APPLIED || code == CoreErrorCode.RESOLVED_REPEATABLE_MIGRATION_NOT_APPLIED
+                || code == CoreErrorCode.OUTDATED_REPEATABLE_MIGRATION;
     }
 
     /** Advisory lock key that serialises migrations (any 64-bit constant unique to this project). */
