@@ -371,11 +371,12 @@ BEGIN
         ), done AS (
             UPDATE jobs j SET state = 'completed', completed_by_token = p_token, completed_at = v_now
             FROM due WHERE j.id = due.id
-            RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at,
+            RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at, j.traceparent, j.tracestate,
                 coalesce(j.dispatch_key, j.resource) AS dkey, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank
         ), written AS (
-            INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)
-            SELECT d.id, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at FROM done d ORDER BY d.rank, d.id
+            INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
+            SELECT d.id, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at, d.traceparent, d.tracestate
+            FROM done d ORDER BY d.rank, d.id
             RETURNING 1
         ), spent AS (
             UPDATE dispatch_limits l

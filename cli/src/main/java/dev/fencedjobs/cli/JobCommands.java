@@ -40,10 +40,11 @@ final class JobCommands {
     }
 
     @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>] "
-            + "[--priority <seconds>] [--dispatch-key <k>]",
+            + "[--priority <seconds>] [--dispatch-key <k>] [--traceparent <tp> [--tracestate <ts>]]",
             description = {"Insert a job.", "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time "
                 + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing. A priority ranks the job as if "
-                + "it were due that many seconds earlier; a dispatch key names the group limits and fairness count by (docs/dispatch.md)."})
+                + "it were due that many seconds earlier; a dispatch key names the group limits and fairness count by (docs/dispatch.md). "
+                + "A W3C traceparent puts the job in that trace (docs/tracing.md)."})
     final class Submit implements Cli.Action {
         @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
                 description = "now, +30s, +5m, +2h or an ISO-8601 time")
@@ -63,6 +64,12 @@ final class JobCommands {
 
         @Option(names = "--dispatch-key", paramLabel = "<k>", description = "default: the resource")
         String dispatchKey;
+
+        @Option(names = "--traceparent", paramLabel = "<tp>", description = "W3C trace context, 00-<trace id>-<parent id>-<flags>")
+        String traceparent;
+
+        @Option(names = "--tracestate", paramLabel = "<ts>", description = "W3C tracestate, with --traceparent")
+        String tracestate;
 
         @Override
         public int run() throws SQLException {
@@ -141,10 +148,16 @@ final class JobCommands {
         String key = s.key;
         // The policy's columns only when given: a producer on a database before V11 still submits.
         boolean policy = s.priority != 0 || s.dispatchKey != null;
+        // And the trace context only when given, for a database before V12.
+        boolean traced = s.traceparent != null;
+        if (s.tracestate != null && !traced) {
+            err.println("fenced-jobs submit: --tracestate needs --traceparent");
+            return 2;
+        }
         try (Connection c = db.connect();
                 PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key" + (policy ? ", priority, dispatch_key" : "")
-                        + ") VALUES (?, ?::jsonb, " + when.sql() + ", ?" + (policy ? ", ?, ?" : "")
-                        + ") ON CONFLICT (unique_key) DO NOTHING RETURNING id")) {
+                        + (traced ? ", traceparent, tracestate" : "") + ") VALUES (?, ?::jsonb, " + when.sql() + ", ?" + (policy ? ", ?, ?" : "")
+                        + (traced ? ", ?, ?" : "") + ") ON CONFLICT (unique_key) DO NOTHING RETURNING id")) {
             ps.setString(1, resource);
             ps.setString(2, s.payload.text());
             int next = 3;
@@ -156,7 +169,11 @@ final class JobCommands {
             ps.setString(next++, key);
             if (policy) {
                 ps.setInt(next++, s.priority);
-                ps.setString(next, s.dispatchKey);
+                ps.setString(next++, s.dispatchKey);
+            }
+            if (traced) {
+                ps.setString(next++, s.traceparent);
+                ps.setString(next, s.tracestate);
             }
             // A producer's login reads jobs only through my_jobs (its own), and of jobs only id and unique_key.
             try (ResultSet rs = ps.executeQuery()) {
@@ -203,6 +220,10 @@ final class JobCommands {
         }
         if (j.get("cancelled_at") != null) {
             out.println("  cancelled  " + j.get("cancelled_at"));
+        }
+        if (j.get("traceparent") != null) {
+            String traceparent = (String) j.get("traceparent");
+            out.println("  trace      " + traceparent.substring(3, 35) + " (traceparent " + traceparent + ")");
         }
         Object outbox = found.get().get("outbox");
         if (outbox instanceof Map<?, ?> o) {

@@ -218,6 +218,26 @@ class JobControlTest {
     }
 
     @Test
+    void theCliSubmitsAJobInATraceAndTheJourneyShowsItsTraceId() throws Exception {
+        Map<String, String> asBilling = Map.of("DATABASE_USER", "billing", "DATABASE_PASSWORD", "b-secret");
+        String parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        CliTest.Run submitted = cli(asBilling, "submit", "--due", "+1h", "--key", "traced-1", "--traceparent", parent, "--tracestate", "congo=t61rcWkgMzE");
+        assertThat(submitted.code()).as(submitted.err()).isZero();
+        CliTest.Run journey = cli(Map.of(), "journey", "--key", "traced-1");
+        assertThat(journey.out()).contains("\n  trace      4bf92f3577b34da6a3ce929d0e0e4736 (traceparent " + parent + ")\n");
+        CliTest.Run untraced = cli(asBilling, "submit", "--due", "+1h", "--key", "untraced-1");
+        assertThat(untraced.code()).as(untraced.err()).isZero();
+        assertThat(cli(Map.of(), "journey", "--key", "untraced-1").out()).doesNotContain("trace ");
+
+        CliTest.Run bad = cli(asBilling, "submit", "--due", "+1h", "--traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7");
+        assertThat(bad.code()).isNotZero();
+        assertThat(bad.err()).contains("jobs_traceparent");
+        CliTest.Run alone = cli(asBilling, "submit", "--due", "+1h", "--tracestate", "congo=t61rcWkgMzE");
+        assertThat(alone.code()).isEqualTo(2);
+        assertThat(alone.err()).isEqualTo("fenced-jobs submit: --tracestate needs --traceparent\n");
+    }
+
+    @Test
     void aProducerGivesItsJobsAPriorityAndAKeyButOnlyAnOperatorLimitsAKey() throws Exception {
         Map<String, String> asBilling = Map.of("DATABASE_USER", "billing", "DATABASE_PASSWORD", "b-secret");
         CliTest.Run submitted = cli(asBilling, "submit", "--due", "+1h", "--resource", "acct-9", "--priority", "300", "--dispatch-key", "tenant-9",

@@ -23,11 +23,13 @@ import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TestKafka;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.UUID;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -104,6 +106,46 @@ class LeastPrivilegeTest {
                 + "VALUES (1, 'r', 1, '{}', now(), now())");
         denied(Roles.PRODUCER, "p-secret", "UPDATE jobs SET state = 'completed'");
         denied(Roles.PRODUCER, "p-secret", "INSERT INTO lease_takeover VALUES ('scheduler', 99, 'me', now(), now())");
+    }
+
+    @Test
+    void theProducerNamesATraceContextInItsInsertOrInASettingOfItsTransaction() throws Exception {
+        String parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        String other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        try (Connection c = as(Roles.PRODUCER, "p-secret"); Statement s = c.createStatement()) {
+            s.execute("INSERT INTO jobs (due_at, unique_key, traceparent, tracestate) VALUES (clock_timestamp() + interval '1 hour', 'traced-column', '"
+                    + parent + "', 'congo=t61rcWkgMzE')");
+            // A framework that cannot change its SQL sets the context for its transaction.
+            c.setAutoCommit(false);
+            s.execute("SET LOCAL fenced_jobs.traceparent = '" + other + "'");
+            s.execute("INSERT INTO jobs (due_at, unique_key) VALUES (clock_timestamp() + interval '1 hour', 'traced-setting')");
+            c.commit();
+            // The setting was local to that transaction: the next job has no context.
+            s.execute("INSERT INTO jobs (due_at, unique_key) VALUES (clock_timestamp() + interval '1 hour', 'traced-none')");
+            c.commit();
+            try (ResultSet rs = s.executeQuery("SELECT unique_key, coalesce(traceparent, '-') || ' ' || coalesce(tracestate, '-') FROM my_jobs "
+                    + "WHERE unique_key LIKE 'traced-%' ORDER BY unique_key")) {
+                Map<String, String> seen = new TreeMap<>();
+                while (rs.next()) {
+                    seen.put(rs.getString(1), rs.getString(2));
+                }
+                assertThat(seen).containsExactly(Map.entry("traced-column", parent + " congo=t61rcWkgMzE"),
+                        Map.entry("traced-none", "- -"), Map.entry("traced-setting", other + " -"));
+            }
+            c.rollback();
+        }
+        // What the W3C format does not allow is refused, by the column or by the setting.
+        for (String bad : List.of("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "4bf92f3577b34da6a3ce929d0e0e4736", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")) {
+            refused(postgres.database(), Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, traceparent) VALUES (clock_timestamp(), '" + bad + "')",
+                    "jobs_traceparent");
+            refused(postgres.database(), Roles.PRODUCER, "p-secret", "BEGIN; SET LOCAL fenced_jobs.traceparent = '" + bad
+                    + "'; INSERT INTO jobs (due_at) VALUES (clock_timestamp()); COMMIT", "jobs_traceparent");
+        }
+        refused(postgres.database(), Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, traceparent, tracestate) VALUES (clock_timestamp(), '"
+                + parent + "', E'a=b\\nc=d')", "jobs_tracestate");
+        refused(postgres.database(), Roles.PRODUCER, "p-secret", "INSERT INTO jobs (due_at, traceparent, tracestate) VALUES (clock_timestamp(), '"
+                + parent + "', repeat('a', 513))", "jobs_tracestate");
     }
 
     @Test

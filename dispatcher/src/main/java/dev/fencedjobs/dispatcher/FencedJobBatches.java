@@ -44,9 +44,10 @@ import org.jooq.types.DayToSecond;
  *              ORDER BY due_at, id LIMIT :limit FOR UPDATE SKIP LOCKED),
  *      completed AS (UPDATE jobs SET state = 'completed', completed_by_token = :token,
  *                    completed_at = clock_timestamp() FROM due WHERE jobs.id = due.id
- *                    RETURNING id, resource, payload, due_at, completed_at, created_at)
- * INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)
- * SELECT id, resource, :token, payload, due_at, completed_at, created_at FROM completed ORDER BY due_at, id</pre>
+ *                    RETURNING id, resource, payload, due_at, completed_at, created_at, traceparent, tracestate)
+ * INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
+ * SELECT id, resource, :token, payload, due_at, completed_at, created_at, traceparent, tracestate
+ * FROM completed ORDER BY due_at, id</pre>
  * </ol>
  *
  * <p>SKIP LOCKED lets the batch pass over a job a producer is still updating instead of waiting
@@ -165,11 +166,12 @@ final class FencedJobBatches implements JobBatches {
                         .set(JOBS.COMPLETED_AT, CLOCK_TIMESTAMP)
                         .from(due)
                         .where(JOBS.ID.eq(due.field(JOBS.ID)))
-                        .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT, JOBS.CREATED_AT));
+                        .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT, JOBS.CREATED_AT, JOBS.TRACEPARENT,
+                                JOBS.TRACESTATE));
         return tx.with(due)
                 .with(completed)
                 .insertInto(OUTBOX, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT, OUTBOX.COMPLETED_AT,
-                        OUTBOX.JOB_CREATED_AT)
+                        OUTBOX.JOB_CREATED_AT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
                 .select(select(
                                 completed.field(JOBS.ID),
                                 completed.field(JOBS.RESOURCE),
@@ -177,7 +179,9 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.PAYLOAD),
                                 completed.field(JOBS.DUE_AT),
                                 completed.field(JOBS.COMPLETED_AT),
-                                completed.field(JOBS.CREATED_AT))
+                                completed.field(JOBS.CREATED_AT),
+                                completed.field(JOBS.TRACEPARENT),
+                                completed.field(JOBS.TRACESTATE))
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
                 .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, DSL.field("(SELECT pg_current_snapshot()::text)", String.class));

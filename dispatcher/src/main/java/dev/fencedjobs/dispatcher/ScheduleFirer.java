@@ -7,6 +7,7 @@ import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.runtime.internal.Backoff;
 import dev.fencedjobs.runtime.internal.Faults;
 import dev.fencedjobs.runtime.internal.Occurrences;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -179,6 +180,7 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
         List<String> payloads = new ArrayList<>();
         List<String> keys = new ArrayList<>();
         List<String> submitters = new ArrayList<>();
+        List<String> traceparents = new ArrayList<>();
         long jobs = 0;
         long skippedOccurrences = 0;
         for (Record row : rows) {
@@ -216,6 +218,8 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
                 payloads.add(payload);
                 keys.add(key(name, at));
                 submitters.add(KEY_PREFIX + name);
+                // Each occurrence is a trace of its own: no producer's transaction is behind it.
+                traceparents.add(TraceContext.newTraceparent());
             }
             long skippedHere = 0;
             for (ScheduleDecision.Skip s : d.skips()) {
@@ -240,11 +244,12 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
             skippedOccurrences += skippedHere;
         }
         if (!keys.isEmpty()) {
-            List<String> inserted = tx.fetch("INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by) "
-                    + "SELECT * FROM unnest(?::timestamptz[], ?::varchar[], ?::jsonb[], ?::varchar[], ?::varchar[]) "
+            List<String> inserted = tx.fetch("INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by, traceparent) "
+                    + "SELECT * FROM unnest(?::timestamptz[], ?::varchar[], ?::jsonb[], ?::varchar[], ?::varchar[], ?::varchar[]) "
                     + "ON CONFLICT (unique_key) DO NOTHING RETURNING unique_key",
                     dues.toArray(new OffsetDateTime[0]), resources.toArray(new String[0]), payloads.toArray(new String[0]),
-                    keys.toArray(new String[0]), submitters.toArray(new String[0])).getValues(0, String.class);
+                    keys.toArray(new String[0]), submitters.toArray(new String[0]), traceparents.toArray(new String[0]))
+                    .getValues(0, String.class);
             if (inserted.size() < keys.size()) {
                 List<String> taken = new ArrayList<>(keys);
                 taken.removeAll(inserted);

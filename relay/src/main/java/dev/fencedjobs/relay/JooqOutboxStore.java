@@ -11,6 +11,7 @@ import static org.jooq.impl.DSL.val;
 
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
@@ -50,7 +51,7 @@ final class JooqOutboxStore implements OutboxStore {
     @Override
     public List<OutboxRow> unpublished(int limit) {
         var rows = dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
-                        OUTBOX.COMPLETED_AT, OUTBOX.JOB_CREATED_AT)
+                        OUTBOX.COMPLETED_AT, OUTBOX.JOB_CREATED_AT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
                 .from(OUTBOX)
                 .where(OUTBOX.ID.gt(position()))
                 .orderBy(OUTBOX.ID)
@@ -70,7 +71,7 @@ final class JooqOutboxStore implements OutboxStore {
         for (var r : rows) {
             Tenure tenure = tenures.getOrDefault(r.value4(), Tenure.UNKNOWN);
             result.add(new OutboxRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5().data(), r.value6(), r.value7(), r.value8(),
-                    tenure.holder(), tenure.acquiredAt()));
+                    tenure.holder(), tenure.acquiredAt(), TraceContext.of(r.value9(), r.value10())));
         }
         return result;
     }

@@ -2,6 +2,7 @@ package dev.fencedjobs.relay;
 
 import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.Map;
@@ -25,11 +26,12 @@ interface OutboxStore {
     Lag lag();
 
     /**
-     * One row; {@code jobCreatedAt} is null for a row written before it was recorded, and the
-     * token's holder and acquisition time are null when the takeover history lacks the token.
+     * One row; {@code jobCreatedAt} is null for a row written before it was recorded, the token's
+     * holder and acquisition time are null when the takeover history lacks the token, and
+     * {@code trace} is null for a job submitted without a trace context.
      */
     record OutboxRow(long id, long jobId, String resource, long token, String payloadJson, OffsetDateTime dueAt,
-            OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder, OffsetDateTime tokenAcquiredAt) {}
+            OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder, OffsetDateTime tokenAcquiredAt, TraceContext trace) {}
 
     /** Unpublished rows and the age of the oldest, in database time. */
     record Lag(long rows, double oldestSeconds) {}

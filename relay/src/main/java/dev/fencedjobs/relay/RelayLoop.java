@@ -14,6 +14,7 @@ import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
 import dev.fencedjobs.runtime.internal.ReadCache;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -275,6 +276,14 @@ final class RelayLoop implements LeaderService.Worker {
         record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token())));
         record.headers().add(new RecordHeader(Envelope.OUTBOX_ID_HEADER, Envelope.header(row.id())));
         record.headers().add(new RecordHeader(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION)));
+        if (row.trace() != null) {
+            // The W3C headers OpenTelemetry's Kafka instrumentation reads: the producer's context, so a
+            // consumer's span joins the trace the job was submitted in.
+            record.headers().add(new RecordHeader(TraceContext.TRACEPARENT_HEADER, row.trace().traceparent().getBytes(StandardCharsets.US_ASCII)));
+            if (row.trace().tracestate() != null && !row.trace().tracestate().isEmpty()) {
+                record.headers().add(new RecordHeader(TraceContext.TRACESTATE_HEADER, row.trace().tracestate().getBytes(StandardCharsets.US_ASCII)));
+            }
+        }
         return record;
     }
 

@@ -207,7 +207,7 @@ class RelayLoopTest {
         void insertPayload(String json) {
             long id = rows.size() + 1;
             OffsetDateTime at = OffsetDateTime.parse("2027-01-15T08:00:00Z");
-            rows.add(new OutboxRow(id, 100 + id, "r-" + id, 1, json, at, at, at, "test", at));
+            rows.add(new OutboxRow(id, 100 + id, "r-" + id, 1, json, at, at, at, "test", at, null));
         }
 
         @Override

@@ -7,10 +7,13 @@ import static org.awaitility.Awaitility.await;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.TraceContext;
+import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.Gate;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;
 import dev.fencedjobs.testing.TopicReader;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +24,7 @@ import java.util.function.UnaryOperator;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -209,6 +213,38 @@ class RelayTest {
                     .collect(Collectors.toCollection(TreeSet::new));
             assertThat(duplicated).as("the only second copies are A's held batch").containsExactlyElementsOf(new TreeSet<>(heldBatch));
             assertThat(counts.values()).containsOnly(1, 2);
+        }
+    }
+
+    @Test
+    void aJobsTraceContextTravelsAsTheW3CHeadersOutsideTheSignedEnvelope() throws Exception {
+        String parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        fixture.dsl().transaction(tx -> {
+            tx.dsl().execute(CompletedJobs.LEASE);
+            tx.dsl().execute("SET LOCAL fenced_jobs.traceparent = '" + parent + "'");
+            tx.dsl().execute("SET LOCAL fenced_jobs.tracestate = 'congo=t61rcWkgMzE'");
+            tx.dsl().execute(CompletedJobs.statement(4, "'traced-' || g", "'{}'"));
+        });
+        fixture.insertOutbox(4, "'untraced-' || g", "'{}'");
+        fixture.start();
+        try (TopicReader reader = fixture.reader()) {
+            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(8, Duration.ofSeconds(60));
+            assertThat(records).hasSize(8);
+            fixture.assertAllSignedByTheRelay(records);
+            for (ConsumerRecord<String, byte[]> r : records) {
+                Header traceparent = r.headers().lastHeader(TraceContext.TRACEPARENT_HEADER);
+                Header tracestate = r.headers().lastHeader(TraceContext.TRACESTATE_HEADER);
+                if (r.key().startsWith("traced-")) {
+                    assertThat(new String(traceparent.value(), StandardCharsets.US_ASCII)).isEqualTo(parent);
+                    assertThat(new String(tracestate.value(), StandardCharsets.US_ASCII)).isEqualTo("congo=t61rcWkgMzE");
+                } else {
+                    assertThat(traceparent).as("a job without a context: no header").isNull();
+                    assertThat(tracestate).isNull();
+                }
+                // The envelope stays version 1 and as it was: the context is in the headers only.
+                assertThat(new String(r.value(), StandardCharsets.UTF_8)).doesNotContain("4bf92f3577b34da6a3ce929d0e0e4736");
+                assertThat(Envelope.parse(r.value()).version()).isEqualTo(1);
+            }
         }
     }
 

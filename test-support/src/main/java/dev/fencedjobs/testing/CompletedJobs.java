@@ -34,14 +34,18 @@ public final class CompletedJobs {
     public static final String LEASE = "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
             + " VALUES ('scheduler', '" + HOLDER + "', 1, clock_timestamp()) ON CONFLICT (role) DO NOTHING";
 
-    /** The one statement that writes the jobs and their outbox rows, once {@link #LEASE} has run; its count is the rows. */
+    /**
+     * The one statement that writes the jobs and their outbox rows, once {@link #LEASE} has run; its
+     * count is the rows. The jobs take the trace context of the transaction's settings, if any
+     * ({@code fenced_jobs.traceparent}), and their outbox rows carry it, as the dispatcher's do.
+     */
     public static String statement(int rows, String resource, String payload) {
         return "WITH done AS (INSERT INTO jobs (resource, payload, due_at, state, completed_by_token, completed_at)"
                 + " SELECT " + resource + ", " + payload + ", clock_timestamp(), 'completed',"
                 + " (SELECT fencing_token FROM leader_lease WHERE role = 'scheduler'), clock_timestamp()"
                 + " FROM generate_series(1, " + rows + ") g"
-                + " RETURNING id, resource, completed_by_token, payload, due_at, completed_at, created_at)"
-                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
-                + " SELECT id, resource, completed_by_token, payload, due_at, completed_at, created_at FROM done ORDER BY id";
+                + " RETURNING id, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate)"
+                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)"
+                + " SELECT id, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate FROM done ORDER BY id";
     }
 }

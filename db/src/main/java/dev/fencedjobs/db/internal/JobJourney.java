@@ -53,7 +53,7 @@ public final class JobJourney {
         }
         Map<String, Object> job;
         try (PreparedStatement ps = c.prepareStatement("SELECT id, unique_key, resource, state, created_at, due_at, completed_at, "
-                + "completed_by_token, cancelled_at FROM jobs WHERE " + (id != null ? "id = ?" : "unique_key = ?"))) {
+                + "completed_by_token, cancelled_at, traceparent FROM jobs WHERE " + (id != null ? "id = ?" : "unique_key = ?"))) {
             ps.setObject(1, id != null ? id : key);
             List<Map<String, Object>> rows = rows(ps);
             if (rows.isEmpty()) {

@@ -39,13 +39,14 @@ public final class Roles {
                     // JOBS_RETENTION: completed jobs only (a trigger refuses the others).
                     + "GRANT DELETE ON jobs TO fj_dispatcher;"
                     // Schedules: each occurrence becomes a job (under the lease guard), and the schedule's position moves.
-                    + "GRANT INSERT (due_at, resource, payload, unique_key, submitted_by) ON jobs TO fj_dispatcher;"
+                    + "GRANT INSERT (due_at, resource, payload, unique_key, submitted_by, traceparent, tracestate) ON jobs TO fj_dispatcher;"
                     + "REVOKE ALL ON schedules, schedule_skips FROM fj_dispatcher;"
                     + "GRANT SELECT ON schedules TO fj_dispatcher;"
                     + "GRANT UPDATE (next_fire_at, fired, skipped, last_fired_at, resumed_at, error) ON schedules TO fj_dispatcher;"
                     + "GRANT INSERT ON schedule_skips TO fj_dispatcher;"
                     + "GRANT SELECT ON outbox TO fj_dispatcher;"
-                    + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO fj_dispatcher;"
+                    + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate) "
+                    + "ON outbox TO fj_dispatcher;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;"
                     // Rate limits: it reads the definitions and spends the tokens (under the lease guard).
                     + "GRANT SELECT, UPDATE (tokens, refilled_at, refilled_by_token) ON dispatch_limits TO fj_dispatcher;",
@@ -56,15 +57,16 @@ public final class Roles {
                     + "GRANT SELECT ON lease_takeover TO fj_relay;"
                     + "GRANT UPDATE (publish_error) ON outbox TO fj_relay;"
                     + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_relay;",
-            // A producer names only what a job is: when, for what, with what, under which key. The id,
-            // the state, the completing token and the times are the database's and the dispatcher's.
+            // A producer names only what a job is: when, for what, with what, under which key, in which
+            // trace. The id, the state, the completing token and the times are the database's and the
+            // dispatcher's.
             // SELECT on unique_key alone: INSERT ... ON CONFLICT (unique_key) DO NOTHING needs it to
             // find the conflicting row; the producer still cannot read any job.
             // SELECT on id: INSERT ... RETURNING id tells a producer the id of the job it submitted. The
             // state and contents of its own jobs (submitted_by = its login) it reads through my_jobs,
             // and it cancels or reschedules them through the functions, which refuse anyone else's.
             PRODUCER, "REVOKE ALL ON jobs FROM fj_producer;"
-                    + "GRANT INSERT (due_at, resource, payload, unique_key, priority, dispatch_key) ON jobs TO fj_producer;"
+                    + "GRANT INSERT (due_at, resource, payload, unique_key, priority, dispatch_key, traceparent, tracestate) ON jobs TO fj_producer;"
                     + "GRANT SELECT (id, unique_key) ON jobs TO fj_producer;"
                     + "REVOKE ALL ON my_jobs FROM fj_producer;"
                     + "GRANT SELECT ON my_jobs TO fj_producer;"
