@@ -85,6 +85,14 @@ final class BatchProcessor {
 
     enum Outcome { APPLIED, REJECTED, DEAD_LETTER }
 
+    /** What became of a record, as its span says (docs/tracing.md). */
+    static final String APPLIED = "applied";
+    static final String LATE = "late";
+    static final String DUPLICATE = "duplicate";
+    static final String STALE = "stale";
+    static final String WAITING = "waiting";
+    static final String DEAD_LETTER = "dead_letter";
+
     /** What one batch did; {@code unauthenticated} records are among the {@code deadLettered}. */
     record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting, int unauthenticated) {
         static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0, 0, 0);
@@ -174,16 +182,28 @@ final class BatchProcessor {
 
     /** Processes the batch, just polled, in the caller's transaction. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records) {
-        return process(tx, records, null, onArrival());
+        return process(tx, records, null, onArrival(), null);
+    }
+
+    /** As {@link #process(DSLContext, List)}, noting what became of each record in {@code outcomes}. */
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+        return process(tx, records, null, onArrival(), outcomes);
+    }
+
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
+        return process(tx, records, retrying, authenticity, null);
     }
 
     /**
      * Processes the batch in the caller's transaction. A record of a resource that has records
      * waiting for a patient retry ({@code consumer_waiting}) waits behind them instead, undecided,
      * so that the resource's effects stay in order; except for {@code retrying}, the resource whose
-     * first waiting record the caller is trying again.
+     * first waiting record the caller is trying again. With {@code outcomes}, notes what became of
+     * each record there (an identity map: records are told apart by instance).
      */
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity,
+            Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+        Map<ConsumerRecord<String, byte[]>, String> noted = outcomes != null ? outcomes : new IdentityHashMap<>();
         Map<ConsumerRecord<String, byte[]>, String> unreadable = new LinkedHashMap<>();
         List<Candidate> distinct = new ArrayList<>();
         Map<Long, List<Job>> seen = new HashMap<>();
@@ -196,6 +216,7 @@ final class BatchProcessor {
                 log.error("Unauthenticated record {}-{}@{} dead-lettered, not applied: {}", record.topic(), record.partition(), record.offset(),
                         problem.get());
                 unreadable.put(record, UNAUTHENTICATED + ": " + problem.get());
+                noted.put(record, DEAD_LETTER);
                 unauthenticated++;
                 continue;
             }
@@ -204,6 +225,7 @@ final class BatchProcessor {
                 Job job = c.job();
                 List<Job> sameId = seen.computeIfAbsent(job.jobId(), id -> new ArrayList<>(1));
                 if (sameId.stream().anyMatch(j -> j.sameJobAs(job.jobId(), job.createdAt()))) {
+                    noted.put(record, DUPLICATE);
                     duplicates++;
                 } else {
                     sameId.add(job);
@@ -211,6 +233,7 @@ final class BatchProcessor {
                 }
             } catch (Envelope.InvalidEnvelope e) {
                 unreadable.put(record, e.getMessage());
+                noted.put(record, DEAD_LETTER);
             }
         }
 
@@ -225,8 +248,10 @@ final class BatchProcessor {
                 if (!waitingResources.contains(d.candidate().job().resource())) {
                     deciding.add(d);
                 } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null)) {
+                    noted.put(d.candidate().record(), WAITING);
                     parked++;
                 } else {
+                    noted.put(d.candidate().record(), DUPLICATE);
                     duplicates++; // already waiting
                 }
             }
@@ -240,8 +265,14 @@ final class BatchProcessor {
         for (Decision d : deciding) {
             Job job = d.candidate().job();
             switch (FenceDecisions.verdict(false, claims.of(d), d.before(), job.outboxId(), job.fencingToken())) {
-                case DUPLICATE -> duplicates++;
-                case STALE -> rejected.add(d);
+                case DUPLICATE -> {
+                    noted.put(d.candidate().record(), DUPLICATE);
+                    duplicates++;
+                }
+                case STALE -> {
+                    noted.put(d.candidate().record(), STALE);
+                    rejected.add(d);
+                }
                 case APPLIED, LATE, REUSED -> {
                     toApply.add(job);
                     Fence before = fences.getOrDefault(job.resource(), decided.locked().get(job.resource()));
@@ -252,6 +283,9 @@ final class BatchProcessor {
                     // A reused id can be late too.
                     if (d.before().late(job.outboxId(), job.fencingToken())) {
                         late.add(d);
+                        noted.put(d.candidate().record(), LATE);
+                    } else {
+                        noted.put(d.candidate().record(), APPLIED);
                     }
                 }
                 case WAITING -> throw new IllegalStateException("parked before the claims");

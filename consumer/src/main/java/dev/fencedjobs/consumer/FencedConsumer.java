@@ -22,8 +22,10 @@ import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.util.Collection;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -94,6 +96,7 @@ public final class FencedConsumer implements RunningService {
     /** Tries again the records waiting for a patient retry, beside the loop. */
     private final Purger retrier;
     private final PatientRetries patient;
+    private final ProcessSpans spans;
 
     private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer, Ticker ticker) {
         this.config = config;
@@ -111,6 +114,7 @@ public final class FencedConsumer implements RunningService {
         try {
             this.dsl = runtime.dsl();
             this.processor = new BatchProcessor(effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
+            this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
             this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
             this.loop = new ConsumerLoop(consumer, new JooqStore(), committer, config.effectMaxAttempts(), config.effectRetryBackoff(),
                     ticker, registry);
@@ -139,7 +143,11 @@ public final class FencedConsumer implements RunningService {
     private final class JooqStore implements ConsumerLoop.Store {
         @Override
         public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
-            return waited(dsl.transactionResult(c -> processor.process(c.dsl(), records)));
+            Instant started = Instant.now();
+            Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(records.size() * 2);
+            BatchProcessor.Counts counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes));
+            spans.committed(records, outcomes, started);
+            return waited(counts);
         }
 
         /** Records put to wait (behind a waiting one of their resource) wake the patient retries. */
@@ -152,6 +160,15 @@ public final class FencedConsumer implements RunningService {
 
         @Override
         public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
+            Instant started = Instant.now();
+            BatchProcessor.Counts counts = parkOrDeadLetter(record, reason);
+            spans.committed(List.of(record), Map.of(record, counts.waiting() > 0 ? BatchProcessor.WAITING
+                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE), started);
+            return counts;
+        }
+
+        /** A record whose effect kept failing: put to wait for a patient retry, or dead-lettered. */
+        private BatchProcessor.Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason) {
             Job job = BatchProcessor.jobOf(record);
             if (config.retries().enabled() && job != null) {
                 Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),

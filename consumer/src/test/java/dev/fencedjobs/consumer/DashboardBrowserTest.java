@@ -42,11 +42,13 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /**
  * The dashboard at {@code /}, opened in headless Chromium (Debian's {@code chromium}) against a
  * dispatcher, a relay and a consumer sharing one database: what the page shows after it ran its
- * script, and a screenshot ({@code target/dashboard.png}; the README's is {@code docs/dashboard.png}, a copy).
+ * script, one job found by its key, and a screenshot with it ({@code target/dashboard.png}; the README's is
+ * {@code docs/dashboard.png}, a copy).
  */
 class DashboardBrowserTest {
 
     private static final Path CHROMIUM = Path.of("/usr/bin/chromium");
+    private static final String TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 
     @RegisterExtension
     final PostgresExtension postgres = new PostgresExtension();
@@ -87,8 +89,11 @@ class DashboardBrowserTest {
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 5), '{}', clock_timestamp() "
                         + "FROM generate_series(1, 50) g");
+                // One to look up on the page, in a trace.
+                s.execute("INSERT INTO jobs (resource, due_at, unique_key, traceparent) VALUES ('account-1', clock_timestamp(), 'traced-1', "
+                        + "'00-" + TRACE_ID + "-00f067aa0ba902b7-01')");
             }
-            await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("applied")).longValue() == 50);
+            await().atMost(Duration.ofSeconds(60)).until(() -> ((Number) consumer.status().get("applied")).longValue() == 51);
             // A record the fence rejects (token 3 after token 5 of its resource) and one it cannot read.
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
@@ -135,9 +140,18 @@ class DashboardBrowserTest {
                     .containsPattern("<table id=\"busiest\">(<tbody>)?<tr><th>key</th><th>due jobs</th><th>oldest due</th></tr>"
                             + "<tr data-key=\"tenant-slow\"><td>tenant-slow</td><td>4</td>");
 
+            // Where is a job: linked by its key, on the consumer's page.
+            String journey = chromium("--dump-dom", url + "#key=traced-1");
+            assertThat(journey).contains("data-loaded=\"true\"", "<td id=\"job-state\">completed</td>",
+                    "<td id=\"job-trace\"><code>" + TRACE_ID + "</code></td>");
+            assertThat(journey).containsPattern("<td id=\"job-completed\">[^<]* with token " + token + "</td>")
+                    .containsPattern("<td id=\"job-outbox\">row \\d+, token " + token + ": published \\(the relay's position has passed it\\)</td>")
+                    .containsPattern("<td id=\"job-consumer\">applied with token " + token + " at ");
+            assertThat(chromium("--dump-dom", url + "#job=99999999")).contains("<span class=\"warn\" id=\"job-error\">no job with id 99999999</span>");
+
             Path shot = Path.of("target", "dashboard.png").toAbsolutePath();
             Files.deleteIfExists(shot);
-            chromium("--screenshot=" + shot, "--window-size=1280,760", url);
+            chromium("--screenshot=" + shot, "--window-size=1280,900", url + "#key=traced-1");
             assertThat(shot).exists();
             assertThat(Files.size(shot)).isGreaterThan(10_000);
         } finally {

@@ -11,12 +11,16 @@ import dev.fencedjobs.runtime.internal.Next;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
 import dev.fencedjobs.runtime.internal.ReadCache;
+import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.LinkedHashMap;
@@ -108,6 +112,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
     private final Grants leadership;
+    private final Tracing tracing;
     private final JobBatches batches;
     private final int batchSize;
     private final Duration jobsRetention;
@@ -193,8 +198,9 @@ final class DispatchLoop implements LeaderService.Worker {
     }
 
     DispatchLoop(Grants leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry,
-            Schedules schedules) {
+            Schedules schedules, Tracing tracing) {
         this.leadership = leadership;
+        this.tracing = tracing;
         this.schedules = schedules;
         this.batches = batches;
         this.batchSize = batchSize;
@@ -394,15 +400,27 @@ final class DispatchLoop implements LeaderService.Worker {
             earliestNotified.set(NOTHING);
         }
         JobBatches.BatchResult result;
+        // A span per batch, a root of its own (its jobs come from many producers' traces).
+        Span span = tracing.tracer().spanBuilder("dispatch batch").setSpanKind(SpanKind.INTERNAL).setNoParent()
+                .setAttribute(Tracing.LEASE_TOKEN, grant.token()).startSpan();
         try {
             result = batches.completeDue(grant, batchSize, after, policyKey);
+            span.setAttribute(Tracing.BATCH_COMPLETED, (long) result.completed());
+            span.setAttribute(Tracing.BATCH_PATH, result.policy() != null ? "policy" : "plain");
+            if (!result.leaseHeld()) {
+                span.setStatus(StatusCode.ERROR, "lease guard rejected the token");
+            }
         } catch (RuntimeException e) {
+            span.recordException(e);
+            span.setStatus(StatusCode.ERROR, "rolled back");
             position = null;
             batchFailures.increment();
             log.warn("Batch under token {} failed, rolled back: {}", grant.token(), Faults.describe(e));
             String reason = "batch failed (" + e.getClass().getSimpleName() + ")";
             leadership.stepDown(grant, reason);
             return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), reason);
+        } finally {
+            span.end();
         }
         long elapsed = ticker.nanoTime() - started;
         if (!result.leaseHeld()) {

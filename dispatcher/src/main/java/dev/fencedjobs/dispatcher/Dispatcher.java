@@ -57,7 +57,7 @@ public final class Dispatcher extends LeasedService {
         return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),
                 jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), config.jobsRetention(), parts.ticker(),
                 parts.registry(), new ScheduleFirer(parts.leadership(), parts.lease(), parts.dsl(), config.misfireGrace(), parts.ticker(),
-                        parts.registry()))));
+                        parts.registry()), parts.tracing())));
     }
 
     /** Builds a {@link Dispatcher}; each setting as its environment variable in docs/dispatcher.md. */

@@ -5,7 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.ScriptedGrants;
 import dev.fencedjobs.runtime.internal.Next;
+import dev.fencedjobs.runtime.internal.Tracing;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -26,7 +28,7 @@ class DispatchLoopTest {
     private final MemoryJobs jobs = new MemoryJobs(this::databaseMillis);
     private final ScriptedGrants grants = new ScriptedGrants("scheduler");
     private final DispatchLoop loop = new DispatchLoop(grants, jobs, BATCH, Duration.ofDays(7), ticker, new SimpleMeterRegistry(),
-            DispatchLoop.Schedules.NONE);
+            DispatchLoop.Schedules.NONE, new Tracing(OpenTelemetry.noop()));
 
     /** Database time, epoch ms: it moves with the ticker, measured in differences (readings may wrap). */
     private long databaseMillis() {

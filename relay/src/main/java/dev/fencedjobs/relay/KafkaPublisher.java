@@ -1,6 +1,8 @@
 package dev.fencedjobs.relay;
 
 import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.Tracing;
+import io.opentelemetry.context.Scope;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -161,7 +163,12 @@ final class KafkaPublisher implements Publisher {
                     if (stop.failed()) {
                         break sending;
                     }
-                    Future<RecordMetadata> f = current.send(record, stop);
+                    Future<RecordMetadata> f;
+                    // With the job's context current, a tracer that wraps send() (the Java agent) makes its span in the
+                    // job's trace, and the headers it writes carry that trace on.
+                    try (Scope job = Tracing.jobContext(record.headers()).makeCurrent()) {
+                        f = current.send(record, stop);
+                    }
                     // send() waits up to max.block.ms for metadata and then returns an already failed
                     // future instead of throwing: stop at the first one, or a batch against a dead
                     // broker would wait max.block.ms for every record.

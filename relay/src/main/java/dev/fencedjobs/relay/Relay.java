@@ -45,7 +45,7 @@ public final class Relay extends LeasedService {
                 config.service().database().statementTimeout(), List.of(OUTBOX_INSERTED), ticker, leaseOps);
         return new Relay(LeaderService.start(spec, parts -> new RelayLoop(config, parts.leadership(),
                 store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())), publisher.apply(new KafkaPublisher(config)),
-                parts.ticker(), parts.registry())));
+                parts.ticker(), parts.registry(), parts.tracing())));
     }
 
     /** Builds a {@link Relay}; each setting as its environment variable in docs/relay.md. */

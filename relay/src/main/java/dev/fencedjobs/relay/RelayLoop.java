@@ -15,11 +15,17 @@ import dev.fencedjobs.runtime.internal.Purger;
 import dev.fencedjobs.runtime.internal.ReadCache;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.runtime.internal.TraceContext;
+import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
@@ -59,6 +65,7 @@ final class RelayLoop implements LeaderService.Worker {
     private static final Duration PURGER_STOP = Duration.ofSeconds(5);
 
     private final RelayConfig config;
+    private final Tracing tracing;
     private final Grants leadership;
     private final OutboxStore store;
     private final Publisher publisher;
@@ -83,8 +90,10 @@ final class RelayLoop implements LeaderService.Worker {
     /** The lag, read from the database at most once a second, and only when asked for. */
     private final ReadCache<OutboxStore.Lag> lag;
 
-    RelayLoop(RelayConfig config, Grants leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry) {
+    RelayLoop(RelayConfig config, Grants leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry,
+            Tracing tracing) {
         this.config = config;
+        this.tracing = tracing;
         this.leadership = leadership;
         this.store = store;
         this.publisher = publisher;
@@ -214,6 +223,7 @@ final class RelayLoop implements LeaderService.Worker {
         // on its way to the broker; each record carries its proof (RecordSignatures).
         RecordTrust trust = config.kafka().trust();
         long signedAt = System.currentTimeMillis();
+        Span span = sendSpan(grant, rows, records);
         try {
             if (!records.isEmpty()) {
                 publisher.publish(grant.token(), RecordSignatures.trees(records, publisher.partitions()),
@@ -221,7 +231,11 @@ final class RelayLoop implements LeaderService.Worker {
             }
             kafka.succeeded();
         } catch (RuntimeException e) {
+            span.recordException(e);
+            span.setStatus(StatusCode.ERROR, "Kafka: " + e.getClass().getSimpleName());
             return kafkaFailed(e);
+        } finally {
+            span.end();
         }
         boolean held;
         try {
@@ -266,6 +280,33 @@ final class RelayLoop implements LeaderService.Worker {
         String reason = what + " failed (" + e.getClass().getSimpleName() + ")";
         leadership.stepDown(grant, reason);
         return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), reason);
+    }
+
+    /**
+     * The batch's send span (messaging conventions: a "send" of a batch, kind PRODUCER), a root of
+     * its own, linked to the context of every job in it that has one: a batch carries the jobs of
+     * many producers' traces. Each record keeps its job's context in its headers, and the publisher
+     * sends it with that context current, so a tracer that wraps the send (the Java agent) makes
+     * its span in the job's trace.
+     */
+    private Span sendSpan(Grant grant, List<OutboxStore.OutboxRow> rows, List<ProducerRecord<String, byte[]>> records) {
+        Span span = tracing.tracer().spanBuilder("send " + config.kafka().topic()).setSpanKind(SpanKind.PRODUCER).setNoParent()
+                .setAttribute(Tracing.MESSAGING_SYSTEM, "kafka").setAttribute(Tracing.DESTINATION, config.kafka().topic())
+                .setAttribute(Tracing.OPERATION_TYPE, "send").setAttribute(Tracing.OPERATION_NAME, "send")
+                .setAttribute(Tracing.BATCH_COUNT, (long) records.size()).setAttribute(Tracing.LEASE_TOKEN, grant.token())
+                .setAttribute(Tracing.FIRST_OUTBOX_ID, rows.get(0).id()).setAttribute(Tracing.LAST_OUTBOX_ID, rows.get(rows.size() - 1).id())
+                .startSpan();
+        if (span.isRecording()) {
+            for (OutboxStore.OutboxRow row : rows) {
+                if (row.trace() != null) {
+                    SpanContext job = Tracing.producer(Tracing.jobContext(row.trace()));
+                    if (job.isValid()) {
+                        span.addLink(job, Attributes.of(Tracing.JOB_ID, row.jobId(), Tracing.OUTBOX_ID, row.id()));
+                    }
+                }
+            }
+        }
+        return span;
     }
 
     private ProducerRecord<String, byte[]> toRecord(OutboxStore.OutboxRow row) {

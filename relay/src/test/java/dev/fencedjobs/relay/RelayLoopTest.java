@@ -10,7 +10,9 @@ import dev.fencedjobs.lease.ScriptedGrants;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Next;
+import dev.fencedjobs.runtime.internal.Tracing;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
@@ -36,7 +38,8 @@ class RelayLoopTest {
     private final ScriptedGrants grants = new ScriptedGrants("relay");
     private final MemoryOutbox outbox = new MemoryOutbox();
     private final MemoryBroker broker = new MemoryBroker();
-    private final RelayLoop loop = new RelayLoop(config(), grants, outbox, broker, ticker, new SimpleMeterRegistry());
+    private final RelayLoop loop = new RelayLoop(config(), grants, outbox, broker, ticker, new SimpleMeterRegistry(),
+            new Tracing(OpenTelemetry.noop()));
 
     private static RelayConfig config() {
         DatabaseConfig database = DatabaseConfig.of("jdbc:postgresql://localhost/unused", "u", "p");

@@ -4,6 +4,7 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.runtime.internal.Embedding;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.util.Objects;
 import javax.sql.DataSource;
@@ -21,6 +22,7 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
     private DatabaseConfig database;
     private DataSource dataSource;
     private MeterRegistry meterRegistry;
+    private OpenTelemetry openTelemetry;
     private Integer httpPort;
     private Duration shutdownTimeout = ServiceConfig.DEFAULT_SHUTDOWN_TIMEOUT;
     private boolean migrate = true;
@@ -55,6 +57,16 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
     /** The application's registry for the service's meters (each tagged {@code service}); they are removed when it stops. */
     public B meterRegistry(MeterRegistry meterRegistry) {
         this.meterRegistry = Objects.requireNonNull(meterRegistry, "meterRegistry");
+        return self();
+    }
+
+    /**
+     * The application's OpenTelemetry for the service's spans (docs/tracing.md); without it they go
+     * to {@code GlobalOpenTelemetry}, which is what the OpenTelemetry Java agent installs, and a
+     * no-op without one.
+     */
+    public B openTelemetry(OpenTelemetry openTelemetry) {
+        this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
         return self();
     }
 
@@ -106,7 +118,7 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
 
     /** A lent pool, or none. */
     protected Embedding embedding() {
-        return new Embedding(dataSource, meterRegistry, httpPort != null);
+        return new Embedding(dataSource, meterRegistry, httpPort != null, openTelemetry);
     }
 
     /**

@@ -30,9 +30,9 @@ class OpsServerTest {
     @Test
     void withATokenTheDataNeedsItAndTheHealthEndpointsAndThePageStayOpen() throws Exception {
         try (OpsServer ops = OpsServer.start(0, new OpsAccess("127.0.0.1", TOKEN), () -> "# metrics\n", () -> true,
-                () -> Map.of("holder", "h-1"), () -> Map.of("roles", "r"))) {
+                () -> Map.of("holder", "h-1"), () -> Map.of("roles", "r"), (id, key) -> Map.of("id", id))) {
             int port = ops.port();
-            for (String path : new String[] {"/status", "/dashboard.json", "/metrics"}) {
+            for (String path : new String[] {"/status", "/dashboard.json", "/dashboard/job?id=4711", "/metrics"}) {
                 assertThat(code(port, path, null)).as(path + " without a token").isEqualTo(401);
                 assertThat(code(port, path, "Bearer wrong-token-of-some-length")).as(path + " with a wrong one").isEqualTo(401);
                 assertThat(code(port, path, "Basic " + TOKEN)).as(path + " with another scheme").isEqualTo(401);

@@ -89,7 +89,12 @@ public final class JobJourney {
         };
     }
 
-    private static Object consumer(Connection c, long jobId) throws SQLException {
+    /**
+     * What the consumer whose tables are in {@code c} did with the job: the map {@link #read} puts
+     * under {@code consumer}, or a string that says why it is not shown. For a consumer's own page,
+     * whose database may not hold {@code jobs}.
+     */
+    public static Object consumer(Connection c, long jobId) throws SQLException {
         if (!readable(c, "consumer_processed")) {
             return "not shown: the consumer's tables are not in this database (set CONSUMER_DATABASE_URL), or this login may not read them";
         }
@@ -115,7 +120,8 @@ public final class JobJourney {
         return consumer;
     }
 
-    private static boolean readable(Connection c, String table) throws SQLException {
+    /** Whether {@code table} is in this database and this login may read it. */
+    public static boolean readable(Connection c, String table) throws SQLException {
         try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT " + Database.readable(table))) {
             rs.next();
             return rs.getBoolean(1);

@@ -3,6 +3,7 @@ package dev.fencedjobs.runtime.internal;
 import static dev.fencedjobs.db.internal.Database.readable;
 
 import dev.fencedjobs.db.internal.DispatchOverview;
+import dev.fencedjobs.db.internal.JobJourney;
 import dev.fencedjobs.lease.LeaseRow;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -16,6 +17,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.LongSupplier;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
@@ -104,6 +106,65 @@ public final class Dashboard implements AutoCloseable {
         }
         out.put("sampleEverySeconds", SAMPLE_EVERY.toSeconds());
         return out;
+    }
+
+    /**
+     * Where one job is (what {@code /dashboard/job?id=…} or {@code ?key=…} answers): its row, its
+     * outbox row and whether the relay's position has passed it, what the consumer did with it and
+     * its trace id ({@link JobJourney}), as far as this service's database holds them. A consumer
+     * whose tables are in a database of their own shows only its part, by id.
+     */
+    public Map<String, Object> job(String id, String key) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        Long jobId;
+        try {
+            jobId = id == null || id.isBlank() ? null : Long.valueOf(id.trim());
+        } catch (NumberFormatException e) {
+            out.put("error", "a job id is a number: " + id);
+            return out;
+        }
+        if (jobId == null && (key == null || key.isBlank())) {
+            out.put("error", "give a job id or a unique key");
+            return out;
+        }
+        try (Connection c = dataSource.getConnection()) {
+            if (JobJourney.readable(c, "jobs")) {
+                Optional<Map<String, Object>> found = JobJourney.read(c, c, jobId, key);
+                if (found.isEmpty()) {
+                    out.put("error", "no job " + (jobId != null ? "with id " + jobId : "with key " + key));
+                    return out;
+                }
+                out.putAll(found.get());
+                Object traceparent = ((Map<?, ?>) found.get().get("job")).get("traceparent");
+                out.put("traceId", traceparent == null ? null : ((String) traceparent).substring(3, 35));
+            } else if (jobId != null && JobJourney.readable(c, "consumer_processed")) {
+                out.put("job", null);
+                out.put("consumer", JobJourney.consumer(c, jobId));
+            } else {
+                out.put("error", jobId == null ? "this service's database has no jobs table to find a key in (the consumer's own page finds jobs by id)"
+                        : "this service's database holds neither jobs nor the consumer's tables (or its role may not read them)");
+            }
+        } catch (SQLException | RuntimeException e) {
+            out.put("error", "database: " + Faults.describe(e));
+        }
+        return jsonReady(out);
+    }
+
+    /** Times as ISO-8601 instants, in maps and lists at any depth: what the page shows. */
+    @SuppressWarnings("unchecked")
+    private static <T> T jsonReady(T value) {
+        if (value instanceof OffsetDateTime t) {
+            return (T) t.toInstant().toString();
+        }
+        if (value instanceof Map<?, ?> m) {
+            Map<Object, Object> copy = new LinkedHashMap<>();
+            m.forEach((k, v) -> copy.put(k, jsonReady(v)));
+            return (T) copy;
+        }
+        if (value instanceof List<?> l) {
+            return (T) l.stream().map(Dashboard::jsonReady).toList();
+        }
+        return value;
     }
 
     private void sample() {

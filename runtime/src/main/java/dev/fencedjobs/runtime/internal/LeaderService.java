@@ -64,7 +64,7 @@ public final class LeaderService implements AutoCloseable {
     }
 
     /** What a worker is built from. */
-    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, MeterRegistry registry, Ticker ticker) {}
+    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, MeterRegistry registry, Ticker ticker, Tracing tracing) {}
 
     /**
      * How a service is put together; the decorators let tests pause or break its lease and work.
@@ -115,7 +115,7 @@ public final class LeaderService implements AutoCloseable {
         try {
             this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(ops), holderWatch,
                     spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
-            this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker()));
+            this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker(), spec.embedding().tracing()));
             List<String> channels = new ArrayList<>(spec.channels());
             channels.add(LEASE_RELEASED);
             // A release notification sent while the listener was away is lost: a follower that waits

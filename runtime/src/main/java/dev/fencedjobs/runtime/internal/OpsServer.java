@@ -11,7 +11,9 @@ import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.ExecutorService;
@@ -20,6 +22,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiFunction;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -34,16 +37,17 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /metrics}: Prometheus text format (404 when the service's meters go to a registry
  *       of the application that embeds it);
  *   <li>{@code GET /status}: JSON from the service;
- *   <li>{@code GET /}: the dashboard, one self-contained page that reads {@code /dashboard.json}.
+ *   <li>{@code GET /}: the dashboard, one self-contained page that reads {@code /dashboard.json}, and
+ *       {@code /dashboard/job?id=…} (or {@code ?key=…}) to find one job.
  * </ul>
  *
  * <p><b>The health endpoints never wait.</b> They answer on the server's own thread from flags
  * the service keeps, and touch nothing else. Whatever may query the database ({@code /status},
- * {@code /dashboard.json}, {@code /metrics}) runs on one worker thread of its own with a short
+ * {@code /dashboard.json}, {@code /dashboard/job}, {@code /metrics}) runs on one worker thread of its own with a short
  * queue; when the database stalls, those requests wait there or are refused at once with 503,
  * and a kubelet's liveness probe still gets its answer.
  *
- * <p><b>Access.</b> It listens on {@link OpsAccess#bindAddress()}; with a token set, the three
+ * <p><b>Access.</b> It listens on {@link OpsAccess#bindAddress()}; with a token set, the four
  * above answer 401 to a request without {@code Authorization: Bearer <token>}. The health
  * endpoints and the dashboard's page itself (which holds no data) stay open.
  */
@@ -83,6 +87,15 @@ public final class OpsServer implements AutoCloseable {
      */
     public static OpsServer start(int port, OpsAccess access, Supplier<String> metrics, BooleanSupplier ready,
             Supplier<Map<String, Object>> status, Supplier<Map<String, Object>> dashboard) {
+        return start(port, access, metrics, ready, status, dashboard, null);
+    }
+
+    /**
+     * As above, with the dashboard's lookup of one job: {@code /dashboard/job?id=…} or
+     * {@code ?key=…} answers {@code job.apply(id, key)}.
+     */
+    public static OpsServer start(int port, OpsAccess access, Supplier<String> metrics, BooleanSupplier ready,
+            Supplier<Map<String, Object>> status, Supplier<Map<String, Object>> dashboard, BiFunction<String, String, Map<String, Object>> job) {
         HttpServer server;
         try {
             server = HttpServer.create(new InetSocketAddress(InetAddress.getByName(access.bindAddress()), port), 0);
@@ -106,6 +119,12 @@ public final class OpsServer implements AutoCloseable {
             server.createContext("/dashboard.json", ex -> guarded(ex, access, worker,
                     () -> new Reply(200, "application/json", JSON.writeValueAsString(dashboard.get()) + "\n")));
         }
+        if (job != null) {
+            server.createContext("/dashboard/job", ex -> guarded(ex, access, worker, () -> {
+                Map<String, String> query = query(ex.getRequestURI().getRawQuery());
+                return new Reply(200, "application/json", JSON.writeValueAsString(job.apply(query.get("id"), query.get("key"))) + "\n");
+            }));
+        }
         server.createContext("/", ex -> {
             String path = ex.getRequestURI().getPath();
             if (dashboard != null && ("/".equals(path) || "/index.html".equals(path))) {
@@ -118,6 +137,20 @@ public final class OpsServer implements AutoCloseable {
         log.info("Ops endpoint on {}:{}: {}/health/live /health/ready /metrics /status{}", access.bindAddress(), server.getAddress().getPort(),
                 dashboard == null ? "" : "/ (dashboard) ", access.token() == null ? "" : " (status, dashboard data and metrics need the bearer token)");
         return new OpsServer(server, worker);
+    }
+
+    /** A query string's parameters, decoded; the last of a repeated one. */
+    static Map<String, String> query(String raw) {
+        Map<String, String> params = new HashMap<>();
+        if (raw == null || raw.isEmpty()) {
+            return params;
+        }
+        for (String pair : raw.split("&")) {
+            int eq = pair.indexOf('=');
+            String name = URLDecoder.decode(eq < 0 ? pair : pair.substring(0, eq), StandardCharsets.UTF_8);
+            params.put(name, eq < 0 ? "" : URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8));
+        }
+        return params;
     }
 
     private static ThreadFactory daemon(String name) {

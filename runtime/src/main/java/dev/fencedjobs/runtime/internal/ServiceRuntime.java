@@ -188,7 +188,8 @@ public final class ServiceRuntime implements AutoCloseable {
     public void serve(BooleanSupplier ready, Supplier<Map<String, Object>> status, LongSupplier consumerLag) {
         if (embedding.opsServer()) {
             dashboard = new Dashboard(service, dataSource, consumerLag);
-            ops = OpsServer.start(config.httpPort(), config.ops(), prometheus == null ? null : prometheus::scrape, ready, status, dashboard::snapshot);
+            ops = OpsServer.start(config.httpPort(), config.ops(), prometheus == null ? null : prometheus::scrape, ready, status, dashboard::snapshot,
+                    dashboard::job);
         }
     }
 

@@ -1,0 +1,122 @@
+package dev.fencedjobs.cli;
+
+import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.fencedjobs.consumer.ConsumerConfig;
+import dev.fencedjobs.consumer.FencedConsumer;
+import dev.fencedjobs.consumer.LedgerEffect;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.dispatcher.Dispatcher;
+import dev.fencedjobs.dispatcher.DispatcherConfig;
+import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.relay.Relay;
+import dev.fencedjobs.relay.RelayConfig;
+import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
+import dev.fencedjobs.runtime.ServiceConfig;
+import dev.fencedjobs.runtime.internal.Tracing;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.TestDatabase;
+import dev.fencedjobs.testing.TestKafka;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.opentelemetry.sdk.trace.data.LinkData;
+import io.opentelemetry.sdk.trace.data.SpanData;
+import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.jooq.DSLContext;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * One job's trace against a real PostgreSQL and a real Kafka broker, with the OpenTelemetry SDK's
+ * in-memory exporter lent to each service: a producer inserts a job with a known
+ * {@code traceparent}; the consumer's span for it is in the producer's trace, a child of the
+ * producer's span, with the job's attributes and its outcome; the relay's send span links to it; the
+ * dispatcher's batch span says what it completed. A job without a context starts no trace.
+ */
+class TracingTest {
+
+    private static final String TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+    private static final String PRODUCER_SPAN = "00f067aa0ba902b7";
+
+    @RegisterExtension
+    final PostgresExtension postgres = new PostgresExtension();
+
+    @Test
+    void theConsumersSpanForAJobIsInTheTraceItsProducerSubmittedItIn() throws Exception {
+        TestDatabase db = postgres.database();
+        DatabaseConfig database = DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(1))
+                .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
+        ServiceConfig service = new ServiceConfig(database, 0, Duration.ofSeconds(5), true);
+        LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
+        String topic = "traces-" + UUID.randomUUID();
+        KafkaSettings kafka = new KafkaSettings(TestKafka.shared().bootstrapServers(), topic).withTrust(RecordTrust.generate());
+        InMemorySpanExporter exported = InMemorySpanExporter.create();
+        List<AutoCloseable> closing = new ArrayList<>();
+        try (OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
+                .setTracerProvider(SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(exported)).build()).build()) {
+            try {
+                Database.migrate(db.dataSource());
+                closing.add(Dispatcher.builder(new DispatcherConfig(service, lease, 100)).openTelemetry(sdk).start());
+                closing.add(Relay.builder(new RelayConfig(service, lease, kafka, 3, (short) 1, 100, Duration.ofSeconds(1), 100_000,
+                        Duration.ofHours(1))).openTelemetry(sdk).start());
+                closing.add(FencedConsumer.builder(new ConsumerConfig(service, kafka, "traces", 100, 3, Duration.ofMillis(10), Duration.ofDays(7)),
+                        new LedgerEffect()).openTelemetry(sdk).start());
+                DSLContext dsl = Database.dsl(db.dataSource());
+                long traced = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES ('account-1', clock_timestamp(), ?) RETURNING id",
+                        "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
+                long untraced = dsl.fetchOne("INSERT INTO jobs (resource, due_at) VALUES ('account-2', clock_timestamp()) RETURNING id").get(0, Long.class);
+                await().atMost(Duration.ofSeconds(60)).until(() -> dsl.fetchCount(LEDGER) == 2 && processed(exported, traced) != null
+                        && processed(exported, untraced) != null);
+
+                SpanData consumer = processed(exported, traced);
+                assertThat(consumer.getTraceId()).as("the producer's trace").isEqualTo(TRACE_ID);
+                assertThat(consumer.getParentSpanId()).as("a child of the producer's span").isEqualTo(PRODUCER_SPAN);
+                assertThat(consumer.getKind()).isEqualTo(SpanKind.CONSUMER);
+                assertThat(consumer.getName()).isEqualTo("process " + topic);
+                assertThat(consumer.getAttributes().get(Tracing.OUTCOME)).isEqualTo("applied");
+                assertThat(consumer.getAttributes().get(Tracing.RESOURCE)).isEqualTo("account-1");
+                assertThat(consumer.getAttributes().get(Tracing.MESSAGING_SYSTEM)).isEqualTo("kafka");
+                assertThat(consumer.getAttributes().get(Tracing.DESTINATION)).isEqualTo(topic);
+                long token = dsl.fetchOne("SELECT completed_by_token FROM jobs WHERE id = ?", traced).get(0, Long.class);
+                assertThat(consumer.getAttributes().get(Tracing.FENCING_TOKEN)).isEqualTo(token);
+                assertThat(consumer.getAttributes().get(Tracing.OUTBOX_ID))
+                        .isEqualTo(dsl.fetchOne("SELECT id FROM outbox WHERE job_id = ?", traced).get(0, Long.class));
+
+                SpanData other = processed(exported, untraced);
+                assertThat(other.getTraceId()).as("a job without a context: a trace of its own").isNotEqualTo(TRACE_ID);
+                assertThat(other.getParentSpanContext().isValid()).as("a root").isFalse();
+
+                List<LinkData> sendLinks = exported.getFinishedSpanItems().stream()
+                        .filter(s -> s.getKind() == SpanKind.PRODUCER && s.getName().equals("send " + topic))
+                        .flatMap(s -> s.getLinks().stream()).toList();
+                assertThat(sendLinks).as("the relay's send span links to the producer's span")
+                        .anyMatch(l -> l.getSpanContext().getTraceId().equals(TRACE_ID) && l.getSpanContext().getSpanId().equals(PRODUCER_SPAN)
+                                && Long.valueOf(traced).equals(l.getAttributes().get(Tracing.JOB_ID)));
+                assertThat(exported.getFinishedSpanItems()).as("the dispatcher's batch, with what it completed")
+                        .anyMatch(s -> s.getName().equals("dispatch batch") && Long.valueOf(token).equals(s.getAttributes().get(Tracing.LEASE_TOKEN))
+                                && s.getAttributes().get(Tracing.BATCH_COMPLETED) > 0);
+            } finally {
+                for (AutoCloseable c : closing) {
+                    c.close();
+                }
+            }
+        }
+    }
+
+    /** The consumer's span for a job, once exported. */
+    private static SpanData processed(InMemorySpanExporter exported, long jobId) {
+        return exported.getFinishedSpanItems().stream()
+                .filter(s -> s.getKind() == SpanKind.CONSUMER && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID)))
+                .findFirst().orElse(null);
+    }
+}
