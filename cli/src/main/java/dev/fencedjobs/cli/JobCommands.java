@@ -1,6 +1,7 @@
 package dev.fencedjobs.cli;
 
 import dev.fencedjobs.db.internal.JobJourney;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -223,7 +224,7 @@ final class JobCommands {
         }
         if (j.get("traceparent") != null) {
             String traceparent = (String) j.get("traceparent");
-            out.println("  trace      " + traceparent.substring(3, 35) + " (traceparent " + traceparent + ")");
+            out.println("  trace      " + TraceContext.of(traceparent, null).traceId() + " (traceparent " + traceparent + ")");
         }
         Object outbox = found.get().get("outbox");
         if (outbox instanceof Map<?, ?> o) {

@@ -136,7 +136,7 @@ public final class Dashboard implements AutoCloseable {
                 }
                 out.putAll(found.get());
                 Object traceparent = ((Map<?, ?>) found.get().get("job")).get("traceparent");
-                out.put("traceId", traceparent == null ? null : ((String) traceparent).substring(3, 35));
+                out.put("traceId", traceparent == null ? null : TraceContext.of((String) traceparent, null).traceId());
             } else if (jobId != null && JobJourney.readable(c, "consumer_processed")) {
                 out.put("job", null);
                 out.put("consumer", JobJourney.consumer(c, jobId));

@@ -44,9 +44,4 @@ public record TraceContext(String traceparent, String tracestate) {
     public String traceId() {
         return traceparent.substring(3, 35);
     }
-
-    /** The parent id: the producer's span (or the made-up one of {@link #newTraceparent()}). */
-    public String parentId() {
-        return traceparent.substring(36, 52);
-    }
 }
