@@ -94,6 +94,7 @@ class DispatcherProcessIT {
         insertAndAwaitCompletion(200);
         ServiceProcess leader = leaderProcess();
         long token = fixture.currentToken();
+        awaitFollowerWatching(); // so the takeover at expiry is the one a watching follower makes too
         java.time.OffsetDateTime expiryAtStop = expiryOf(token);
         leader.pause();
         try {
@@ -109,10 +110,24 @@ class DispatcherProcessIT {
         fixture.assertExactlyOnceWithOutbox(600);
     }
 
+    /**
+     * Waits until a follower waits for the holder's sign of life: its watch session's lock request
+     * is queued. A follower that first looks after the holder's session ended sees no sign of life,
+     * proves nothing, and waits for the expiry.
+     */
+    private void awaitFollowerWatching() {
+        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.dsl().fetchExists(fixture.dsl()
+                .selectFrom("pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid")
+                .where("l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'dispatcher-watch'")));
+    }
+
     private void killLeaderAndCheckTakeover(boolean fastPath) {
         insertAndAwaitCompletion(500);
         ServiceProcess leader = leaderProcess();
         long token = fixture.currentToken();
+        if (fastPath) {
+            awaitFollowerWatching();
+        }
 
         // Read before the kill (the row belongs to the next holder afterwards): a renewal after it only moves the expiry later.
         java.time.OffsetDateTime expiryAtKill = expiryOf(token);

@@ -13,8 +13,11 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Function;
 import org.jooq.DSLContext;
+import dev.fencedjobs.db.jooq.tables.records.LeaderLeaseRecord;
 import org.jooq.Field;
+import org.jooq.InsertOnConflictConditionStep;
 import org.jooq.Record1;
+import org.jooq.UpdateConditionStep;
 import org.jooq.impl.DSL;
 import org.jooq.types.DayToSecond;
 
@@ -57,6 +60,26 @@ public final class Lease implements Leadership.LeaseOps {
     @Override
     public Optional<Grant> acquireOrRenew() {
         long sentAt = ticker.nanoTime();
+        return upsert().returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
+                .fetchOptional()
+                .map(r -> grant(r.getFencingToken(), r.getExpiresAt(), sentAt));
+    }
+
+    /**
+     * {@link #acquireOrRenew()} that also takes the granted token's sign of life, in the same
+     * statement ({@link LeaseSession}): the lock is taken before the statement commits, so no
+     * session ever reads the new token without its sign of life held. {@code held} is the token
+     * whose lock this session holds already (taken again, a session-level lock would be counted twice).
+     */
+    Optional<SignedGrant> acquireOrRenewSigned(long held) {
+        long sentAt = ticker.nanoTime();
+        return upsert().returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
+                .fetchOptional()
+                .map(r -> new SignedGrant(grant(r.value1(), r.value2(), sentAt), r.value3()));
+    }
+
+    /** The one upsert: an absent or expired lease, or this holder's own, is granted; another's live lease is left alone. */
+    private InsertOnConflictConditionStep<LeaderLeaseRecord> upsert() {
         Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
         return dsl.insertInto(LEADER_LEASE)
                 .set(LEADER_LEASE.ROLE, role)
@@ -71,12 +94,25 @@ public final class Lease implements Leadership.LeaseOps {
                                 LEADER_LEASE.FENCING_TOKEN)
                         .otherwise(LEADER_LEASE.FENCING_TOKEN.plus(1L)))
                 .set(LEADER_LEASE.EXPIRES_AT, expiry)
-                .where(LEADER_LEASE.EXPIRES_AT.le(CLOCK_TIMESTAMP).or(LEADER_LEASE.HOLDER_ID.eq(holderId)))
-                .returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
-                .fetchOptional()
-                .map(r -> new Grant(role, holderId, r.getFencingToken(), r.getExpiresAt(), sentAt + duration.toNanos()));
+                .where(LEADER_LEASE.EXPIRES_AT.le(CLOCK_TIMESTAMP).or(LEADER_LEASE.HOLDER_ID.eq(holderId)));
     }
 
+    private Grant grant(long token, OffsetDateTime expiresAt, long sentAt) {
+        return new Grant(role, holderId, token, expiresAt, sentAt + duration.toNanos());
+    }
+
+    /**
+     * In a {@code RETURNING} list: takes the returned token's sign of life on this session, unless
+     * it is {@code held} already; true when this session holds it. The token's low 32 bits as a
+     * signed int are the lock's second key, as Java's {@code (int) token} gives them.
+     */
+    private Field<Boolean> signOfLifeLock(long held) {
+        return DSL.field("CASE WHEN {0} = {1} THEN true ELSE pg_try_advisory_lock({2}, ({0} & 4294967295)::bit(32)::int) END",
+                Boolean.class, LEADER_LEASE.FENCING_TOKEN, val(held), val(signOfLifeKey(role)));
+    }
+
+    /** A grant, and whether the session that sent the statement holds its token's sign of life. */
+    record SignedGrant(Grant grant, boolean signOfLife) {}
     /**
      * Locks the lease row in the caller's transaction and checks that this holder still holds the
      * role with this token in database time. False means: write nothing, step down. The lock is
@@ -152,16 +188,27 @@ public final class Lease implements Leadership.LeaseOps {
     @Override
     public Optional<Grant> takeOver(long token) {
         long sentAt = ticker.nanoTime();
+        return takeOverUpdate(token).returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
+                .fetchOptional()
+                .map(r -> grant(r.getFencingToken(), r.getExpiresAt(), sentAt));
+    }
+
+    /** {@link #takeOver(long)} that also takes the new token's sign of life in the same statement, as {@link #acquireOrRenewSigned}. */
+    Optional<SignedGrant> takeOverSigned(long token, long held) {
+        long sentAt = ticker.nanoTime();
+        return takeOverUpdate(token).returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
+                .fetchOptional()
+                .map(r -> new SignedGrant(grant(r.value1(), r.value2(), sentAt), r.value3()));
+    }
+
+    private UpdateConditionStep<LeaderLeaseRecord> takeOverUpdate(long token) {
         Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
         return dsl.update(LEADER_LEASE)
                 .set(LEADER_LEASE.HOLDER_ID, holderId)
                 .set(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.FENCING_TOKEN.plus(1L))
                 .set(LEADER_LEASE.EXPIRES_AT, expiry)
                 .where(LEADER_LEASE.ROLE.eq(role))
-                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
-                .returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
-                .fetchOptional()
-                .map(r -> new Grant(role, holderId, r.getFencingToken(), r.getExpiresAt(), sentAt + duration.toNanos()));
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token));
     }
 
     /**

@@ -25,11 +25,11 @@ import org.jooq.impl.DSL;
  * keeps its session and its lock, and the lease decides as before. The lock authorises nothing:
  * every protected write still passes the lease guard.
  *
- * <p>The lock is taken right after the acquisition that returned a new token, and the one of the
- * previous token (after a database failover moved the token on) is given up. A follower that reads
- * the lease between the two finds no sign of life and waits for expiry that time. A broken
- * connection is dropped, and with it the lock; the next call opens a new one. Not for concurrent
- * use beyond its own lock: one thread, the lease thread, drives it.
+ * <p>The lock is taken by the statement that grants a new token, in its {@code RETURNING} list, so
+ * before that statement commits: no session reads the new token while its sign of life is not yet
+ * held. The previous token's lock (after a database failover moved the token on) is given up right
+ * after. A broken connection is dropped, and with it the lock; the next call opens a new one. Not
+ * for concurrent use beyond its own lock: one thread, the lease thread, drives it.
  */
 public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
 
@@ -63,21 +63,20 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     /** {@link Lease#acquireOrRenew()} on this session, holding the granted token's sign of life. */
     @Override
     public synchronized Optional<Grant> acquireOrRenew() {
-        Optional<Grant> grant = run(Lease::acquireOrRenew);
-        if (grant.isEmpty()) {
+        long before = held;
+        Optional<Lease.SignedGrant> signed = run(l -> l.acquireOrRenewSigned(before));
+        if (signed.isEmpty()) {
             giveUpSignOfLife();
-            return grant;
+            return Optional.empty();
         }
-        holdSignOfLife(grant.get().token());
-        return grant;
+        return Optional.of(holding(signed.get()));
     }
 
     /** {@link Lease#takeOver(long)} on this session, holding the new token's sign of life. */
     @Override
     public synchronized Optional<Grant> takeOver(long token) {
-        Optional<Grant> grant = run(l -> l.takeOver(token));
-        grant.ifPresent(g -> holdSignOfLife(g.token()));
-        return grant;
+        long before = held;
+        return run(l -> l.takeOverSigned(token, before)).map(this::holding);
     }
 
     /**
@@ -101,16 +100,20 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
         return held == NONE ? OptionalLong.empty() : OptionalLong.of(held);
     }
 
-    private void holdSignOfLife(long token) {
-        if (held == token) {
-            return;
-        }
-        boolean locked = run(l -> lockStatement("SELECT pg_try_advisory_lock(?, ?)", token));
-        if (!locked) {
+    /** The statement took the grant's sign of life (or found it held here already); the previous token's is let go. */
+    private Grant holding(Lease.SignedGrant signed) {
+        long token = signed.grant().token();
+        if (!signed.signOfLife()) {
             throw new SignOfLifeTaken(token);
         }
-        giveUpSignOfLife();
-        held = token;
+        if (held != token) {
+            long previous = held;
+            held = token;
+            if (previous != NONE) {
+                unlock(previous);
+            }
+        }
+        return signed.grant();
     }
 
     private void giveUpSignOfLife() {
@@ -119,15 +122,16 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
         }
         long token = held;
         held = NONE;
-        run(l -> lockStatement("SELECT pg_advisory_unlock(?, ?)", token));
+        unlock(token);
     }
 
-    /**
-     * One of the two lock functions on this session, over plain JDBC: it runs between an
-     * acquisition and the grant's use, so it takes the shortest path.
-     */
-    private boolean lockStatement(String sql, long token) {
-        try (PreparedStatement s = connection.prepareStatement(sql)) {
+    /** Lets {@code token}'s sign of life go, over plain JDBC: it runs between an acquisition and the grant's use. */
+    private void unlock(long token) {
+        run(l -> unlockStatement(token));
+    }
+
+    private boolean unlockStatement(long token) {
+        try (PreparedStatement s = connection.prepareStatement("SELECT pg_advisory_unlock(?, ?)")) {
             s.setInt(1, key);
             s.setInt(2, (int) token);
             try (ResultSet r = s.executeQuery()) {

@@ -205,6 +205,29 @@ class FastTakeoverTest {
     }
 
     @Test
+    void aTokenBeyond32Bits_theGrantsLockIsTheOneTheFollowerReadsAndWaitsFor() {
+        // Low 32 bits 0x80000005: negative as Java's (int), so every encoding of the lock's second key must agree.
+        long old = (1L << 32) + (1L << 31) + 5;
+        dsl.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES (?, 'gone', ?, clock_timestamp() - interval '1 second')",
+                role, old);
+        Replica a = leader(MINUTE, null);
+        assertThat(a.token()).isEqualTo(old + 1);
+        assertThat(a.session.signOfLife()).hasValue(old + 1);
+        assertThat(dsl.fetchOne("SELECT l.objid::bigint FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid"
+                + " WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'a-lease'").get(0, Long.class))
+                .as("the lock's second key, the token's low 32 bits").isEqualTo((old + 1) & 0xFFFF_FFFFL);
+        Replica b = watchingFollower("b", MINUTE); // only after reading a sign of life
+        OffsetDateTime expiry = expiresAt();
+
+        terminate("a-lease");
+
+        await().until(() -> b.leadership.state() == Leadership.State.LEADER);
+        assertThat(b.token()).isEqualTo(old + 2);
+        assertThat(acquiredAt(old + 2)).isBefore(expiry);
+        assertThat(b.session.signOfLife()).hasValue(old + 2);
+    }
+
+    @Test
     void leaseConnectionAloneCut_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() throws Exception {
         try (TcpProxy proxy = new TcpProxy("a-lease", port(server.url()))) {
             Replica a = leader(MINUTE, proxy);
