@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
+import dev.fencedjobs.consumer.Effect;
+import dev.fencedjobs.consumer.Job;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.consumer.LedgerEffect;
 import dev.fencedjobs.db.DatabaseConfig;
@@ -21,7 +23,10 @@ import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TestKafka;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
 import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
@@ -31,17 +36,23 @@ import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jooq.DSLContext;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
+import org.slf4j.MDC;
 
 /**
  * One job's trace against a real PostgreSQL and a real Kafka broker, with the OpenTelemetry SDK's
  * in-memory exporter lent to each service: a producer inserts a job with a known
  * {@code traceparent}; the consumer's span for it is in the producer's trace, a child of the
  * producer's span, with the job's attributes and its outcome; the relay's send span links to it; the
- * dispatcher's batch span says what it completed. A job without a context starts no trace.
+ * dispatcher's batch span says what it completed. A job without a context starts a trace of its
+ * own. While the effect runs, the consumer's span is current and the logging MDC names the job, its
+ * trace and that span; an effect that throws ends its span as rolled back, with the exception.
  */
 class TracingTest {
 
@@ -61,6 +72,7 @@ class TracingTest {
         String topic = "traces-" + UUID.randomUUID();
         KafkaSettings kafka = new KafkaSettings(TestKafka.shared().bootstrapServers(), topic).withTrust(RecordTrust.generate());
         InMemorySpanExporter exported = InMemorySpanExporter.create();
+        SeeingEffect effect = new SeeingEffect();
         List<AutoCloseable> closing = new ArrayList<>();
         try (OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
                 .setTracerProvider(SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(exported)).build()).build()) {
@@ -70,7 +82,7 @@ class TracingTest {
                 closing.add(Relay.builder(new RelayConfig(service, lease, kafka, 3, (short) 1, 100, Duration.ofSeconds(1), 100_000,
                         Duration.ofHours(1))).openTelemetry(sdk).start());
                 closing.add(FencedConsumer.builder(new ConsumerConfig(service, kafka, "traces", 100, 3, Duration.ofMillis(10), Duration.ofDays(7)),
-                        new LedgerEffect()).openTelemetry(sdk).start());
+                        effect).openTelemetry(sdk).start());
                 DSLContext dsl = Database.dsl(db.dataSource());
                 long traced = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES ('account-1', clock_timestamp(), ?) RETURNING id",
                         "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
@@ -91,10 +103,13 @@ class TracingTest {
                 assertThat(consumer.getAttributes().get(Tracing.FENCING_TOKEN)).isEqualTo(token);
                 assertThat(consumer.getAttributes().get(Tracing.OUTBOX_ID))
                         .isEqualTo(dsl.fetchOne("SELECT id FROM outbox WHERE job_id = ?", traced).get(0, Long.class));
+                assertThat(effect.seen.get(traced)).as("while the effect ran: the logging MDC and the current span are the job's")
+                        .isEqualTo(new Seen(String.valueOf(traced), TRACE_ID, consumer.getSpanId(), consumer.getSpanId()));
 
                 SpanData other = processed(exported, untraced);
                 assertThat(other.getTraceId()).as("a job without a context: a trace of its own").isNotEqualTo(TRACE_ID);
                 assertThat(other.getParentSpanContext().isValid()).as("a root").isFalse();
+                assertThat(effect.seen.get(untraced)).isEqualTo(new Seen(String.valueOf(untraced), other.getTraceId(), other.getSpanId(), other.getSpanId()));
 
                 List<LinkData> sendLinks = exported.getFinishedSpanItems().stream()
                         .filter(s -> s.getKind() == SpanKind.PRODUCER && s.getName().equals("send " + topic))
@@ -105,6 +120,21 @@ class TracingTest {
                 assertThat(exported.getFinishedSpanItems()).as("the dispatcher's batch, with what it completed")
                         .anyMatch(s -> s.getName().equals("dispatch batch") && Long.valueOf(token).equals(s.getAttributes().get(Tracing.LEASE_TOKEN))
                                 && s.getAttributes().get(Tracing.BATCH_COMPLETED) > 0);
+
+                // An effect that throws: its batch rolls back, and its span says so, with the exception; the retry applies it in a span of its own.
+                long failing = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",
+                        SeeingEffect.FAILS_ONCE, "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
+                await().atMost(Duration.ofSeconds(60)).until(() -> processed(exported, failing) != null);
+                SpanData rolledBack = exported.getFinishedSpanItems().stream()
+                        .filter(s -> Long.valueOf(failing).equals(s.getAttributes().get(Tracing.JOB_ID)) && "rolled back".equals(s.getAttributes().get(Tracing.OUTCOME)))
+                        .findFirst().orElseThrow();
+                assertThat(rolledBack.getTraceId()).isEqualTo(TRACE_ID);
+                assertThat(rolledBack.getStatus().getStatusCode()).isEqualTo(StatusCode.ERROR);
+                assertThat(rolledBack.getEvents()).as("the effect's exception").anyMatch(e -> e.getName().equals("exception")
+                        && "the effect fails once".equals(e.getAttributes().get(AttributeKey.stringKey("exception.message"))));
+                SpanData applied = processed(exported, failing);
+                assertThat(applied.getSpanId()).isNotEqualTo(rolledBack.getSpanId());
+                assertThat(applied.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
             } finally {
                 for (AutoCloseable c : closing) {
                     c.close();
@@ -113,10 +143,31 @@ class TracingTest {
         }
     }
 
-    /** The consumer's span for a job, once exported. */
+    /** The consumer's span for a job that committed, once exported. */
     private static SpanData processed(InMemorySpanExporter exported, long jobId) {
         return exported.getFinishedSpanItems().stream()
-                .filter(s -> s.getKind() == SpanKind.CONSUMER && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID)))
+                .filter(s -> s.getKind() == SpanKind.CONSUMER && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID))
+                        && !"rolled back".equals(s.getAttributes().get(Tracing.OUTCOME)))
                 .findFirst().orElse(null);
+    }
+
+    /** What an effect saw while it ran: the MDC's job id, trace id and span id, and the current span's id. */
+    private record Seen(String jobId, String traceId, String spanId, String currentSpanId) {}
+
+    /** The ledger's effect, noting what it saw for each job; a job of {@link #FAILS_ONCE} throws the first time. */
+    private static final class SeeingEffect implements Effect {
+        static final String FAILS_ONCE = "fails-once";
+        final Map<Long, Seen> seen = new ConcurrentHashMap<>();
+        private final LedgerEffect ledger = new LedgerEffect();
+        private final AtomicBoolean failed = new AtomicBoolean();
+
+        @Override
+        public void apply(DSLContext tx, Job job) {
+            seen.put(job.jobId(), new Seen(MDC.get("job_id"), MDC.get("trace_id"), MDC.get("span_id"), Span.current().getSpanContext().getSpanId()));
+            if (job.resource().equals(FAILS_ONCE) && failed.compareAndSet(false, true)) {
+                throw new IllegalStateException("the effect fails once");
+            }
+            ledger.apply(tx, job);
+        }
     }
 }

@@ -162,12 +162,41 @@ final class BatchProcessor {
 
     private static final Logger log = LoggerFactory.getLogger(BatchProcessor.class);
 
+    /**
+     * What the caller does around each job's effect: the consumer's span for the job, made current,
+     * and the logging context ({@link ProcessSpans}). Used by one thread at a time.
+     */
+    interface Handling {
+        /** A job's effect is about to run, with {@code outcome} ({@link #APPLIED} or {@link #LATE}) if its batch commits; current while open when {@code current}. */
+        Handled enter(ConsumerRecord<String, byte[]> record, Job job, String outcome, boolean current);
+    }
+
+    /** A job's effect running; closed once it returned or threw. */
+    interface Handled extends AutoCloseable {
+        /** The effect threw {@code e}: its batch rolls back. */
+        void failed(RuntimeException e);
+
+        @Override
+        void close();
+    }
+
     private final Effect effect;
     private final RecordSignatures.Verifier verifier;
+    /** Whether the effect writes a batch at once ({@link Effect#applyAll} overridden): there is no one job being handled then. */
+    private final boolean batchEffect;
 
     BatchProcessor(Effect effect, RecordSignatures.Verifier verifier) {
         this.effect = effect;
         this.verifier = verifier;
+        this.batchEffect = overridesApplyAll(effect);
+    }
+
+    private static boolean overridesApplyAll(Effect effect) {
+        try {
+            return effect.getClass().getMethod("applyAll", DSLContext.class, List.class).getDeclaringClass() != Effect.class;
+        } catch (NoSuchMethodException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** Checks a record that has just arrived. */
@@ -182,16 +211,22 @@ final class BatchProcessor {
 
     /** Processes the batch, just polled, in the caller's transaction. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records) {
-        return process(tx, records, null, onArrival(), null);
+        return process(tx, records, null, onArrival(), null, null);
     }
 
     /** As {@link #process(DSLContext, List)}, noting what became of each record in {@code outcomes}. */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes) {
-        return process(tx, records, null, onArrival(), outcomes);
+        return process(tx, records, null, onArrival(), outcomes, null);
+    }
+
+    /** As {@link #process(DSLContext, List, Map)}, with {@code handling} around each job's effect. */
+    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes,
+            Handling handling) {
+        return process(tx, records, null, onArrival(), outcomes, handling);
     }
 
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
-        return process(tx, records, retrying, authenticity, null);
+        return process(tx, records, retrying, authenticity, null, null);
     }
 
     /**
@@ -199,10 +234,11 @@ final class BatchProcessor {
      * waiting for a patient retry ({@code consumer_waiting}) waits behind them instead, undecided,
      * so that the resource's effects stay in order; except for {@code retrying}, the resource whose
      * first waiting record the caller is trying again. With {@code outcomes}, notes what became of
-     * each record there (an identity map: records are told apart by instance).
+     * each record there (an identity map: records are told apart by instance). With {@code
+     * handling}, each job's effect runs inside it.
      */
     Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity,
-            Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+            Map<ConsumerRecord<String, byte[]>, String> outcomes, Handling handling) {
         Map<ConsumerRecord<String, byte[]>, String> noted = outcomes != null ? outcomes : new IdentityHashMap<>();
         Map<ConsumerRecord<String, byte[]>, String> unreadable = new LinkedHashMap<>();
         List<Candidate> distinct = new ArrayList<>();
@@ -258,6 +294,7 @@ final class BatchProcessor {
         }
         Claims claims = claim(tx, deciding);
         List<Job> toApply = new ArrayList<>();
+        List<ConsumerRecord<String, byte[]>> applying = new ArrayList<>();
         List<Decision> rejected = new ArrayList<>();
         List<Decision> late = new ArrayList<>();
         List<Reuse> reused = new ArrayList<>(claims.reused());
@@ -275,6 +312,7 @@ final class BatchProcessor {
                 }
                 case APPLIED, LATE, REUSED -> {
                     toApply.add(job);
+                    applying.add(d.candidate().record());
                     Fence before = fences.getOrDefault(job.resource(), decided.locked().get(job.resource()));
                     if (before.tokenReusedBy(job.fencingToken(), d.candidate().tenure())) {
                         reused.add(new Reuse(d, "token", before.tenure().toString()));
@@ -292,7 +330,7 @@ final class BatchProcessor {
             }
         }
         try {
-            effect.applyAll(tx, toApply);
+            apply(tx, toApply, applying, noted, handling);
         } catch (RuntimeException e) {
             throw new EffectFailure(e);
         }
@@ -309,6 +347,42 @@ final class BatchProcessor {
                     .where(CONSUMER_COUNTERS.NAME.eq("duplicates")).execute();
         }
         return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size(), parked, unauthenticated);
+    }
+
+    /**
+     * Runs the effect on {@code jobs} (read from {@code records}, in the same order). With {@code
+     * handling}, each job's effect runs inside its handling, current; an effect that writes the
+     * batch at once gets every job's handling begun, none current.
+     */
+    private void apply(DSLContext tx, List<Job> jobs, List<ConsumerRecord<String, byte[]>> records,
+            Map<ConsumerRecord<String, byte[]>, String> noted, Handling handling) {
+        if (handling == null) {
+            effect.applyAll(tx, jobs);
+        } else if (batchEffect) {
+            List<Handled> handled = new ArrayList<>(jobs.size());
+            for (int i = 0; i < jobs.size(); i++) {
+                handled.add(handling.enter(records.get(i), jobs.get(i), noted.get(records.get(i)), false));
+            }
+            try {
+                effect.applyAll(tx, jobs);
+            } catch (RuntimeException e) {
+                handled.forEach(h -> h.failed(e));
+                throw e;
+            } finally {
+                handled.forEach(Handled::close);
+            }
+        } else {
+            for (int i = 0; i < jobs.size(); i++) {
+                try (Handled h = handling.enter(records.get(i), jobs.get(i), noted.get(records.get(i)), true)) {
+                    try {
+                        effect.apply(tx, jobs.get(i));
+                    } catch (RuntimeException e) {
+                        h.failed(e);
+                        throw e;
+                    }
+                }
+            }
+        }
     }
 
     /** Which of these resources have records waiting, {@code retrying} left out. */

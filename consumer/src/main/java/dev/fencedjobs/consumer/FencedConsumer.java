@@ -143,10 +143,16 @@ public final class FencedConsumer implements RunningService {
     private final class JooqStore implements ConsumerLoop.Store {
         @Override
         public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
-            Instant started = Instant.now();
+            spans.begin(Instant.now());
             Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(records.size() * 2);
-            BatchProcessor.Counts counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes));
-            spans.committed(records, outcomes, started);
+            BatchProcessor.Counts counts;
+            try {
+                counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, spans));
+            } catch (RuntimeException | Error e) {
+                spans.rolledBack(e);
+                throw e;
+            }
+            spans.committed(records, outcomes);
             return waited(counts);
         }
 
@@ -162,8 +168,8 @@ public final class FencedConsumer implements RunningService {
         public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
             Instant started = Instant.now();
             BatchProcessor.Counts counts = parkOrDeadLetter(record, reason);
-            spans.committed(List.of(record), Map.of(record, counts.waiting() > 0 ? BatchProcessor.WAITING
-                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE), started);
+            spans.handled(record, counts.waiting() > 0 ? BatchProcessor.WAITING
+                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE, started);
             return counts;
         }
 

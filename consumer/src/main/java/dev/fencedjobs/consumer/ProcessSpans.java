@@ -4,24 +4,39 @@ import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.Tracing;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.context.Scope;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
+import org.slf4j.MDC;
 
 /**
- * One span per record the consumer handled (messaging conventions: "process", kind CONSUMER),
- * made once its batch committed: a child of the job's context from the record's headers (the
- * producer's span), so the effect is in the trace the job was submitted in. It spans the batch's
- * transaction and says what became of the record ({@code fencedjobs.outcome}). A batch that rolls
- * back makes none: its records are handled again, and their spans come then. Used by the
- * consumer's loop thread only.
+ * One span per record the consumer handled (messaging conventions: "process", kind CONSUMER): a
+ * child of the job's context from the record's headers (the producer's span), so the effect is in
+ * the trace the job was submitted in. It spans the batch's transaction and says what became of the
+ * record ({@code fencedjobs.outcome}).
+ *
+ * <p>A record whose effect runs gets its span before the effect, current while the effect runs,
+ * with {@code trace_id}, {@code span_id} and {@code job_id} in the logging MDC: the effect's own
+ * spans and log lines are the job's. When its batch rolls back, the span ends with outcome {@code
+ * rolled back} and an error status (the exception recorded on the job whose effect threw); the
+ * records are handled again, in spans of their own. Every other record's span is made once its
+ * batch committed. Used by the consumer's loop thread only.
  */
-final class ProcessSpans {
+final class ProcessSpans implements BatchProcessor.Handling {
+
+    /** The outcome of a record whose effect ran in a batch that rolled back. */
+    static final String ROLLED_BACK = "rolled back";
+    static final String MDC_TRACE_ID = "trace_id";
+    static final String MDC_SPAN_ID = "span_id";
+    static final String MDC_JOB_ID = "job_id";
 
     private final Tracing tracing;
     private final String group;
@@ -29,22 +44,101 @@ final class ProcessSpans {
     private String topic = "";
     private String name = "process ";
 
+    /** Spans begun before their effect, until their batch commits or rolls back. */
+    private final Map<ConsumerRecord<String, byte[]>, Span> open = new IdentityHashMap<>();
+    private Instant started = Instant.EPOCH;
+
     ProcessSpans(Tracing tracing, String group) {
         this.tracing = tracing;
         this.group = group;
     }
 
-    void committed(List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes, Instant started) {
-        for (ConsumerRecord<String, byte[]> r : records) {
-            String outcome = outcomes.get(r);
-            if (outcome != null) {
-                span(r, outcome, started).end();
+    /** A batch's transaction begins at {@code at}: its spans start then. */
+    void begin(Instant at) {
+        started = at;
+        open.clear();
+    }
+
+    @Override
+    public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, String outcome, boolean current) {
+        Span span = span(record, started);
+        open.put(record, span);
+        if (!current) {
+            return Handled.NONE;
+        }
+        // Without an SDK the span is the producer's context itself: the log lines still name the job's trace.
+        SpanContext context = span.getSpanContext();
+        MDC.put(MDC_JOB_ID, Long.toString(job.jobId()));
+        if (context.isValid()) {
+            MDC.put(MDC_TRACE_ID, context.getTraceId());
+            MDC.put(MDC_SPAN_ID, context.getSpanId());
+        }
+        return new Handled(span, span.makeCurrent());
+    }
+
+    /** A job's effect running in its span. */
+    private record Handled(Span span, Scope scope) implements BatchProcessor.Handled {
+        static final Handled NONE = new Handled(null, null);
+
+        @Override
+        public void failed(RuntimeException e) {
+            if (span != null) {
+                span.recordException(e);
+            }
+        }
+
+        @Override
+        public void close() {
+            if (scope != null) {
+                scope.close();
+                MDC.remove(MDC_JOB_ID);
+                MDC.remove(MDC_TRACE_ID);
+                MDC.remove(MDC_SPAN_ID);
             }
         }
     }
 
-    /** The span of one record, started at {@code started} and not yet ended. */
-    Span span(ConsumerRecord<String, byte[]> r, String outcome, Instant started) {
+    /** The batch begun last committed: ends each record's span, begun or made now, with what became of it. */
+    void committed(List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+        for (ConsumerRecord<String, byte[]> r : records) {
+            String outcome = outcomes.get(r);
+            Span begun = open.remove(r);
+            if (outcome != null) {
+                end(begun != null ? begun : span(r, started), outcome);
+            } else if (begun != null) {
+                begun.end();
+            }
+        }
+        open.clear();
+    }
+
+    /** The batch begun last rolled back: the spans of the effects that ran in it end as {@link #ROLLED_BACK}. */
+    void rolledBack(Throwable cause) {
+        for (Span span : open.values()) {
+            span.setAttribute(Tracing.OUTCOME, ROLLED_BACK);
+            span.setStatus(StatusCode.ERROR, "rolled back: " + cause.getClass().getSimpleName());
+            span.end();
+        }
+        open.clear();
+    }
+
+    /** A record handled on its own, outside a batch (given up after its retries): its span, started at {@code at}, ended with {@code outcome}. */
+    void handled(ConsumerRecord<String, byte[]> record, String outcome, Instant at) {
+        end(span(record, at), outcome);
+    }
+
+    private static void end(Span span, String outcome) {
+        if (span.isRecording()) {
+            span.setAttribute(Tracing.OUTCOME, outcome);
+            if (BatchProcessor.DEAD_LETTER.equals(outcome)) {
+                span.setStatus(StatusCode.ERROR, "dead-lettered");
+            }
+        }
+        span.end();
+    }
+
+    /** The span of one record, started at {@code started} and not yet ended, its outcome not yet said. */
+    Span span(ConsumerRecord<String, byte[]> r, Instant started) {
         if (!r.topic().equals(topic)) {
             topic = r.topic();
             name = "process " + topic;
@@ -66,10 +160,6 @@ final class ProcessSpans {
             number(span, r, Envelope.JOB_ID_HEADER, Tracing.JOB_ID);
             number(span, r, Envelope.TOKEN_HEADER, Tracing.FENCING_TOKEN);
             number(span, r, Envelope.OUTBOX_ID_HEADER, Tracing.OUTBOX_ID);
-            span.setAttribute(Tracing.OUTCOME, outcome);
-            if (BatchProcessor.DEAD_LETTER.equals(outcome)) {
-                span.setStatus(StatusCode.ERROR, "dead-lettered");
-            }
         }
         return span;
     }
