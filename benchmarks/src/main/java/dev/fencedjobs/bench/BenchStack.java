@@ -72,6 +72,8 @@ final class BenchStack implements AutoCloseable {
     private final Map<String, Integer> opsPorts = new HashMap<>();
     private final Map<String, Integer> restarts = new HashMap<>();
     private final Map<String, TcpProxy> proxies = new HashMap<>();
+    /** A service run from another build's jars than {@code repo}'s ({@link #reconfigure(String, Map, Path)}). */
+    private final Map<String, Path> otherRepos = new HashMap<>();
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private String url;
     private String topic;
@@ -189,7 +191,28 @@ final class BenchStack implements AutoCloseable {
     /** Starts {@code name} again with the same environment; a log per start: dispatcher-1.log, dispatcher-1.2.log, ... */
     void restart(String name) {
         int n = restarts.merge(name, 1, Integer::sum);
-        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(name.replaceAll("-\\d+$", "")), environments.get(name), logs, jvm(name + "." + (n + 1))));
+        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(otherRepos.getOrDefault(name, repo), name.replaceAll("-\\d+$", "")),
+                environments.get(name), logs, jvm(name + "." + (n + 1))));
+    }
+
+    /** As {@link #reconfigure(String, Map)}, and from now on run from the jars of the build in {@code from} (null: this one's). */
+    void reconfigure(String name, Map<String, String> changes, Path from) {
+        if (from == null) {
+            otherRepos.remove(name);
+        } else {
+            otherRepos.put(name, from);
+        }
+        reconfigure(name, changes);
+    }
+
+    /** The services running now, by name. */
+    List<String> serviceNames() {
+        return List.copyOf(services.keySet());
+    }
+
+    /** Where the services' logs are: {@code <name>.log}, {@code <name>.2.log} after a restart, ... */
+    Path logs() {
+        return logs;
     }
 
     /**
@@ -233,7 +256,11 @@ final class BenchStack implements AutoCloseable {
     }
 
     private Path jar(String kind) {
-        return repo.resolve(kind + "/target/fenced-jobs-" + kind + ".jar");
+        return jar(repo, kind);
+    }
+
+    private static Path jar(Path from, String kind) {
+        return from.resolve(kind + "/target/fenced-jobs-" + kind + ".jar");
     }
 
     /**

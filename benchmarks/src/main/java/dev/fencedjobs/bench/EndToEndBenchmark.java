@@ -24,7 +24,8 @@ import java.util.Map;
  *       from its partitions, beside the session timeout ({@link ConsumerFailover});
  *   <li>statements per second of each idle service (pg_stat_statements, one login role each);
  *   <li>peak RSS of each service during the throughput run, with the heap setting used;
- *   <li>what record signatures cost: throughput signed and unsigned, alternating ({@link SignaturesPhase}).
+ *   <li>what record signatures cost: throughput signed and unsigned, alternating ({@link SignaturesPhase});
+ *   <li>what tracing costs: throughput with no SDK, with one, and before tracing, alternating ({@link TracingPhase}).
  * </ol>
  *
  * It prints a table and writes {@code e2e.json}, {@code e2e.md} and {@code e2e-latency.svg}
@@ -47,9 +48,14 @@ final class EndToEndBenchmark {
     private final String serviceLogLevel;
     private final int signatureRounds;
     private final int boundRepetitions;
+    private final int tracingRounds;
+    /** A build from before tracing, or null. */
+    private final Path tracingBase;
 
     EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
-            String serviceLogLevel, int signatureRounds, int boundRepetitions) {
+            String serviceLogLevel, int signatureRounds, int boundRepetitions, int tracingRounds, Path tracingBase) {
+        this.tracingRounds = tracingRounds;
+        this.tracingBase = tracingBase == null ? null : tracingBase.toAbsolutePath();
         this.signatureRounds = signatureRounds;
         this.boundRepetitions = boundRepetitions;
         this.repo = repo;
@@ -86,6 +92,9 @@ final class EndToEndBenchmark {
             }
             if (phase("signatures")) {
                 new SignaturesPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), signatureRounds).run();
+            }
+            if (phase("tracing")) {
+                new TracingPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), tracingRounds, tracingBase).run();
             }
             if (phase("idle")) {
                 new IdlePhase(stack, report, idleSeconds).run();

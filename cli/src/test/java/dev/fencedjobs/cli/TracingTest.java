@@ -33,9 +33,13 @@ import io.opentelemetry.sdk.trace.SdkTracerProvider;
 import io.opentelemetry.sdk.trace.data.LinkData;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -106,6 +110,8 @@ class TracingTest {
                 assertThat(effect.seen.get(traced)).as("while the effect ran: the logging MDC and the current span are the job's")
                         .isEqualTo(new Seen(String.valueOf(traced), TRACE_ID, consumer.getSpanId(), consumer.getSpanId()));
 
+                writeTrace(exported.getFinishedSpanItems(), traced);
+
                 SpanData other = processed(exported, untraced);
                 assertThat(other.getTraceId()).as("a job without a context: a trace of its own").isNotEqualTo(TRACE_ID);
                 assertThat(other.getParentSpanContext().isValid()).as("a root").isFalse();
@@ -141,6 +147,30 @@ class TracingTest {
                 }
             }
         }
+    }
+
+    /**
+     * The spans of the traced job as the exporter got them, one entry each, for docs/tracing.md:
+     * {@code target/trace-of-one-job.txt}. The consumer's span is in the job's trace; the relay's
+     * send span is a root of its own, linked to the producer's span.
+     */
+    private static void writeTrace(List<SpanData> spans, long jobId) throws IOException {
+        StringBuilder out = new StringBuilder("trace " + TRACE_ID + ": the traceparent inserted with job " + jobId + ", producer's span " + PRODUCER_SPAN + "\n");
+        for (SpanData s : spans) {
+            List<LinkData> links = s.getLinks().stream().filter(l -> l.getSpanContext().getTraceId().equals(TRACE_ID)
+                    && Long.valueOf(jobId).equals(l.getAttributes().get(Tracing.JOB_ID))).toList();
+            if (!links.isEmpty() || (s.getTraceId().equals(TRACE_ID) && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID)))) {
+                out.append(String.format(Locale.ROOT, "%s \"%s\" trace %s span %s, parent %s, %.1f ms%n", s.getKind(), s.getName(), s.getTraceId(),
+                        s.getSpanId(), s.getParentSpanContext().isValid() ? s.getParentSpanId() : "none (a root)",
+                        (s.getEndEpochNanos() - s.getStartEpochNanos()) / 1e6));
+                for (LinkData l : links) {
+                    out.append("  link to ").append(l.getSpanContext().getTraceId()).append('/').append(l.getSpanContext().getSpanId())
+                            .append(' ').append(l.getAttributes().asMap()).append('\n');
+                }
+                s.getAttributes().forEach((k, v) -> out.append("  ").append(k.getKey()).append(" = ").append(v).append('\n'));
+            }
+        }
+        Files.writeString(Path.of("target", "trace-of-one-job.txt"), out);
     }
 
     /** The consumer's span for a job that committed, once exported. */

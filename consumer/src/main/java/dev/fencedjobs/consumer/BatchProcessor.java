@@ -167,8 +167,8 @@ final class BatchProcessor {
      * and the logging context ({@link ProcessSpans}). Used by one thread at a time.
      */
     interface Handling {
-        /** A job's effect is about to run, with {@code outcome} ({@link #APPLIED} or {@link #LATE}) if its batch commits; current while open when {@code current}. */
-        Handled enter(ConsumerRecord<String, byte[]> record, Job job, String outcome, boolean current);
+        /** A job's effect is about to run; what enter begins is current while open when {@code current}. */
+        Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current);
     }
 
     /** A job's effect running; closed once it returned or threw. */
@@ -330,7 +330,7 @@ final class BatchProcessor {
             }
         }
         try {
-            apply(tx, toApply, applying, noted, handling);
+            apply(tx, toApply, applying, handling);
         } catch (RuntimeException e) {
             throw new EffectFailure(e);
         }
@@ -354,14 +354,13 @@ final class BatchProcessor {
      * handling}, each job's effect runs inside its handling, current; an effect that writes the
      * batch at once gets every job's handling begun, none current.
      */
-    private void apply(DSLContext tx, List<Job> jobs, List<ConsumerRecord<String, byte[]>> records,
-            Map<ConsumerRecord<String, byte[]>, String> noted, Handling handling) {
+    private void apply(DSLContext tx, List<Job> jobs, List<ConsumerRecord<String, byte[]>> records, Handling handling) {
         if (handling == null) {
             effect.applyAll(tx, jobs);
         } else if (batchEffect) {
             List<Handled> handled = new ArrayList<>(jobs.size());
             for (int i = 0; i < jobs.size(); i++) {
-                handled.add(handling.enter(records.get(i), jobs.get(i), noted.get(records.get(i)), false));
+                handled.add(handling.enter(records.get(i), jobs.get(i), false));
             }
             try {
                 effect.applyAll(tx, jobs);
@@ -373,7 +372,7 @@ final class BatchProcessor {
             }
         } else {
             for (int i = 0; i < jobs.size(); i++) {
-                try (Handled h = handling.enter(records.get(i), jobs.get(i), noted.get(records.get(i)), true)) {
+                try (Handled h = handling.enter(records.get(i), jobs.get(i), true)) {
                     try {
                         effect.apply(tx, jobs.get(i));
                     } catch (RuntimeException e) {

@@ -60,7 +60,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
     }
 
     @Override
-    public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, String outcome, boolean current) {
+    public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current) {
         Span span = span(record, started);
         open.put(record, span);
         if (!current) {

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongSupplier;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.Headers;
 
@@ -79,24 +80,39 @@ public final class Tracing {
 
     private static final Tracer NOOP = OpenTelemetry.noop().getTracer(SCOPE);
 
+    /** How often {@link #global()} looks whether the global OpenTelemetry was installed: the look takes a lock. */
+    private static final long LOOK_EVERY_NANOS = 1_000_000_000L;
+
     /** Null until the global OpenTelemetry is installed, for {@link #global()}. */
     private volatile Tracer tracer;
+    /** For {@link #global()}: its clock, and when it looks next; racy on purpose: an extra look is harmless. */
+    private final LongSupplier nanoTime;
+    private long nextLook;
 
     /** Spans to {@code openTelemetry}. */
     public Tracing(OpenTelemetry openTelemetry) {
         this.tracer = openTelemetry.getTracer(SCOPE);
+        this.nanoTime = System::nanoTime;
     }
 
-    private Tracing() {}
+    private Tracing(LongSupplier nanoTime) {
+        this.nanoTime = nanoTime;
+        this.nextLook = nanoTime.getAsLong();
+    }
 
     /**
      * Spans to {@link GlobalOpenTelemetry} once something installs it (the Java agent does, before
-     * {@code main}): until then a no-op, and the global is left unset, so an application that
+     * {@code main}; looked for at most once a second): until then a no-op, and the global is left unset, so an application that
      * registers its SDK after starting a service still can ({@code GlobalOpenTelemetry.get()} would
      * have set a no-op for good).
      */
     public static Tracing global() {
-        return new Tracing();
+        return global(System::nanoTime);
+    }
+
+    /** {@link #global()} on the clock {@code nanoTime}. */
+    static Tracing global(LongSupplier nanoTime) {
+        return new Tracing(nanoTime);
     }
 
     public Tracer tracer() {
@@ -104,10 +120,14 @@ public final class Tracing {
         if (t != null) {
             return t;
         }
-        if (GlobalOpenTelemetry.isSet()) {
-            t = GlobalOpenTelemetry.get().getTracer(SCOPE);
-            tracer = t;
-            return t;
+        long now = nanoTime.getAsLong();
+        if (now - nextLook >= 0) {
+            nextLook = now + LOOK_EVERY_NANOS;
+            if (GlobalOpenTelemetry.isSet()) {
+                t = GlobalOpenTelemetry.get().getTracer(SCOPE);
+                tracer = t;
+                return t;
+            }
         }
         return NOOP;
     }

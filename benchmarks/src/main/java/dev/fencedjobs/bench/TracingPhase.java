@@ -1,0 +1,164 @@
+package dev.fencedjobs.bench;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * What tracing costs end to end: the sustained throughput of {@link ThroughputPhase} with every
+ * service as it ships, no OpenTelemetry SDK installed (its spans are no-ops), beside the same with
+ * the SDK installed in every service ({@link SdkAgent}: every span sampled, a batch span processor,
+ * an in-memory exporter), and, when given a build from before tracing ({@code base}), beside that
+ * build's services, all on one stack, {@code rounds} times each, in the order A B C C B A…, so that a
+ * drift of the machine shows as spread, not as cost.
+ */
+final class TracingPhase {
+
+    private enum Side {
+        BEFORE("before tracing"), NO_SDK("no SDK (as shipped)"), SDK("SDK, in-memory exporter");
+
+        final String label;
+
+        Side(String label) {
+            this.label = label;
+        }
+    }
+
+    private static final Pattern EXPORTED = Pattern.compile(Pattern.quote(SdkAgent.EXPORTED) + "(\\d+)");
+
+    private final BenchStack stack;
+    private final E2eReport report;
+    private final ThroughputPhase throughput;
+    private final int rounds;
+    /** A build from before tracing, or null. */
+    private final Path base;
+
+    TracingPhase(BenchStack stack, E2eReport report, ThroughputPhase throughput, int rounds, Path base) {
+        this.stack = stack;
+        this.report = report;
+        this.throughput = throughput;
+        this.rounds = rounds;
+        this.base = base;
+    }
+
+    void run() throws Exception {
+        List<Side> sides = new ArrayList<>(base == null ? List.of(Side.NO_SDK, Side.SDK) : List.of(Side.BEFORE, Side.NO_SDK, Side.SDK));
+        System.out.println("8. tracing: sustained throughput " + sides.stream().map(s -> s.label).toList() + ", alternating, " + rounds
+                + " rounds each" + (base == null ? "" : "; before tracing: the services of " + base));
+        String agent = "-javaagent:" + Path.of(SdkAgent.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        Map<Side, List<Double>> rates = new LinkedHashMap<>();
+        Map<Side, List<Map<String, Long>>> cpu = new LinkedHashMap<>();
+        sides.forEach(s -> {
+            rates.put(s, new ArrayList<>());
+            cpu.put(s, new ArrayList<>());
+        });
+        Side current = Side.NO_SDK;
+        for (int round = 0; round < rounds; round++) {
+            List<Side> order = new ArrayList<>(sides);
+            if (round % 2 == 1) {
+                Collections.reverse(order);
+            }
+            for (Side side : order) {
+                throughput.awaitDrained();
+                if (side != current || round == 0) {
+                    configure(side, agent);
+                    current = side;
+                }
+                System.out.println("   " + side.label + ":");
+                Map<String, Long> cpu0 = new TreeMap<>();
+                Map<String, Long> perJob = new TreeMap<>();
+                double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
+                        perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
+                rates.get(side).add(rate);
+                cpu.get(side).add(perJob);
+                System.out.println("   CPU per job, microseconds: " + perJob);
+            }
+        }
+        throughput.awaitDrained();
+        configure(Side.NO_SDK, agent); // the later phases run the services as shipped; the SDK's services print their counts as they stop
+        long spans = exportedSpans();
+
+        // Each round's sides ran back to back: their ratios within a round see the least drift of the machine.
+        List<Double> sdkToNone = paired(rates.get(Side.SDK), rates.get(Side.NO_SDK));
+        report.put("tracingSdkToNoSdkByRound", sdkToNone);
+        System.out.println("   by round, SDK / no SDK: " + ratios(sdkToNone) + (base == null ? ""
+                : "; no SDK / before tracing: " + ratios(paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE)))));
+        double none = BenchSql.median(rates.get(Side.NO_SDK));
+        double sdk = BenchSql.median(rates.get(Side.SDK));
+        rates.forEach((side, values) -> report.put("tracing " + side.label + " jobsPerSecond", values));
+        cpu.forEach((side, values) -> report.put("tracing " + side.label + " cpuMicrosecondsPerJob", values));
+        report.put("tracingSpansExported", spans);
+        if (base != null) {
+            double before = BenchSql.median(rates.get(Side.BEFORE));
+            report.row("8. end to end, before tracing (" + base.getFileName() + ")", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", before,
+                    listing(rates.get(Side.BEFORE))), "same run, same stack, alternating");
+            List<Double> noneToBefore = paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE));
+            report.put("tracingNoSdkToBeforeByRound", noneToBefore);
+            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, listing(rates.get(Side.NO_SDK))),
+                    String.format(Locale.ROOT, "%.1f %% of before tracing (by round %s, median %.2f); target within 3 %%", 100 * none / before,
+                            ratios(noneToBefore), BenchSql.median(noneToBefore)));
+            System.out.printf(Locale.ROOT, "   before tracing median %,.0f jobs/s, no SDK median %,.0f jobs/s: %.1f %%%n", before, none, 100 * none / before);
+        } else {
+            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, listing(rates.get(Side.NO_SDK))),
+                    "no build from before tracing given (--tracing-base)");
+        }
+        report.row("8. end to end, tracing, SDK with an in-memory exporter", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", sdk,
+                listing(rates.get(Side.SDK))), String.format(Locale.ROOT, "%.1f %% of no SDK (by round %s, median %.2f); %,d spans exported",
+                        100 * sdk / none, ratios(sdkToNone), BenchSql.median(sdkToNone), spans));
+        System.out.printf(Locale.ROOT, "   no SDK median %,.0f jobs/s, SDK median %,.0f jobs/s: %.1f %%; %,d spans exported%n", none, sdk,
+                100 * sdk / none, spans);
+    }
+
+    /** Every service of the stack as {@code side} runs it: from the build before tracing, or this one with or without the SDK. */
+    private void configure(Side side, String agent) {
+        Map<String, String> environment = Map.of("JAVA_TOOL_OPTIONS", side == Side.SDK ? agent : "");
+        for (String name : stack.serviceNames()) {
+            if (side == Side.BEFORE) {
+                stack.reconfigure(name, environment, base);
+            } else {
+                stack.reconfigure(name, environment, null);
+            }
+        }
+    }
+
+    /** The spans the SDK's services exported, as each said when it stopped. */
+    private long exportedSpans() throws IOException {
+        long total = 0;
+        try (Stream<Path> logs = Files.list(stack.logs())) {
+            for (Path log : logs.filter(p -> p.toString().endsWith(".log")).toList()) {
+                Matcher m = EXPORTED.matcher(Files.readString(log));
+                while (m.find()) {
+                    total += Long.parseLong(m.group(1));
+                }
+            }
+        }
+        return total;
+    }
+
+    /** {@code a[i] / b[i]} for each round i. */
+    private static List<Double> paired(List<Double> a, List<Double> b) {
+        List<Double> ratios = new ArrayList<>();
+        for (int i = 0; i < Math.min(a.size(), b.size()); i++) {
+            ratios.add(a.get(i) / b.get(i));
+        }
+        return ratios;
+    }
+
+    private static String ratios(List<Double> values) {
+        return values.stream().map(v -> String.format(Locale.ROOT, "%.2f", v)).toList().toString();
+    }
+
+    private static String listing(List<Double> values) {
+        return values.stream().map(v -> String.format(Locale.ROOT, "%,.0f", v)).toList().toString();
+    }
+}
