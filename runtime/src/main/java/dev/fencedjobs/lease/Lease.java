@@ -7,13 +7,13 @@ import static org.jooq.impl.DSL.when;
 
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.db.jooq.tables.records.LeaderLeaseRecord;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Function;
 import org.jooq.DSLContext;
-import dev.fencedjobs.db.jooq.tables.records.LeaderLeaseRecord;
 import org.jooq.Field;
 import org.jooq.InsertOnConflictConditionStep;
 import org.jooq.Record1;
@@ -113,6 +113,7 @@ public final class Lease implements Leadership.LeaseOps {
 
     /** A grant, and whether the session that sent the statement holds its token's sign of life. */
     record SignedGrant(Grant grant, boolean signOfLife) {}
+
     /**
      * Locks the lease row in the caller's transaction and checks that this holder still holds the
      * role with this token in database time. False means: write nothing, step down. The lock is

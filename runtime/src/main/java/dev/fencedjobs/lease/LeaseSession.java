@@ -64,7 +64,7 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     @Override
     public synchronized Optional<Grant> acquireOrRenew() {
         long before = held;
-        Optional<Lease.SignedGrant> signed = run(l -> l.acquireOrRenewSigned(before));
+        Optional<Lease.SignedGrant> signed = granting(l -> l.acquireOrRenewSigned(before));
         if (signed.isEmpty()) {
             giveUpSignOfLife();
             return Optional.empty();
@@ -76,7 +76,42 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     @Override
     public synchronized Optional<Grant> takeOver(long token) {
         long before = held;
-        return run(l -> l.takeOverSigned(token, before)).map(this::holding);
+        return granting(l -> l.takeOverSigned(token, before)).map(this::holding);
+    }
+
+    /**
+     * A statement that may grant a token and take its sign of life. One that fails after its
+     * {@code RETURNING} took the lock (an error in a trigger at the statement's end, a statement
+     * timeout, a failed commit) rolls back the grant but not the session-level lock: left held, it
+     * would show a sign of life for a token no one holds, and keep the replica granted that token
+     * later from taking it. So after a failure every sign-of-life lock of the role this session
+     * holds, except the one of {@code held}, is let go, or the session dropped.
+     */
+    private Optional<Lease.SignedGrant> granting(Function<Lease, Optional<Lease.SignedGrant>> statement) {
+        try {
+            return run(statement);
+        } catch (RuntimeException e) {
+            if (connection != null) {
+                try {
+                    releaseStrayLocks();
+                } catch (SQLException | RuntimeException cleanup) {
+                    e.addSuppressed(cleanup);
+                    drop();
+                }
+            }
+            throw e;
+        }
+    }
+
+    private void releaseStrayLocks() throws SQLException {
+        try (PreparedStatement s = connection.prepareStatement("SELECT count(pg_advisory_unlock(?, l.objid::bigint::bit(32)::int)) FROM pg_locks l"
+                + " WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+                + " AND l.classid = ?::oid AND l.objid::bigint <> ?")) {
+            s.setInt(1, key);
+            s.setLong(2, Integer.toUnsignedLong(key));
+            s.setLong(3, held == NONE ? -1 : held & 0xFFFF_FFFFL);
+            s.execute();
+        }
     }
 
     /**

@@ -1,6 +1,7 @@
 package dev.fencedjobs.lease;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import com.zaxxer.hikari.HikariDataSource;
@@ -225,6 +226,31 @@ class FastTakeoverTest {
         assertThat(b.token()).isEqualTo(old + 2);
         assertThat(acquiredAt(old + 2)).isBefore(expiry);
         assertThat(b.session.signOfLife()).hasValue(old + 2);
+    }
+
+    @Test
+    void aGrantThatFailsAfterItsReturningTookTheLock_leavesNoSignOfLifeBehind() throws Exception {
+        // An AFTER trigger fails the statement once its RETURNING list has run: the grant rolls back, a session-level lock would not.
+        String trigger = "fail_" + role.replace("-", "_");
+        dsl.execute("CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'fails after RETURNING'; END $$");
+        dsl.execute("CREATE TRIGGER " + trigger + " AFTER INSERT OR UPDATE ON leader_lease FOR EACH ROW WHEN (NEW.role = '" + role
+                + "' AND NEW.holder_id = 'doomed') EXECUTE FUNCTION " + trigger + "()");
+        try (LeaseSession doomed = new LeaseSession(new Lease(dsl, role, "doomed", MINUTE.duration(), Ticker.system()),
+                () -> connect(server.url(), "doomed-lease"))) {
+            assertThatThrownBy(doomed::acquireOrRenew).hasMessageContaining("fails after RETURNING");
+            assertThat(Lease.read(dsl, role)).as("the grant rolled back").isEmpty();
+            assertThat(dsl.fetchCount(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
+                    .where("l.locktype = 'advisory' AND s.application_name = 'doomed-lease'"))).as("locks left on the failed session").isZero();
+            assertThat(doomed.signOfLife()).isEmpty();
+
+            // The failed session still open: the replica granted that token takes its sign of life, and a follower waits for it.
+            Replica a = leader(MINUTE, null);
+            assertThat(a.session.signOfLife()).hasValue(a.token());
+            watchingFollower("b", MINUTE);
+        } finally {
+            dsl.execute("DROP TRIGGER " + trigger + " ON leader_lease");
+            dsl.execute("DROP FUNCTION " + trigger + "()");
+        }
     }
 
     @Test
