@@ -30,6 +30,11 @@ final class E2eReport {
         return values.toString().replaceAll("[{}]", "").replace("=", " ");
     }
 
+    /** Rates in jobs/s, as a list of whole numbers: [16,274, 14,706]. */
+    static String rates(List<Double> values) {
+        return values.stream().map(v -> String.format(Locale.ROOT, "%,.0f", v)).toList().toString();
+    }
+
     static String summary(List<Double> ms) {
         double[] sorted = ms.stream().mapToDouble(Double::doubleValue).sorted().toArray();
         double p50 = sorted[(int) Math.ceil(0.5 * sorted.length) - 1];

@@ -10,7 +10,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * What record signatures cost end to end: the sustained throughput of {@link ThroughputPhase} with
@@ -64,14 +63,9 @@ final class SignaturesPhase {
                 throughput.awaitDrained();
                 configure(signedNow ? signed : unsigned);
                 System.out.println(signedNow ? "   signed (the default, compressed):" : "   unsigned (no key, accept-unsigned, uncompressed):");
-                Map<String, Long> cpu0 = new TreeMap<>();
-                // CPU per job of each component (clock ticks are 10 ms): where the cost lands.
-                Map<String, Long> perJob = new TreeMap<>();
-                double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
-                        perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
-                (signedNow ? withSignatures : without).add(rate);
-                (signedNow ? cpuSigned : cpuUnsigned).add(perJob);
-                System.out.println("   CPU per job, microseconds: " + perJob);
+                ThroughputPhase.Costed measured = throughput.sustainedWithCpu();
+                (signedNow ? withSignatures : without).add(measured.rate());
+                (signedNow ? cpuSigned : cpuUnsigned).add(measured.cpuPerJob());
             }
         }
         double a = BenchSql.median(withSignatures);
@@ -81,9 +75,9 @@ final class SignaturesPhase {
         report.put("signaturesCpuMicrosecondsPerJob", cpuSigned);
         report.put("unsignedCpuMicrosecondsPerJob", cpuUnsigned);
         report.row("7. end to end, signed (relay signs a Merkle root for each partition's share of a batch, consumer verifies)",
-                String.format(Locale.ROOT, "median %,.0f jobs/s of %s", a, rates(withSignatures)),
+                String.format(Locale.ROOT, "median %,.0f jobs/s of %s", a, E2eReport.rates(withSignatures)),
                 String.format(Locale.ROOT, "%.1f %% of unsigned; target within 10 %%", 100 * a / b));
-        report.row("7. end to end, unsigned (as before signatures)", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, rates(without)),
+        report.row("7. end to end, unsigned (as before signatures)", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, E2eReport.rates(without)),
                 "same run, same stack, alternating");
         System.out.printf(Locale.ROOT, "   signed median %,.0f jobs/s, unsigned median %,.0f jobs/s: %.1f %%%n", a, b, 100 * a / b);
     }
@@ -91,9 +85,5 @@ final class SignaturesPhase {
     private void configure(Map<String, String> environment) {
         stack.reconfigure("relay", environment);
         stack.reconfigure("consumer", environment);
-    }
-
-    private static String rates(List<Double> values) {
-        return values.stream().map(v -> String.format(Locale.ROOT, "%,.0f", v)).toList().toString();
     }
 }

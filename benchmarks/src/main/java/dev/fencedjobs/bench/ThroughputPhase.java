@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -30,6 +31,22 @@ final class ThroughputPhase {
         this.stack = stack;
         this.report = report;
         this.windowSeconds = windowSeconds;
+    }
+
+    /** A sustained window's rate, and the CPU each component spent per job over it, in microseconds. */
+    record Costed(double rate, Map<String, Long> cpuPerJob) {}
+
+    /**
+     * {@link #sustained} with the CPU per job of each component (clock ticks are 10 ms) over the
+     * window, printed: where a cost lands.
+     */
+    Costed sustainedWithCpu() throws Exception {
+        Map<String, Long> cpu0 = new TreeMap<>();
+        Map<String, Long> perJob = new TreeMap<>();
+        double rate = sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
+                perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
+        System.out.println("   CPU per job, microseconds: " + perJob);
+        return new Costed(rate, perJob);
     }
 
     /**

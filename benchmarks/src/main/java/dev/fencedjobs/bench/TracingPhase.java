@@ -9,7 +9,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -75,13 +74,9 @@ final class TracingPhase {
                     current = side;
                 }
                 System.out.println("   " + side.label + ":");
-                Map<String, Long> cpu0 = new TreeMap<>();
-                Map<String, Long> perJob = new TreeMap<>();
-                double rate = throughput.sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
-                        perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
-                rates.get(side).add(rate);
-                cpu.get(side).add(perJob);
-                System.out.println("   CPU per job, microseconds: " + perJob);
+                ThroughputPhase.Costed measured = throughput.sustainedWithCpu();
+                rates.get(side).add(measured.rate());
+                cpu.get(side).add(measured.cpuPerJob());
             }
         }
         throughput.awaitDrained();
@@ -101,19 +96,19 @@ final class TracingPhase {
         if (base != null) {
             double before = BenchSql.median(rates.get(Side.BEFORE));
             report.row("8. end to end, before tracing (" + base.getFileName() + ")", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", before,
-                    listing(rates.get(Side.BEFORE))), "same run, same stack, alternating");
+                    E2eReport.rates(rates.get(Side.BEFORE))), "same run, same stack, alternating");
             List<Double> noneToBefore = paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE));
             report.put("tracingNoSdkToBeforeByRound", noneToBefore);
-            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, listing(rates.get(Side.NO_SDK))),
+            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
                     String.format(Locale.ROOT, "%.1f %% of before tracing (by round %s, median %.2f); target within 3 %%", 100 * none / before,
                             ratios(noneToBefore), BenchSql.median(noneToBefore)));
             System.out.printf(Locale.ROOT, "   before tracing median %,.0f jobs/s, no SDK median %,.0f jobs/s: %.1f %%%n", before, none, 100 * none / before);
         } else {
-            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, listing(rates.get(Side.NO_SDK))),
+            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
                     "no build from before tracing given (--tracing-base)");
         }
         report.row("8. end to end, tracing, SDK with an in-memory exporter", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", sdk,
-                listing(rates.get(Side.SDK))), String.format(Locale.ROOT, "%.1f %% of no SDK (by round %s, median %.2f); %,d spans exported",
+                E2eReport.rates(rates.get(Side.SDK))), String.format(Locale.ROOT, "%.1f %% of no SDK (by round %s, median %.2f); %,d spans exported",
                         100 * sdk / none, ratios(sdkToNone), BenchSql.median(sdkToNone), spans));
         System.out.printf(Locale.ROOT, "   no SDK median %,.0f jobs/s, SDK median %,.0f jobs/s: %.1f %%; %,d spans exported%n", none, sdk,
                 100 * sdk / none, spans);
@@ -156,9 +151,5 @@ final class TracingPhase {
 
     private static String ratios(List<Double> values) {
         return values.stream().map(v -> String.format(Locale.ROOT, "%.2f", v)).toList().toString();
-    }
-
-    private static String listing(List<Double> values) {
-        return values.stream().map(v -> String.format(Locale.ROOT, "%,.0f", v)).toList().toString();
     }
 }
