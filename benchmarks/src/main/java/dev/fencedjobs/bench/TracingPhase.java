@@ -3,6 +3,8 @@ package dev.fencedjobs.bench;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -54,6 +56,8 @@ final class TracingPhase {
         List<Side> sides = new ArrayList<>(base == null ? List.of(Side.NO_SDK, Side.SDK) : List.of(Side.BEFORE, Side.NO_SDK, Side.SDK));
         System.out.println("8. tracing: sustained throughput " + sides.stream().map(s -> s.label).toList() + ", alternating, " + rounds
                 + " rounds each" + (base == null ? "" : "; before tracing: the services of " + base));
+        // Logs written from now on: the log directory outlives a run, and an earlier run's logs of more restarts stay in it.
+        FileTime started = FileTime.from(Instant.now().minusSeconds(1));
         String agent = "-javaagent:" + Path.of(SdkAgent.class.getProtectionDomain().getCodeSource().getLocation().toURI());
         Map<Side, List<Double>> rates = new LinkedHashMap<>();
         Map<Side, List<Map<String, Long>>> cpu = new LinkedHashMap<>();
@@ -81,7 +85,7 @@ final class TracingPhase {
         }
         throughput.awaitDrained();
         configure(Side.NO_SDK, agent); // the later phases run the services as shipped; the SDK's services print their counts as they stop
-        long spans = exportedSpans();
+        long spans = exportedSpans(started);
 
         // Each round's sides ran back to back: their ratios within a round see the least drift of the machine.
         List<Double> sdkToNone = paired(rates.get(Side.SDK), rates.get(Side.NO_SDK));
@@ -126,11 +130,14 @@ final class TracingPhase {
         }
     }
 
-    /** The spans the SDK's services exported, as each said when it stopped. */
-    private long exportedSpans() throws IOException {
+    /** The spans the SDK's services exported, as each said when it stopped, in the logs written since {@code since}. */
+    private long exportedSpans(FileTime since) throws IOException {
         long total = 0;
         try (Stream<Path> logs = Files.list(stack.logs())) {
             for (Path log : logs.filter(p -> p.toString().endsWith(".log")).toList()) {
+                if (Files.getLastModifiedTime(log).compareTo(since) < 0) {
+                    continue;
+                }
                 Matcher m = EXPORTED.matcher(Files.readString(log));
                 while (m.find()) {
                     total += Long.parseLong(m.group(1));
