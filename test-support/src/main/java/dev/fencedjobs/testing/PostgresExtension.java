@@ -2,6 +2,7 @@ package dev.fencedjobs.testing;
 
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
@@ -10,9 +11,13 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * Gives tests a database of their own on the shared test server. On a static field, one database
  * per test class; on an instance field, one per test method:
  *
+ * <p>A test that fails leaves in its output what the server's sessions were doing (and waiting for)
+ * right then, before any {@code @AfterEach} method runs: see {@link TestPostgres#describeActivity()}.
+ *
  * <pre>{@code @RegisterExtension static final PostgresExtension postgres = new PostgresExtension();}</pre>
  */
-public final class PostgresExtension implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback, AfterEachCallback {
+public final class PostgresExtension implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback, AfterEachCallback,
+        AfterTestExecutionCallback {
 
     private TestDatabase database;
     private boolean perMethod;
@@ -32,6 +37,13 @@ public final class PostgresExtension implements BeforeAllCallback, AfterAllCallb
         if (database == null) {
             perMethod = true;
             database = TestPostgres.shared().createDatabase(context.getRequiredTestMethod().getName());
+        }
+    }
+
+    @Override
+    public void afterTestExecution(ExtensionContext context) {
+        if (context.getExecutionException().isPresent()) {
+            System.err.println(context.getDisplayName() + " failed; " + TestPostgres.shared().describeActivity());
         }
     }
 

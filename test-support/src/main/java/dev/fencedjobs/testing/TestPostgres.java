@@ -70,7 +70,7 @@ public final class TestPostgres {
             // As the embedded server is set up: room for a handful of services, pools and tests at once
             // (300, where the image's default is 100), and no fsync (as Testcontainers sets by default).
             PostgreSQLContainer container = new PostgreSQLContainer("postgres:17")
-                    .withCommand("postgres", "-c", "fsync=off", "-c", "max_connections=300");
+                    .withCommand("postgres", "-c", "fsync=off", "-c", "max_connections=300", "-c", "log_lock_waits=on");
             container.start();
             Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-postgres-stop"));
             return new TestPostgres(container.getJdbcUrl(), container.getUsername(), container.getPassword(), "Testcontainers");
@@ -87,6 +87,8 @@ public final class TestPostgres {
                     // A handful of services, pools and tests share one server.
                     .setServerConfig("max_connections", "300")
                     .setServerConfig("fsync", "off")
+                    // A lock wait longer than deadlock_timeout (1 s) is logged, with who holds the lock.
+                    .setServerConfig("log_lock_waits", "on")
                     .start();
         } catch (IOException e) {
             throw new UncheckedIOException("could not start embedded PostgreSQL", e);
@@ -103,6 +105,44 @@ public final class TestPostgres {
         }
         execute("CREATE DATABASE " + name);
         return new TestDatabase(this, name, withDatabase(adminUrl, name), user, password);
+    }
+
+    /**
+     * What the server and the machine are doing, for a failed test's output: every session's state,
+     * what it waits for and who blocks it, and the machine's pressure stall figures. A test that
+     * fails because the database stopped answering leaves the evidence of why, not only a timeout.
+     */
+    public String describeActivity() {
+        StringBuilder out = new StringBuilder("test PostgreSQL (" + source + ") sessions, oldest transaction first:\n");
+        try (Connection c = DriverManager.getConnection(adminUrl, user, password);
+                Statement s = c.createStatement();
+                java.sql.ResultSet rs = s.executeQuery("SELECT pid, datname, application_name, backend_type, state,"
+                        + " wait_event_type, wait_event, pg_blocking_pids(pid), now() - xact_start, now() - query_start,"
+                        + " left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
+                        + " FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                        // Background processes only when they wait for something other than work.
+                        + " AND NOT (backend_type <> 'client backend' AND wait_event_type IS NOT DISTINCT FROM 'Activity')"
+                        + " ORDER BY xact_start NULLS LAST, backend_start")) {
+            while (rs.next()) {
+                out.append(String.format(Locale.ROOT, "  pid %s db %s app '%s' %s: %s, waits %s/%s, blocked by %s, transaction %s, statement %s: %s%n",
+                        rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5), rs.getString(6),
+                        rs.getString(7), rs.getString(8), rs.getString(9), rs.getString(10), rs.getString(11)));
+            }
+        } catch (SQLException e) {
+            out.append("  not readable: ").append(e).append('\n');
+        }
+        for (String kind : new String[] {"cpu", "io", "memory"}) {
+            try {
+                java.nio.file.Path path = java.nio.file.Path.of("/proc/pressure", kind);
+                if (java.nio.file.Files.isReadable(path)) {
+                    out.append("machine pressure, ").append(kind).append(": ")
+                            .append(String.join("; ", java.nio.file.Files.readAllLines(path))).append('\n');
+                }
+            } catch (IOException e) {
+                out.append("machine pressure, ").append(kind).append(": not readable: ").append(e).append('\n');
+            }
+        }
+        return out.toString();
     }
 
     void dropDatabase(String name) {

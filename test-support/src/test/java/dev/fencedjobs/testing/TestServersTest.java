@@ -34,6 +34,42 @@ class TestServersTest {
     }
 
     @Test
+    void theActivityAFailedTestPrintsNamesWhoBlocksWhom() throws Exception {
+        try (Connection holder = postgres.database().connect(); Connection waiter = postgres.database().connect()) {
+            holder.createStatement().execute("CREATE TABLE held (v int); INSERT INTO held VALUES (1)");
+            holder.setAutoCommit(false);
+            holder.createStatement().execute("UPDATE held SET v = 2");
+            int holderPid = pid(holder);
+            Thread blocked = new Thread(() -> {
+                try (Statement s = waiter.createStatement()) {
+                    s.execute("UPDATE held SET v = 3");
+                } catch (java.sql.SQLException e) {
+                    // The holder's rollback lets it through; the connection's close ends it otherwise.
+                }
+            });
+            blocked.start();
+            int waiterPid = pid(waiter);
+            String activity = "";
+            for (int i = 0; i < 100 && !activity.contains("blocked by {" + holderPid + "}"); i++) {
+                Thread.sleep(50);
+                activity = TestPostgres.shared().describeActivity();
+            }
+            assertThat(activity)
+                    .contains("pid " + holderPid + " db " + postgres.database().name())
+                    .contains("idle in transaction")
+                    .contains("pid " + waiterPid + " ")
+                    .contains("waits Lock/transactionid, blocked by {" + holderPid + "}")
+                    .contains("UPDATE held SET v = 3");
+            holder.rollback();
+            blocked.join();
+        }
+    }
+
+    private static int pid(Connection c) throws java.sql.SQLException {
+        return c.unwrap(org.postgresql.PGConnection.class).getBackendPID();
+    }
+
+    @Test
     void databaseUrlKeepsParametersWhenTheNameChanges() {
         assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432/postgres?user=a&x=1", "t1"))
                 .isEqualTo("jdbc:postgresql://h:5432/t1?user=a&x=1");
