@@ -296,6 +296,11 @@ final class ConsumerLoop {
         return lag.get();
     }
 
+    /** The effects applied since the loop started. */
+    long applied() {
+        return (long) applied.count();
+    }
+
     /** The loop's entries for the status JSON. */
     Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();

@@ -13,8 +13,10 @@ import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceBuilder;
+import dev.fencedjobs.runtime.internal.Dashboard;
 import dev.fencedjobs.runtime.internal.Embedding;
 import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.LatencyWindow;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
@@ -97,6 +99,8 @@ public final class FencedConsumer implements RunningService {
     private final Purger retrier;
     private final PatientRetries patient;
     private final ProcessSpans spans;
+    /** Each job the loop applied: from its due time to its batch's commit, for the dashboard. */
+    private final DueToEffect dueToEffect;
 
     private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer, Ticker ticker) {
         this.config = config;
@@ -115,10 +119,11 @@ public final class FencedConsumer implements RunningService {
             this.dsl = runtime.dsl();
             this.processor = new BatchProcessor(effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
             this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
+            this.dueToEffect = new DueToEffect(spans, new LatencyWindow());
             this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
             this.loop = new ConsumerLoop(consumer, new JooqStore(), committer, config.effectMaxAttempts(), config.effectRetryBackoff(),
                     ticker, registry);
-            runtime.serve(this::ready, this::status, loop::lag);
+            runtime.serve(this::ready, this::status, new Dashboard.ConsumerSide(loop::lag, loop::applied, dueToEffect.window()));
         } catch (RuntimeException e) {
             runtime.close();
             throw e;
@@ -144,14 +149,16 @@ public final class FencedConsumer implements RunningService {
         @Override
         public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
             spans.begin(Instant.now());
+            dueToEffect.begin();
             Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(records.size() * 2);
             BatchProcessor.Counts counts;
             try {
-                counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, spans));
+                counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, dueToEffect));
             } catch (RuntimeException | Error e) {
                 spans.rolledBack(e);
                 throw e;
             }
+            dueToEffect.committed(Instant.now());
             spans.committed(records, outcomes);
             return waited(counts);
         }

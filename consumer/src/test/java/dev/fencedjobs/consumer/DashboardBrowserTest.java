@@ -42,8 +42,9 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /**
  * The dashboard at {@code /}, opened in headless Chromium (Debian's {@code chromium}) against a
  * dispatcher, a relay and a consumer sharing one database: what the page shows after it ran its
- * script, one job found by its key, and a screenshot with it ({@code target/dashboard.png}; the README's is
- * {@code docs/dashboard.png}, a copy).
+ * script, one job found by its key, and a screenshot with it ({@code target/dashboard.png}). The
+ * README's, {@code docs/dashboard.png}, is taken under load by the local stack's demo
+ * ({@code --screenshot}).
  */
 class DashboardBrowserTest {
 
@@ -117,6 +118,19 @@ class DashboardBrowserTest {
             await().atMost(Duration.ofSeconds(60)).until(() -> dispatcher.status().get("heldJobs") instanceof Long n && n == 4);
 
             String url = "http://localhost:" + consumer.httpPort() + "/";
+            // A sample (every 5 s) taken since the jobs were completed and applied: the page's charts then have them.
+            HttpClient http = HttpClient.newHttpClient();
+            java.util.concurrent.atomic.AtomicReference<String> answer = new java.util.concurrent.atomic.AtomicReference<>();
+            try {
+                await().atMost(Duration.ofSeconds(30)).until(() -> {
+                    String json = http.send(HttpRequest.newBuilder(URI.create(url + "dashboard.json")).build(), HttpResponse.BodyHandlers.ofString()).body();
+                    answer.set(json);
+                    return json.matches("(?s).*\"completedPerSecond\" ?: ?[0-9.]*[1-9].*") && json.matches("(?s).*\"appliedPerSecond\" ?: ?[0-9.]*[1-9].*")
+                            && json.matches("(?s).*\"dueToEffectP99Seconds\" ?: ?[0-9].*");
+                });
+            } catch (org.awaitility.core.ConditionTimeoutException e) {
+                throw new AssertionError("no sample with the jobs completed and applied; the dashboard's last answer: " + answer.get(), e);
+            }
             HttpResponse<String> page = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url)).build(),
                     HttpResponse.BodyHandlers.ofString());
             assertThat(page.statusCode()).isEqualTo(200);
@@ -131,9 +145,21 @@ class DashboardBrowserTest {
             assertThat(dom).as("the takeover timeline").containsPattern("<td>scheduler</td><td>2</td>")
                     .containsPattern("<td>scheduler</td><td>1</td>");
             assertThat(dom).contains("id=\"dead-letters\">1<", "id=\"stale\">1<");
-            assertThat(dom).as("all three series sampled").contains("data-chart=\"dueBacklog\"><div class=\"label\"><span>Due backlog",
+            assertThat(dom).as("every series sampled").contains("data-chart=\"dueBacklog\"><div class=\"label\"><span>Due backlog",
                     "data-chart=\"consumerLag\"><div class=\"label\"><span>Consumer lag (records behind)</span><span class=\"value\">");
             assertThat(dom).containsPattern("data-chart=\"outboxLagSeconds\"><div class=\"label\"><span>[^<]*</span><span class=\"value\">");
+            // Sampled on the server since the services started, before any page was open: the jobs
+            // completed and applied above are in the charts of a page opened only now.
+            assertThat(dom).as("jobs per second, with the 51 jobs completed before the page opened")
+                    .containsPattern("data-chart=\"completedPerSecond\"><div class=\"label\"><span>Jobs completed per second \\(all replicas\\)</span>"
+                            + "<span class=\"value\">[0-9.]+ (now|at [^,]+), max [0-9.]*[1-9][0-9.]*</span>")
+                    .containsPattern("data-chart=\"appliedPerSecond\"><div class=\"label\"><span>[^<]*</span>"
+                            + "<span class=\"value\">[0-9.]+ (now|at [^,]+), max [0-9.]*[1-9][0-9.]*</span>");
+            assertThat(dom).as("due-to-effect latency of the jobs applied")
+                    .containsPattern("data-chart=\"dueToEffectP99Seconds\"><div class=\"label\"><span>Due to effect, p99 \\(this consumer\\)</span>"
+                            + "<span class=\"value\">[0-9.]+ s (now|at [^(]+) \\(median [0-9.]+, slowest [0-9.]+\\), max [0-9.]+ s</span>")
+                    .containsPattern("data-chart=\"dueToEffectP99Seconds\">.*?<svg[^>]*>(<polyline|<circle)");
+            assertThat(dom).containsPattern("a sample every 5 s since [^;]+; the service keeps the last 10 minutes");
             assertThat(dom).as("the limit that holds jobs back, and the busiest key")
                     .containsPattern("<tr data-key=\"tenant-slow\" class=\"warn\"><td>tenant-slow</td><td>0.001</td><td>1</td><td>0(\\.\\d+)?</td>"
                             + "<td class=\"waiting\">4 \\(held\\)</td></tr>")

@@ -58,6 +58,8 @@ public final class LocalStack {
         boolean demo = false;
         boolean exitAfterDemo = false;
         int demoSeconds = 60;
+        int demoRate = 50;
+        java.nio.file.Path screenshots = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--demo":
@@ -71,6 +73,18 @@ public final class LocalStack {
                         usage("--demo-seconds needs a whole number of seconds");
                     }
                     demoSeconds = Integer.parseInt(args[++i]);
+                    break;
+                case "--demo-rate":
+                    if (i + 1 >= args.length || !args[i + 1].matches("[1-9]\\d{0,5}")) {
+                        usage("--demo-rate needs a whole number of jobs a second, 1 to 999999");
+                    }
+                    demoRate = Integer.parseInt(args[++i]);
+                    break;
+                case "--screenshots":
+                    if (i + 1 >= args.length) {
+                        usage("--screenshots needs a directory");
+                    }
+                    screenshots = java.nio.file.Path.of(args[++i]);
                     break;
                 case "--help":
                 case "-h":
@@ -87,7 +101,7 @@ public final class LocalStack {
             stopped.countDown();
         }, "local-stack-stop"));
         if (demo) {
-            boolean exact = new Demo(stack, Duration.ofSeconds(demoSeconds)).run();
+            boolean exact = new Demo(stack, Duration.ofSeconds(demoSeconds), demoRate, screenshots).run();
             if (exitAfterDemo) {
                 System.exit(exact ? 0 : 1);
             }
@@ -96,9 +110,13 @@ public final class LocalStack {
         stopped.await();
     }
 
-    static final String USAGE = "usage: java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--exit-after-demo]\n"
+    static final String USAGE = "usage: java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--demo-rate N] [--screenshots DIR]"
+            + " [--exit-after-demo]\n"
             + "  --demo             submit a stream of jobs and, for a minute, kill the dispatcher leader now and then\n"
             + "  --demo-seconds N   how long the demo runs (default 60)\n"
+            + "  --demo-rate N      jobs the demo submits a second (default 50)\n"
+            + "  --screenshots DIR  a few seconds before the demo ends, under load, screenshots of the consumer's and a\n"
+            + "                     dispatcher's dashboards (dashboard.png, dashboard-dispatcher.png; needs chromium)\n"
             + "  --exit-after-demo  stop after the demo's summary; exit code 0 if every job had exactly one effect";
 
     private static void usage(String problem) {

@@ -31,16 +31,27 @@ import org.slf4j.LoggerFactory;
  * DispatchOverview}). Each part shows when its tables are in this database and this service's role
  * may read them; the consumer lag only on the consumer's own page.
  *
- * <p>Costs nothing while nobody looks: the first request starts a sampler (a few index reads every
- * {@link #SAMPLE_EVERY}), which stops once no page asked for {@link #WATCHED_FOR}. The charts
- * therefore begin when the page was first opened.
+ * <p>The series are sampled on the server from the service's start, every {@link #SAMPLE_EVERY},
+ * and the last {@link #KEPT_FOR} of them kept, so that a page opened during an incident shows what
+ * led to it. A sample is a few index reads: the due backlog (capped), the outbox lag, and the jobs
+ * completed since the previous sample ({@code jobs_completed_at}); a consumer adds what it applied
+ * and its due-to-effect latency from memory ({@link ConsumerSide}).
  */
 public final class Dashboard implements AutoCloseable {
 
     static final Duration SAMPLE_EVERY = Duration.ofSeconds(5);
-    static final Duration WATCHED_FOR = Duration.ofMinutes(10);
+    static final Duration KEPT_FOR = Duration.ofMinutes(10);
     /** Ten minutes of samples. */
-    static final int SAMPLES = (int) (WATCHED_FOR.toMillis() / SAMPLE_EVERY.toMillis());
+    static final int SAMPLES = (int) (KEPT_FOR.toMillis() / SAMPLE_EVERY.toMillis());
+    /**
+     * The jobs whose {@code completed_at} (the clock when their batch's statement ran) falls between
+     * the previous sample's time and this one's, both one second behind the database's clock so that
+     * a batch still committing is counted in the next sample instead of in none; at most a million.
+     */
+    static final String COMPLETED = "SELECT t.upto, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'completed'"
+            + " AND completed_at > coalesce(?, t.upto - interval '5 seconds') AND completed_at <= t.upto LIMIT 1000000) c),"
+            + " extract(epoch FROM t.upto - coalesce(?, t.upto - interval '5 seconds'))"
+            + " FROM (SELECT clock_timestamp() - interval '1 second' AS upto) t";
 
     private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
 
@@ -60,36 +71,53 @@ public final class Dashboard implements AutoCloseable {
 
     private final String service;
     private final DataSource dataSource;
-    private final LongSupplier consumerLag;
+    private final ConsumerSide consumer;
     private final ArrayDeque<Map<String, Object>> samples = new ArrayDeque<>();
-    private volatile long lastAskedNanos;
-    private Thread sampler;
+    private final Thread sampler;
     private volatile boolean closed;
+    /** The sampler's own: the database time the last count of completed jobs reached, and the consumer's count then. */
+    private OffsetDateTime completedUpTo;
+    private long appliedBefore = -1;
+    private long appliedBeforeNanos;
 
     /**
-     * @param consumerLag the consumer's records behind the end of its partitions, or null for a
-     *     service that is not a consumer
+     * What a consumer's page adds to the samples, from the consumer's memory.
+     *
+     * @param lag its records behind the end of its partitions
+     * @param applied the effects it applied since it started
+     * @param dueToEffect the time from each applied job's due time to the commit of its effect
      */
-    public Dashboard(String service, DataSource dataSource, LongSupplier consumerLag) {
-        this.service = service;
-        this.dataSource = dataSource;
-        this.consumerLag = consumerLag;
+    public record ConsumerSide(LongSupplier lag, LongSupplier applied, LatencyWindow dueToEffect) {
     }
 
-    /** What {@code /dashboard.json} answers; starts the sampler when nobody asked for a while. */
+    /**
+     * Starts sampling; {@link #close()} stops it.
+     *
+     * @param consumer a consumer's own series, or null for a service that is not a consumer
+     */
+    public Dashboard(String service, DataSource dataSource, ConsumerSide consumer) {
+        this(service, dataSource, consumer, true);
+    }
+
+    /** Without {@code sampling}, nothing samples but {@link #sampleOnce()} (tests). */
+    Dashboard(String service, DataSource dataSource, ConsumerSide consumer, boolean sampling) {
+        this.service = service;
+        this.dataSource = dataSource;
+        this.consumer = consumer;
+        if (sampling) {
+            sampler = new Thread(this::sample, "dashboard-" + service);
+            sampler.setDaemon(true);
+            sampler.start();
+        } else {
+            sampler = null;
+        }
+    }
+
+    /** What {@code /dashboard.json} answers. */
     public Map<String, Object> snapshot() {
-        lastAskedNanos = System.nanoTime();
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("service", service);
         out.put("at", Instant.now().toString());
-        synchronized (this) {
-            if (sampler == null && !closed) {
-                sampleOnce();
-                sampler = new Thread(this::sample, "dashboard-" + service);
-                sampler.setDaemon(true);
-                sampler.start();
-            }
-        }
         try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
             out.put("roles", v[0] ? leases(c) : null);
@@ -105,6 +133,8 @@ public final class Dashboard implements AutoCloseable {
             out.put("samples", new ArrayList<>(samples));
         }
         out.put("sampleEverySeconds", SAMPLE_EVERY.toSeconds());
+        out.put("keptMinutes", KEPT_FOR.toMinutes());
+        out.put("consumer", consumer != null);
         return out;
     }
 
@@ -169,29 +199,28 @@ public final class Dashboard implements AutoCloseable {
 
     private void sample() {
         try {
-            while (!closed && System.nanoTime() - lastAskedNanos < WATCHED_FOR.toNanos()) {
-                Thread.sleep(SAMPLE_EVERY.toMillis());
+            while (!closed) {
                 sampleOnce();
+                Thread.sleep(SAMPLE_EVERY.toMillis());
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } finally {
-            synchronized (this) {
-                sampler = null;
-            }
         }
     }
 
-    private void sampleOnce() {
+    /** Takes one sample and keeps it, dropping those older than {@link #KEPT_FOR}. Called by one thread at a time. */
+    void sampleOnce() {
         Map<String, Object> sample = new LinkedHashMap<>();
         sample.put("at", Instant.now().toString());
         sample.put("dueBacklog", null);
         sample.put("outboxLagSeconds", null);
+        sample.put("completedPerSecond", null);
         try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
-            // Each on its own: one that fails (a grant the role lacks, a timeout) leaves the other.
+            // Each on its own: one that fails (a grant the role lacks, a timeout) leaves the others.
             if (v[2]) {
                 sample.put("dueBacklog", orNull(() -> single(s, BACKLOG).longValue()));
+                sample.put("completedPerSecond", orNull(() -> completedPerSecond(c)));
             }
             if (v[3]) {
                 sample.put("outboxLagSeconds", orNull(() -> Math.round(single(s, OUTBOX_LAG).doubleValue() * 10) / 10.0));
@@ -199,13 +228,50 @@ public final class Dashboard implements AutoCloseable {
         } catch (SQLException | RuntimeException e) {
             log.debug("dashboard sample failed: {}", Faults.describe(e));
         }
-        sample.put("consumerLag", consumerLag == null ? null : consumerLag.getAsLong());
+        sample.put("consumerLag", consumer == null ? null : consumer.lag().getAsLong());
+        sample.put("appliedPerSecond", consumer == null ? null : appliedPerSecond());
+        LatencyWindow.Summary latency = consumer == null ? null : consumer.dueToEffect().drain();
+        // No job applied in the window: no latency to show, rather than a latency of 0.
+        boolean some = latency != null && latency.count() > 0;
+        sample.put("dueToEffectP50Seconds", some ? round(latency.p50Seconds()) : null);
+        sample.put("dueToEffectP99Seconds", some ? round(latency.p99Seconds()) : null);
+        sample.put("dueToEffectMaxSeconds", some ? round(latency.maxSeconds()) : null);
         synchronized (samples) {
             samples.addLast(sample);
             while (samples.size() > SAMPLES) {
                 samples.removeFirst();
             }
         }
+    }
+
+    /** Jobs completed per second since the previous sample ({@link #COMPLETED}), one decimal. */
+    private Double completedPerSecond(Connection c) throws SQLException {
+        try (java.sql.PreparedStatement p = c.prepareStatement(COMPLETED)) {
+            p.setObject(1, completedUpTo);
+            p.setObject(2, completedUpTo);
+            try (ResultSet rs = p.executeQuery()) {
+                rs.next();
+                completedUpTo = rs.getObject(1, OffsetDateTime.class);
+                double seconds = rs.getDouble(3);
+                return seconds <= 0 ? null : Math.round(rs.getLong(2) / seconds * 10) / 10.0;
+            }
+        }
+    }
+
+    /** Effects this consumer applied per second since the previous sample; null at the first. */
+    private Double appliedPerSecond() {
+        long applied = consumer.applied().getAsLong();
+        long now = System.nanoTime();
+        Double rate = appliedBefore < 0 || now == appliedBeforeNanos ? null
+                : Math.round((applied - appliedBefore) * 1e10 / (now - appliedBeforeNanos)) / 10.0;
+        appliedBefore = applied;
+        appliedBeforeNanos = now;
+        return rate;
+    }
+
+    /** Seconds to the millisecond. */
+    private static double round(double seconds) {
+        return Math.round(seconds * 1000) / 1000.0;
     }
 
     private interface Query<T> {
@@ -293,12 +359,8 @@ public final class Dashboard implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        Thread t;
-        synchronized (this) {
-            t = sampler;
-        }
-        if (t != null) {
-            t.interrupt();
+        if (sampler != null) {
+            sampler.interrupt();
         }
     }
 }

@@ -18,7 +18,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
-import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -183,11 +182,11 @@ public final class ServiceRuntime implements AutoCloseable {
     /**
      * Starts the ops endpoint with its dashboard, unless the embedding turned it off.
      *
-     * @param consumerLag for the dashboard, a consumer's lag; null for the leased services
+     * @param consumer for the dashboard, a consumer's own series; null for the leased services
      */
-    public void serve(BooleanSupplier ready, Supplier<Map<String, Object>> status, LongSupplier consumerLag) {
+    public void serve(BooleanSupplier ready, Supplier<Map<String, Object>> status, Dashboard.ConsumerSide consumer) {
         if (embedding.opsServer()) {
-            dashboard = new Dashboard(service, dataSource, consumerLag);
+            dashboard = new Dashboard(service, dataSource, consumer);
             ops = OpsServer.start(config.httpPort(), config.ops(), prometheus == null ? null : prometheus::scrape, ready, status, dashboard::snapshot,
                     dashboard::job);
         }

@@ -1,0 +1,80 @@
+package dev.fencedjobs.runtime.internal;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+import dev.fencedjobs.db.MigratedDatabase;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The dashboard's samples, taken one at a time against a real database: jobs completed per
+ * second from the jobs table, and a consumer's applied rate and due-to-effect latency from memory.
+ */
+class DashboardTest {
+
+    @RegisterExtension
+    static final MigratedDatabase db = new MigratedDatabase();
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void samplesCountTheJobsCompletedSinceThePreviousOneAndWhatTheConsumerApplied() {
+        // 40 jobs completed 2 to 3 seconds ago (inside the first sample's 5 s, which ends a second behind the clock),
+        // 7 an hour ago (outside), 5 pending.
+        db.dsl().execute("INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
+                + " clock_timestamp() - interval '2 seconds' - g * interval '10 milliseconds', 1 FROM generate_series(1, 40) g");
+        db.dsl().execute("INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
+                + " clock_timestamp() - interval '1 hour', 1 FROM generate_series(1, 7) g");
+        db.dsl().execute("INSERT INTO jobs (resource, due_at) SELECT 'r', clock_timestamp() - interval '1 minute' FROM generate_series(1, 5) g");
+        AtomicLong applied = new AtomicLong(100);
+        LatencyWindow window = new LatencyWindow();
+        try (Dashboard dashboard = new Dashboard("consumer", db.pool(), new Dashboard.ConsumerSide(() -> 3, applied::get, window), false)) {
+            dashboard.sampleOnce();
+            Map<String, Object> first = last(dashboard);
+            assertThat((Double) first.get("completedPerSecond")).as("40 jobs in the first 5 s").isCloseTo(8.0, within(0.05));
+            assertThat(first.get("dueBacklog")).isEqualTo(5L);
+            assertThat(first.get("consumerLag")).isEqualTo(3L);
+            assertThat(first.get("appliedPerSecond")).as("no rate before a second count").isNull();
+            assertThat(first.get("dueToEffectP99Seconds")).as("nothing applied: no latency, rather than 0").isNull();
+
+            // The next sample counts from where the first one stopped: those 40 are not counted again.
+            applied.addAndGet(50);
+            for (int i = 0; i < 99; i++) {
+                window.record(20_000_000L); // 20 ms
+            }
+            window.record(4_000_000_000L); // 4 s
+            dashboard.sampleOnce();
+            Map<String, Object> second = last(dashboard);
+            assertThat(second.get("completedPerSecond")).isEqualTo(0.0);
+            assertThat((Double) second.get("appliedPerSecond")).isPositive();
+            assertThat((Double) second.get("dueToEffectP50Seconds")).isBetween(0.020, 0.022);
+            assertThat((Double) second.get("dueToEffectP99Seconds")).as("99 of 100 within 20 ms").isBetween(0.020, 0.022);
+            assertThat(second.get("dueToEffectMaxSeconds")).isEqualTo(4.0);
+
+            Map<String, Object> page = dashboard.snapshot();
+            assertThat((List<Map<String, Object>>) page.get("samples")).hasSize(2);
+            assertThat(page).containsEntry("consumer", true).containsEntry("keptMinutes", 10L);
+        }
+    }
+
+    @Test
+    void aServiceThatIsNotAConsumerSamplesNoConsumerSeries() {
+        try (Dashboard dashboard = new Dashboard("dispatcher", db.pool(), null, false)) {
+            dashboard.sampleOnce();
+            Map<String, Object> sample = last(dashboard);
+            assertThat(sample).containsEntry("consumerLag", null).containsEntry("appliedPerSecond", null)
+                    .containsEntry("dueToEffectP99Seconds", null);
+            assertThat(sample.get("completedPerSecond")).isNotNull();
+            assertThat(dashboard.snapshot()).containsEntry("consumer", false);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> last(Dashboard dashboard) {
+        List<Map<String, Object>> samples = (List<Map<String, Object>>) dashboard.snapshot().get("samples");
+        return samples.get(samples.size() - 1);
+    }
+}
