@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.Effect;
+import dev.fencedjobs.consumer.EffectRetries;
 import dev.fencedjobs.consumer.Job;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.consumer.LedgerEffect;
@@ -85,8 +86,9 @@ class TracingTest {
                 closing.add(Dispatcher.builder(new DispatcherConfig(service, lease, 100)).openTelemetry(sdk).start());
                 closing.add(Relay.builder(new RelayConfig(service, lease, kafka, 3, (short) 1, 100, Duration.ofSeconds(1), 100_000,
                         Duration.ofHours(1))).openTelemetry(sdk).start());
-                closing.add(FencedConsumer.builder(new ConsumerConfig(service, kafka, "traces", 100, 3, Duration.ofMillis(10), Duration.ofDays(7)),
-                        effect).openTelemetry(sdk).start());
+                // Patient retries that give up after 300 ms: a record that keeps failing becomes a dead letter at its first retry.
+                closing.add(FencedConsumer.builder(new ConsumerConfig(service, kafka, "traces", 100, 3, Duration.ofMillis(10), Duration.ofDays(7))
+                        .withRetries(new EffectRetries(Duration.ofMillis(300), Duration.ofMillis(100))), effect).openTelemetry(sdk).start());
                 DSLContext dsl = Database.dsl(db.dataSource());
                 long traced = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES ('account-1', clock_timestamp(), ?) RETURNING id",
                         "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
@@ -141,6 +143,47 @@ class TracingTest {
                 SpanData applied = processed(exported, failing);
                 assertThat(applied.getSpanId()).isNotEqualTo(rolledBack.getSpanId());
                 assertThat(applied.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
+
+                // A patient retry: the loop's attempts fail, it waits (the span that put it to wait is its first
+                // attempt), and the retry that applies it is in the job's trace, linked to that first attempt.
+                long patient = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",
+                        SeeingEffect.FAILS_UNTIL_RETRIED, "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
+                await().atMost(Duration.ofSeconds(60)).until(() -> outcome(exported, patient, "applied") != null);
+                SpanData waited = outcome(exported, patient, "waiting");
+                assertThat(waited).as("the span of the attempt that put it to wait").isNotNull();
+                assertThat(waited.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
+                SpanData retried = outcome(exported, patient, "applied");
+                assertThat(retried.getTraceId()).as("the retry in the job's trace").isEqualTo(TRACE_ID);
+                assertThat(retried.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
+                assertThat(retried.getAttributes().get(Tracing.ATTEMPT)).as("after the loop's three (EFFECT_MAX_ATTEMPTS) that failed").isEqualTo(4L);
+                assertThat(retried.getLinks()).as("linked to its first attempt").singleElement()
+                        .satisfies(l -> {
+                            assertThat(l.getSpanContext().getSpanId()).isEqualTo(waited.getSpanId());
+                            assertThat(l.getSpanContext().getTraceId()).isEqualTo(TRACE_ID);
+                            assertThat(l.getAttributes().get(Tracing.LINK_KIND)).isEqualTo("first attempt");
+                        });
+
+                // A dead letter: it waits, its retry fails past the 300 ms (a span of its own, linked too), it
+                // is dead-lettered; an operator's replay applies it in the job's trace, linked to the first attempt.
+                long dead = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",
+                        SeeingEffect.FAILS_UNTIL_REPLAYED, "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
+                await().atMost(Duration.ofSeconds(60)).until(() -> dsl.fetchCount(dsl.selectFrom("consumer_dead_letter WHERE job_id = " + dead)) == 1);
+                SpanData firstAttempt = outcome(exported, dead, "waiting");
+                assertThat(firstAttempt).isNotNull();
+                assertThat(exported.getFinishedSpanItems()).as("the failed retry's span, linked to the first attempt")
+                        .anyMatch(s -> Long.valueOf(dead).equals(s.getAttributes().get(Tracing.JOB_ID)) && "rolled back".equals(s.getAttributes().get(Tracing.OUTCOME))
+                                && Long.valueOf(4).equals(s.getAttributes().get(Tracing.ATTEMPT))
+                                && s.getLinks().stream().anyMatch(l -> l.getSpanContext().getSpanId().equals(firstAttempt.getSpanId())));
+                effect.replayable.set(true);
+                dsl.execute("UPDATE consumer_dead_letter SET status = 'replay_requested' WHERE job_id = ?", dead);
+                await().atMost(Duration.ofSeconds(60)).until(() -> outcome(exported, dead, "applied") != null);
+                SpanData replayed = outcome(exported, dead, "applied");
+                assertThat(replayed.getTraceId()).isEqualTo(TRACE_ID);
+                assertThat(replayed.getParentSpanId()).as("the stored record kept the job's context").isEqualTo(PRODUCER_SPAN);
+                assertThat(replayed.getLinks()).singleElement().satisfies(l -> {
+                    assertThat(l.getSpanContext().getSpanId()).isEqualTo(firstAttempt.getSpanId());
+                    assertThat(l.getAttributes().get(Tracing.LINK_KIND)).isEqualTo("first attempt");
+                });
             } finally {
                 for (AutoCloseable c : closing) {
                     c.close();
@@ -181,13 +224,28 @@ class TracingTest {
                 .findFirst().orElse(null);
     }
 
+    /** The consumer's span for a job with that outcome, once exported. */
+    private static SpanData outcome(InMemorySpanExporter exported, long jobId, String outcome) {
+        return exported.getFinishedSpanItems().stream()
+                .filter(s -> s.getKind() == SpanKind.CONSUMER && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID))
+                        && outcome.equals(s.getAttributes().get(Tracing.OUTCOME)))
+                .findFirst().orElse(null);
+    }
+
     /** What an effect saw while it ran: the MDC's job id, trace id and span id, and the current span's id. */
     private record Seen(String jobId, String traceId, String spanId, String currentSpanId) {}
 
-    /** The ledger's effect, noting what it saw for each job; a job of {@link #FAILS_ONCE} throws the first time. */
+    /**
+     * The ledger's effect, noting what it saw for each job; a job of {@link #FAILS_ONCE} throws the
+     * first time, one of {@link #FAILS_UNTIL_RETRIED} until a patient retry runs it (on the consumer's
+     * retry thread), one of {@link #FAILS_UNTIL_REPLAYED} until {@link #replayable}.
+     */
     private static final class SeeingEffect implements Effect {
         static final String FAILS_ONCE = "fails-once";
+        static final String FAILS_UNTIL_RETRIED = "fails-until-retried";
+        static final String FAILS_UNTIL_REPLAYED = "fails-until-replayed";
         final Map<Long, Seen> seen = new ConcurrentHashMap<>();
+        final AtomicBoolean replayable = new AtomicBoolean();
         private final LedgerEffect ledger = new LedgerEffect();
         private final AtomicBoolean failed = new AtomicBoolean();
 
@@ -196,6 +254,12 @@ class TracingTest {
             seen.put(job.jobId(), new Seen(MDC.get("job_id"), MDC.get("trace_id"), MDC.get("span_id"), Span.current().getSpanContext().getSpanId()));
             if (job.resource().equals(FAILS_ONCE) && failed.compareAndSet(false, true)) {
                 throw new IllegalStateException("the effect fails once");
+            }
+            if (job.resource().equals(FAILS_UNTIL_RETRIED) && !Thread.currentThread().getName().equals("consumer-retry")) {
+                throw new IllegalStateException("the effect fails until a patient retry");
+            }
+            if (job.resource().equals(FAILS_UNTIL_REPLAYED) && !replayable.get()) {
+                throw new IllegalStateException("the effect fails until the replay");
             }
             ledger.apply(tx, job);
         }

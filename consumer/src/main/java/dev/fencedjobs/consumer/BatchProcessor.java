@@ -16,6 +16,9 @@ import dev.fencedjobs.consumer.FenceDecisions.Fence;
 import dev.fencedjobs.consumer.FenceDecisions.Tenure;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.TraceContext;
+import dev.fencedjobs.runtime.internal.Tracing;
+import io.opentelemetry.api.trace.SpanContext;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -283,7 +286,7 @@ final class BatchProcessor {
             for (Decision d : decided.list()) {
                 if (!waitingResources.contains(d.candidate().job().resource())) {
                     deciding.add(d);
-                } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null)) {
+                } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null, null)) {
                     noted.put(d.candidate().record(), WAITING);
                     parked++;
                 } else {
@@ -338,7 +341,7 @@ final class BatchProcessor {
         recordLate(tx, late);
         recordReused(tx, reused);
         for (Map.Entry<ConsumerRecord<String, byte[]>, String> u : unreadable.entrySet()) {
-            deadLetter(tx, u.getKey(), null, u.getValue());
+            deadLetter(tx, u.getKey(), null, u.getValue(), null);
         }
         writeFences(tx, fences, decided.locked());
         if (duplicates > 0) {
@@ -401,9 +404,12 @@ final class BatchProcessor {
     /**
      * Puts a record at the end of its resource's queue of records waiting for a patient retry.
      * {@code wait} null: tried at once when it is first in the queue. False when its job is
-     * already waiting (a redelivery).
+     * already waiting (a redelivery). {@code firstAttempt}: the traceparent of the span of the
+     * attempt that failed, which the retry's span links to; null for none.
      */
-    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, Duration wait) {
+    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, Duration wait,
+            String firstAttempt) {
+        StoredTrace trace = StoredTrace.of(record);
         var nextAttempt = wait == null ? CLOCK_TIMESTAMP : CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(wait)));
         return tx.insertInto(CONSUMER_WAITING)
                 .set(CONSUMER_WAITING.JOB_ID, job.jobId())
@@ -419,6 +425,9 @@ final class BatchProcessor {
                 .set(CONSUMER_WAITING.FIRST_FAILED_AT, CLOCK_TIMESTAMP)
                 .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, nextAttempt)
                 .set(CONSUMER_WAITING.LAST_ERROR, truncate(error, 2000))
+                .set(CONSUMER_WAITING.TRACEPARENT, trace.traceparent())
+                .set(CONSUMER_WAITING.TRACESTATE, trace.tracestate())
+                .set(CONSUMER_WAITING.FIRST_ATTEMPT, firstAttempt)
                 .onConflictDoNothing()
                 .execute() == 1;
     }
@@ -743,8 +752,10 @@ final class BatchProcessor {
      * job is claimed too, so a redelivery is a duplicate and not a second attempt; a job whose id
      * another job holds is claimed in {@code consumer_processed_reissued} and its reuse reported
      * (the report of its batch was rolled back with it). Returns whether it reported a reuse.
+     * {@code firstAttempt}: the traceparent of the span of the attempt that failed first, which a
+     * replay's span links to; null for none.
      */
-    static boolean deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason) {
+    static boolean deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason, String firstAttempt) {
         boolean reported = false;
         if (job != null) {
             var held = tx.select(CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
@@ -770,6 +781,7 @@ final class BatchProcessor {
             }
         }
         String key = record.key();
+        StoredTrace trace = StoredTrace.of(record);
         tx.insertInto(CONSUMER_DEAD_LETTER)
                 .set(CONSUMER_DEAD_LETTER.TOPIC, record.topic())
                 .set(CONSUMER_DEAD_LETTER.KAFKA_PARTITION, record.partition())
@@ -780,6 +792,9 @@ final class BatchProcessor {
                 .set(CONSUMER_DEAD_LETTER.JOB_ID, job == null ? null : job.jobId())
                 .set(CONSUMER_DEAD_LETTER.REASON, truncate(reason, 2000))
                 .set(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT, CLOCK_TIMESTAMP)
+                .set(CONSUMER_DEAD_LETTER.TRACEPARENT, trace.traceparent())
+                .set(CONSUMER_DEAD_LETTER.TRACESTATE, trace.tracestate())
+                .set(CONSUMER_DEAD_LETTER.FIRST_ATTEMPT, firstAttempt)
                 .onConflictDoNothing()
                 .execute();
         return reported;
@@ -796,13 +811,48 @@ final class BatchProcessor {
         return h == null ? null : h.value();
     }
 
-    /** A record as stored, with its signature header again where it had one. */
-    static ConsumerRecord<String, byte[]> stored(String topic, int partition, long offset, String key, byte[] value, byte[] signature) {
+    /**
+     * A record as stored, with its signature header again where it had one, and its job's trace
+     * context headers where it had a context.
+     */
+    static ConsumerRecord<String, byte[]> stored(String topic, int partition, long offset, String key, byte[] value, byte[] signature,
+            String traceparent, String tracestate) {
         ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(topic, partition, offset, key, value);
         if (signature != null) {
             record.headers().add(RecordSignatures.HEADER, signature);
         }
+        if (traceparent != null) {
+            record.headers().add(TraceContext.TRACEPARENT_HEADER, traceparent.getBytes(StandardCharsets.US_ASCII));
+            if (tracestate != null) {
+                record.headers().add(TraceContext.TRACESTATE_HEADER, tracestate.getBytes(StandardCharsets.US_ASCII));
+            }
+        }
         return record;
+    }
+
+    /**
+     * The job's context a record carries, as a waiting record or a dead letter keeps it: the
+     * traceparent written again from a valid context (55 characters), the tracestate header as it
+     * came when it fits (512); nulls for a record without a valid context.
+     */
+    record StoredTrace(String traceparent, String tracestate) {
+        static final StoredTrace NONE = new StoredTrace(null, null);
+
+        static StoredTrace of(ConsumerRecord<String, byte[]> record) {
+            SpanContext job = Tracing.producer(Tracing.jobContext(record.headers()));
+            if (!job.isValid()) {
+                return NONE;
+            }
+            Header state = record.headers().lastHeader(TraceContext.TRACESTATE_HEADER);
+            String tracestate = state == null || state.value() == null || state.value().length > 512 ? null
+                    : new String(state.value(), StandardCharsets.US_ASCII);
+            return new StoredTrace(BatchProcessor.traceparent(job), tracestate);
+        }
+    }
+
+    /** A span context as a W3C traceparent; null when it is not valid. */
+    static String traceparent(SpanContext context) {
+        return context.isValid() ? "00-" + context.getTraceId() + "-" + context.getSpanId() + "-" + context.getTraceFlags().asHex() : null;
     }
 
     /** Reads the job out of a record whose batch failed in the effect, for the one-by-one retry. */

@@ -6,7 +6,11 @@ import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
 import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 
 import dev.fencedjobs.runtime.internal.Faults;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;
 import org.jooq.Record;
@@ -35,10 +39,16 @@ final class DeadLetterReplay {
 
     private final DSLContext dsl;
     private final BatchProcessor processor;
+    /** The replay thread's own: each replay's span, in the job's trace and linked to the attempt that failed first. */
+    private final ProcessSpans spans;
+    /** The records of the replay under way, and what became of them: for its span. */
+    private final List<ConsumerRecord<String, byte[]>> replaying = new ArrayList<>(1);
+    private final Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
 
-    DeadLetterReplay(DSLContext dsl, BatchProcessor processor) {
+    DeadLetterReplay(DSLContext dsl, BatchProcessor processor, ProcessSpans spans) {
         this.dsl = dsl;
         this.processor = processor;
+        this.spans = spans;
     }
 
     /** Replays the oldest requested letter, if any; returns how many it replayed (0 or 1). */
@@ -48,9 +58,15 @@ final class DeadLetterReplay {
         if (id == null) {
             return 0;
         }
+        spans.begin(Instant.now());
+        replaying.clear();
+        outcomes.clear();
         try {
-            return dsl.transactionResult(c -> replay(c.dsl(), id));
+            int replayed = dsl.transactionResult(c -> replay(c.dsl(), id));
+            spans.committed(replaying, outcomes);
+            return replayed;
         } catch (BatchProcessor.EffectFailure e) {
+            spans.rolledBack(e);
             String why = "effect failed on replay: " + Faults.describe(e.getCause());
             log.warn("Replay of dead letter {} rolled back, it stays a dead letter: {}", id, why);
             dsl.update(CONSUMER_DEAD_LETTER)
@@ -60,13 +76,17 @@ final class DeadLetterReplay {
                     .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                     .execute();
             return 1;
+        } catch (RuntimeException | Error e) {
+            spans.rolledBack(e);
+            throw e;
         }
     }
 
     private int replay(DSLContext tx, long id) {
         Record r = tx.select(CONSUMER_DEAD_LETTER.TOPIC, CONSUMER_DEAD_LETTER.KAFKA_PARTITION, CONSUMER_DEAD_LETTER.KAFKA_OFFSET,
                         CONSUMER_DEAD_LETTER.RECORD_KEY, CONSUMER_DEAD_LETTER.RECORD_VALUE, CONSUMER_DEAD_LETTER.JOB_ID, CONSUMER_DEAD_LETTER.REASON,
-                        CONSUMER_DEAD_LETTER.RECORD_SIGNATURE, CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)
+                        CONSUMER_DEAD_LETTER.RECORD_SIGNATURE, CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT, CONSUMER_DEAD_LETTER.TRACEPARENT,
+                        CONSUMER_DEAD_LETTER.TRACESTATE, CONSUMER_DEAD_LETTER.FIRST_ATTEMPT)
                 .from(CONSUMER_DEAD_LETTER)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                 .forUpdate().skipLocked()
@@ -83,9 +103,12 @@ final class DeadLetterReplay {
         }
         ConsumerRecord<String, byte[]> record = BatchProcessor.stored(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
                 r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE),
-                r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE));
+                r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE), r.get(CONSUMER_DEAD_LETTER.TRACEPARENT), r.get(CONSUMER_DEAD_LETTER.TRACESTATE));
+        replaying.add(record);
+        spans.retrying(record, r.get(CONSUMER_DEAD_LETTER.JOB_ID), r.get(CONSUMER_DEAD_LETTER.FIRST_ATTEMPT), 0);
         // Checked again as it arrived: a letter dead for want of a trusted key replays once its key is trusted, and never before.
-        BatchProcessor.Counts counts = processor.process(tx, List.of(record), null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)));
+        BatchProcessor.Counts counts = processor.process(tx, replaying, null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
+                outcomes, spans);
         String outcome;
         String status = REPLAYED;
         if (counts.applied() > 0) {

@@ -23,6 +23,8 @@ import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.StatusCode;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
@@ -133,9 +135,9 @@ public final class FencedConsumer implements RunningService {
                 e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
-        DeadLetterReplay replay = new DeadLetterReplay(dsl, processor);
+        DeadLetterReplay replay = new DeadLetterReplay(dsl, processor, new ProcessSpans(embedding.tracing(), config.groupId()));
         this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
-                () -> ThreadLocalRandom.current().nextDouble(), ticker);
+                () -> ThreadLocalRandom.current().nextDouble(), ticker, new ProcessSpans(embedding.tracing(), config.groupId()));
         this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
                 running::get, patient::retryOne, n -> { },
                 e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
@@ -173,15 +175,23 @@ public final class FencedConsumer implements RunningService {
 
         @Override
         public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
-            Instant started = Instant.now();
-            BatchProcessor.Counts counts = parkOrDeadLetter(record, reason);
-            spans.handled(record, counts.waiting() > 0 ? BatchProcessor.WAITING
-                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE, started);
+            // The span first: the waiting record or the dead letter keeps its context, for the retry's or the replay's link.
+            Span span = spans.span(record, Instant.now());
+            BatchProcessor.Counts counts;
+            try {
+                counts = parkOrDeadLetter(record, reason, span.isRecording() ? BatchProcessor.traceparent(span.getSpanContext()) : null);
+            } catch (RuntimeException | Error e) {
+                span.setStatus(StatusCode.ERROR, "rolled back: " + e.getClass().getSimpleName());
+                ProcessSpans.end(span, ProcessSpans.ROLLED_BACK);
+                throw e;
+            }
+            ProcessSpans.end(span, counts.waiting() > 0 ? BatchProcessor.WAITING
+                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE);
             return counts;
         }
 
         /** A record whose effect kept failing: put to wait for a patient retry, or dead-lettered. */
-        private BatchProcessor.Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason) {
+        private BatchProcessor.Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason, String firstAttempt) {
             Job job = BatchProcessor.jobOf(record);
             if (config.retries().enabled() && job != null) {
                 Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
@@ -190,12 +200,12 @@ public final class FencedConsumer implements RunningService {
                         BatchProcessor.describe(record), wait.toMillis());
                 boolean waits = dsl.transactionResult(c -> {
                     BatchProcessor.lockFence(c.dsl(), job.resource());
-                    return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait);
+                    return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
                 });
                 return waited(waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0));
             }
             log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
-            boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason));
+            boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason, firstAttempt));
             return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
         }
     }

@@ -6,9 +6,15 @@ import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import dev.fencedjobs.consumer.jooq.tables.records.ConsumerWaitingRecord;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.runtime.internal.Faults;
+import dev.fencedjobs.runtime.internal.Tracing;
+import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -61,8 +67,17 @@ final class PatientRetries {
     private volatile int succeeded;
     private volatile int deadLettered;
 
+    /** The retry thread's own: each retry's span, in the job's trace and linked to the attempt that failed first. */
+    private final ProcessSpans spans;
+
     PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random, Ticker ticker) {
+        this(dsl, processor, retries, base, random, ticker, new ProcessSpans(new Tracing(OpenTelemetry.noop()), ""));
+    }
+
+    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random, Ticker ticker,
+            ProcessSpans spans) {
         this.dsl = dsl;
+        this.spans = spans;
         this.ticker = ticker;
         this.processor = processor;
         this.retries = retries;
@@ -94,18 +109,27 @@ final class PatientRetries {
         }
         long seq = due.get("seq", Long.class);
         String resource = due.get("resource", String.class);
+        spans.begin(Instant.now());
+        Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
+        List<ConsumerRecord<String, byte[]>> tried = new ArrayList<>(1);
         try {
-            Boolean done = dsl.transactionResult(c -> attempt(c.dsl(), seq, resource));
+            Boolean done = dsl.transactionResult(c -> attempt(c.dsl(), seq, resource, tried, outcomes));
+            spans.committed(tried, outcomes);
             if (done) {
                 succeeded++;
             }
         } catch (BatchProcessor.EffectFailure e) {
+            spans.rolledBack(e);
             failed(seq, e);
+        } catch (RuntimeException | Error e) {
+            spans.rolledBack(e);
+            throw e;
         }
         return 1;
     }
 
-    private boolean attempt(DSLContext tx, long seq, String resource) {
+    private boolean attempt(DSLContext tx, long seq, String resource, List<ConsumerRecord<String, byte[]>> tried,
+            Map<ConsumerRecord<String, byte[]>, String> outcomes) {
         BatchProcessor.lockFence(tx, resource);
         ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).fetchOne();
         boolean first = w != null && !tx.fetchExists(CONSUMER_WAITING, CONSUMER_WAITING.RESOURCE.eq(resource).and(CONSUMER_WAITING.SEQ.lt(seq)));
@@ -113,7 +137,11 @@ final class PatientRetries {
             return false; // another consumer tried it meanwhile
         }
         tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
-        BatchProcessor.Counts counts = processor.process(tx, List.of(record(w)), resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL);
+        ConsumerRecord<String, byte[]> record = record(w);
+        tried.add(record);
+        // Attempts counts the failed ones (0: it waited behind another record and never ran): this is the next.
+        spans.retrying(record, w.getJobId(), w.getFirstAttempt(), w.getAttempts() + 1);
+        BatchProcessor.Counts counts = processor.process(tx, tried, resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL, outcomes, spans);
         log.info("Patient retry {} of job {} (resource {}) succeeded: {}", w.getAttempts() + 1, w.getJobId(), resource,
                 counts.applied() > 0 ? "applied" : counts.duplicates() > 0 ? "a duplicate" : counts.rejected() > 0 ? "rejected as stale" : "decided");
         return true;
@@ -137,7 +165,7 @@ final class PatientRetries {
                         + "): " + error;
                 log.error("Dead-lettering job {} of resource {}: {}", w.getJobId(), w.getResource(), reason);
                 ConsumerRecord<String, byte[]> record = record(w);
-                BatchProcessor.deadLetter(tx, record, BatchProcessor.jobOf(record), reason);
+                BatchProcessor.deadLetter(tx, record, BatchProcessor.jobOf(record), reason, w.getFirstAttempt());
                 tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
                 deadLettered++;
                 return;
@@ -157,7 +185,7 @@ final class PatientRetries {
 
     private static ConsumerRecord<String, byte[]> record(ConsumerWaitingRecord w) {
         return BatchProcessor.stored(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue(),
-                w.getRecordSignature());
+                w.getRecordSignature(), w.getTraceparent(), w.getTracestate());
     }
 
     int succeeded() {

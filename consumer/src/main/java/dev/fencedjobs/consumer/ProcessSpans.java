@@ -2,8 +2,11 @@ package dev.fencedjobs.consumer;
 
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.Tracing;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
@@ -28,7 +31,12 @@ import org.slf4j.MDC;
  * spans and log lines are the job's. When its batch rolls back, the span ends with outcome {@code
  * rolled back} and an error status (the exception recorded on the job whose effect threw); the
  * records are handled again, in spans of their own. Every other record's span is made once its
- * batch committed. Used by the consumer's loop thread only.
+ * batch committed.
+ *
+ * <p>A patient retry and a dead letter's replay are spans of the same kind, children of the job's
+ * context the stored record kept, each linked ({@code fencedjobs.link.kind = first attempt}) to the
+ * span of the attempt that put the record there. One instance per thread: the loop's, the patient
+ * retries' and the replays' each have their own.
  */
 final class ProcessSpans implements BatchProcessor.Handling {
 
@@ -37,6 +45,8 @@ final class ProcessSpans implements BatchProcessor.Handling {
     static final String MDC_TRACE_ID = "trace_id";
     static final String MDC_SPAN_ID = "span_id";
     static final String MDC_JOB_ID = "job_id";
+    /** The kind of the link from a retry's or a replay's span to the span of the attempt that put the record there. */
+    static final String FIRST_ATTEMPT = "first attempt";
 
     private final Tracing tracing;
     private final String group;
@@ -46,6 +56,12 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     /** Spans begun before their effect, until their batch commits or rolls back. */
     private final Map<ConsumerRecord<String, byte[]>, Span> open = new IdentityHashMap<>();
+    /** The span each record of the batch begun last links to as its first attempt (a retry, a replay). */
+    private final Map<ConsumerRecord<String, byte[]>, SpanContext> firstAttempts = new IdentityHashMap<>();
+    /** The attempt each record of the batch begun last is, where known (a patient retry). */
+    private final Map<ConsumerRecord<String, byte[]>, Long> attempts = new IdentityHashMap<>();
+    /** The job id of each stored record of the batch begun last (its headers were not kept). */
+    private final Map<ConsumerRecord<String, byte[]>, Long> storedJobIds = new IdentityHashMap<>();
     private Instant started = Instant.EPOCH;
 
     ProcessSpans(Tracing tracing, String group) {
@@ -57,12 +73,42 @@ final class ProcessSpans implements BatchProcessor.Handling {
     void begin(Instant at) {
         started = at;
         open.clear();
+        firstAttempts.clear();
+        attempts.clear();
+        storedJobIds.clear();
+    }
+
+    /**
+     * In the batch begun last, {@code record} is a stored one of job {@code jobId} (null when
+     * unknown), attempt {@code attempt} (0 for unknown) of a record whose first attempt's span was
+     * {@code firstAttempt} (a traceparent; null for none).
+     */
+    void retrying(ConsumerRecord<String, byte[]> record, Long jobId, String firstAttempt, int attempt) {
+        if (jobId != null) {
+            storedJobIds.put(record, jobId);
+        }
+        if (firstAttempt != null) {
+            SpanContext first = Tracing.producer(Tracing.jobContext(new TraceContext(firstAttempt, null)));
+            if (first.isValid()) {
+                firstAttempts.put(record, first);
+            }
+        }
+        if (attempt > 0) {
+            attempts.put(record, (long) attempt);
+        }
     }
 
     @Override
     public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current) {
         Span span = span(record, started);
         open.put(record, span);
+        if (span.isRecording()) {
+            // From the job itself (the signed envelope): a stored record has no headers to read them from.
+            span.setAttribute(Tracing.JOB_ID, job.jobId());
+            span.setAttribute(Tracing.FENCING_TOKEN, job.fencingToken());
+            span.setAttribute(Tracing.OUTBOX_ID, job.outboxId());
+            span.setAttribute(Tracing.RESOURCE, job.resource());
+        }
         if (!current) {
             return Handled.NONE;
         }
@@ -110,6 +156,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
             }
         }
         open.clear();
+        firstAttempts.clear();
+        attempts.clear();
+        storedJobIds.clear();
     }
 
     /** The batch begun last rolled back: the spans of the effects that ran in it end as {@link #ROLLED_BACK}. */
@@ -120,14 +169,13 @@ final class ProcessSpans implements BatchProcessor.Handling {
             span.end();
         }
         open.clear();
+        firstAttempts.clear();
+        attempts.clear();
+        storedJobIds.clear();
     }
 
-    /** A record handled on its own, outside a batch (given up after its retries): its span, started at {@code at}, ended with {@code outcome}. */
-    void handled(ConsumerRecord<String, byte[]> record, String outcome, Instant at) {
-        end(span(record, at), outcome);
-    }
-
-    private static void end(Span span, String outcome) {
+    /** Ends a span made by {@link #span} with what became of its record. */
+    static void end(Span span, String outcome) {
         if (span.isRecording()) {
             span.setAttribute(Tracing.OUTCOME, outcome);
             if (BatchProcessor.DEAD_LETTER.equals(outcome)) {
@@ -143,8 +191,13 @@ final class ProcessSpans implements BatchProcessor.Handling {
             topic = r.topic();
             name = "process " + topic;
         }
-        Span span = tracing.tracer().spanBuilder(name).setSpanKind(SpanKind.CONSUMER)
-                .setParent(Tracing.jobContext(r.headers())).setStartTimestamp(started).startSpan();
+        SpanBuilder builder = tracing.tracer().spanBuilder(name).setSpanKind(SpanKind.CONSUMER)
+                .setParent(Tracing.jobContext(r.headers())).setStartTimestamp(started);
+        SpanContext first = firstAttempts.isEmpty() ? null : firstAttempts.get(r);
+        if (first != null) {
+            builder.addLink(first, Attributes.of(Tracing.LINK_KIND, FIRST_ATTEMPT));
+        }
+        Span span = builder.startSpan();
         if (span.isRecording()) {
             span.setAttribute(Tracing.MESSAGING_SYSTEM, "kafka");
             span.setAttribute(Tracing.DESTINATION, r.topic());
@@ -160,6 +213,14 @@ final class ProcessSpans implements BatchProcessor.Handling {
             number(span, r, Envelope.JOB_ID_HEADER, Tracing.JOB_ID);
             number(span, r, Envelope.TOKEN_HEADER, Tracing.FENCING_TOKEN);
             number(span, r, Envelope.OUTBOX_ID_HEADER, Tracing.OUTBOX_ID);
+            Long storedJobId = storedJobIds.isEmpty() ? null : storedJobIds.get(r);
+            if (storedJobId != null) {
+                span.setAttribute(Tracing.JOB_ID, storedJobId);
+            }
+            Long attempt = attempts.isEmpty() ? null : attempts.get(r);
+            if (attempt != null) {
+                span.setAttribute(Tracing.ATTEMPT, attempt);
+            }
         }
         return span;
     }

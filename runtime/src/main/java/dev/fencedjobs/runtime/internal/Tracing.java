@@ -48,6 +48,10 @@ public final class Tracing {
     public static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("fencedjobs.outcome");
     public static final AttributeKey<Long> BATCH_COMPLETED = AttributeKey.longKey("fencedjobs.batch.completed");
     public static final AttributeKey<String> BATCH_PATH = AttributeKey.stringKey("fencedjobs.batch.path");
+    /** On a link: what the linked span is to this one ({@code first attempt}). */
+    public static final AttributeKey<String> LINK_KIND = AttributeKey.stringKey("fencedjobs.link.kind");
+    /** On a patient retry's span: which attempt it is, the first being the one that failed. */
+    public static final AttributeKey<Long> ATTEMPT = AttributeKey.longKey("fencedjobs.attempt");
 
     private static final TextMapGetter<Headers> HEADERS = new TextMapGetter<>() {
         @Override
