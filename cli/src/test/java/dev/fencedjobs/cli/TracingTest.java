@@ -125,9 +125,12 @@ class TracingTest {
                 assertThat(sendLinks).as("the relay's send span links to the producer's span")
                         .anyMatch(l -> l.getSpanContext().getTraceId().equals(TRACE_ID) && l.getSpanContext().getSpanId().equals(PRODUCER_SPAN)
                                 && Long.valueOf(traced).equals(l.getAttributes().get(Tracing.JOB_ID)));
-                assertThat(exported.getFinishedSpanItems()).as("the dispatcher's batch, with what it completed")
+                assertThat(exported.getFinishedSpanItems()).as("the dispatcher's batch, with what it completed, linked to the producer's span")
                         .anyMatch(s -> s.getName().equals("dispatch batch") && Long.valueOf(token).equals(s.getAttributes().get(Tracing.LEASE_TOKEN))
-                                && s.getAttributes().get(Tracing.BATCH_COMPLETED) > 0);
+                                && s.getAttributes().get(Tracing.BATCH_COMPLETED) > 0
+                                && s.getLinks().stream().anyMatch(l -> l.getSpanContext().getTraceId().equals(TRACE_ID)
+                                        && l.getSpanContext().getSpanId().equals(PRODUCER_SPAN) && Long.valueOf(traced).equals(l.getAttributes().get(Tracing.JOB_ID)))
+                                && s.getLinks().stream().noneMatch(l -> Long.valueOf(untraced).equals(l.getAttributes().get(Tracing.JOB_ID))));
 
                 // An effect that throws: its batch rolls back, and its span says so, with the exception; the retry applies it in a span of its own.
                 long failing = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",

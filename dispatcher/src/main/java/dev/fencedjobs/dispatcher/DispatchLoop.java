@@ -11,6 +11,7 @@ import dev.fencedjobs.runtime.internal.Next;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
 import dev.fencedjobs.runtime.internal.ReadCache;
+import dev.fencedjobs.runtime.internal.TraceContext;
 import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.runtime.internal.Wakeup;
 import io.micrometer.core.instrument.Counter;
@@ -18,7 +19,9 @@ import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
 import java.time.Duration;
@@ -400,11 +403,22 @@ final class DispatchLoop implements LeaderService.Worker {
             earliestNotified.set(NOTHING);
         }
         JobBatches.BatchResult result;
-        // A span per batch, a root of its own (its jobs come from many producers' traces).
+        // A span per batch, a root of its own (its jobs come from many producers' traces), linked
+        // to each job's context: asked of the batch only while the span records.
         Span span = tracing.tracer().spanBuilder("dispatch batch").setSpanKind(SpanKind.INTERNAL).setNoParent()
                 .setAttribute(Tracing.LEASE_TOKEN, grant.token()).startSpan();
+        boolean recording = span.isRecording();
         try {
-            result = batches.completeDue(grant, batchSize, after, policyKey);
+            result = recording ? batches.completeDue(grant, batchSize, after, policyKey, true)
+                    : batches.completeDue(grant, batchSize, after, policyKey);
+            if (recording) {
+                for (JobBatches.JobTrace t : result.traces()) {
+                    SpanContext job = Tracing.producer(Tracing.jobContext(new TraceContext(t.traceparent(), t.tracestate())));
+                    if (job.isValid()) {
+                        span.addLink(job, Attributes.of(Tracing.JOB_ID, t.jobId()));
+                    }
+                }
+            }
             span.setAttribute(Tracing.BATCH_COMPLETED, (long) result.completed());
             span.setAttribute(Tracing.BATCH_PATH, result.policy() != null ? "policy" : "plain");
             if (!result.leaseHeld()) {

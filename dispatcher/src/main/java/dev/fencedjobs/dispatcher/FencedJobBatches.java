@@ -13,18 +13,24 @@ import static org.jooq.impl.DSL.val;
 
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
+import dev.fencedjobs.db.jooq.tables.records.OutboxRecord;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.InsertOnDuplicateStep;
 import org.jooq.Query;
 import org.jooq.Record;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
+import org.jooq.Record5;
 import org.jooq.Result;
 import org.jooq.ResultQuery;
 import org.jooq.TableField;
@@ -89,9 +95,14 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
+        return completeDue(grant, limit, after, startKey, false);
+    }
+
+    @Override
+    public BatchResult completeDue(Grant grant, int limit, Position after, String startKey, boolean traces) {
         return lease.inGuardedTransaction(grant.token(), tx -> policyActive(tx)
                         ? policyBatch(tx, grant.token(), limit, startKey)
-                        : plainBatch(tx, grant.token(), limit, after))
+                        : traces ? tracedPlainBatch(tx, grant.token(), limit, after) : plainBatch(tx, grant.token(), limit, after))
                 .orElse(BatchResult.leaseLost());
     }
 
@@ -131,16 +142,37 @@ final class FencedJobBatches implements JobBatches {
 
     /** The plain path: the batch statement (class comment), after {@link #preferIndexOrder}. */
     private static BatchResult plainBatch(DSLContext tx, long token, int limit, Position after) {
-        Result<Record3<Long, OffsetDateTime, String>> written = batchStatement(tx, token, limit, after).fetch();
+        return result(batchStatement(tx, token, limit, after).fetch());
+    }
+
+    /** What the batch statement's rows say (job id, due time, snapshot first): how many, the last position, the statement's snapshot. */
+    private static BatchResult result(List<? extends Record> written) {
         Position last = null;
-        for (Record3<Long, OffsetDateTime, String> r : written) {
-            Position p = new Position(r.value2(), r.value1());
+        for (Record r : written) {
+            Position p = new Position(r.get(1, OffsetDateTime.class), r.get(0, Long.class));
             if (last == null || p.isAfter(last)) {
                 last = p;
             }
         }
-        DbSnapshot seen = written.isEmpty() ? null : DbSnapshot.parse(written.get(0).value3());
+        DbSnapshot seen = written.isEmpty() ? null : DbSnapshot.parse(written.get(0).get(2, String.class));
         return new BatchResult(true, written.size(), last, seen);
+    }
+
+    /**
+     * {@link #plainBatch}, also returning each job's trace context: the same statement with two
+     * more columns, run only while the batch's span records (an SDK installed and sampling).
+     */
+    private static BatchResult tracedPlainBatch(DSLContext tx, long token, int limit, Position after) {
+        Result<Record5<Long, OffsetDateTime, String, String, String>> written = batchInsert(tx, token, limit, after)
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE).fetch();
+        List<JobTrace> traces = new ArrayList<>();
+        for (Record5<Long, OffsetDateTime, String, String, String> r : written) {
+            if (r.value4() != null) {
+                traces.add(new JobTrace(r.value1(), r.value4(), r.value5()));
+            }
+        }
+        BatchResult plain = result(written);
+        return new BatchResult(true, plain.completed(), plain.last(), plain.seen(), null, traces);
     }
 
     /**
@@ -149,6 +181,14 @@ final class FencedJobBatches implements JobBatches {
      * so PostgreSQL computes it once per statement), which says which producers' transactions it saw.
      */
     static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
+        return batchInsert(tx, token, limit, after).returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT);
+    }
+
+    /** The statement's own snapshot, on every row it returns. */
+    private static final Field<String> SNAPSHOT = DSL.field("(SELECT pg_current_snapshot()::text)", String.class);
+
+    /** The batch statement without its {@code RETURNING}. */
+    private static InsertOnDuplicateStep<OutboxRecord> batchInsert(DSLContext tx, long token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
@@ -183,8 +223,7 @@ final class FencedJobBatches implements JobBatches {
                                 completed.field(JOBS.TRACEPARENT),
                                 completed.field(JOBS.TRACESTATE))
                         .from(completed)
-                        .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)))
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, DSL.field("(SELECT pg_current_snapshot()::text)", String.class));
+                        .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)));
     }
 
     /**

@@ -22,6 +22,15 @@ interface JobBatches {
     BatchResult completeDue(Grant grant, int limit, Position after, String startKey);
 
     /**
+     * As {@link #completeDue(Grant, int, Position, String)}; with {@code traces}, the plain path's
+     * result also lists the trace context of each job it completed that has one ({@link
+     * BatchResult#traces}), for the batch span's links. Asked only while a span records.
+     */
+    default BatchResult completeDue(Grant grant, int limit, Position after, String startKey, boolean traces) {
+        return completeDue(grant, limit, after, startKey);
+    }
+
+    /**
      * Deletes up to {@code limit} jobs completed more than {@code retention} ago, the oldest first,
      * in one statement; returns how many it deleted. Not guarded: only completed jobs past their
      * retention go, whoever deletes them.
@@ -53,12 +62,21 @@ interface JobBatches {
      */
     record Backlog(long due, double oldestDueSeconds) {}
 
+    /** A job the batch completed and its W3C trace context, as the producer gave it. */
+    record JobTrace(long jobId, String traceparent, String tracestate) {}
+
     /**
+     * @param traces the trace context of each job the batch completed that has one, when asked for
+     *     (plain path only: the policy path's function returns no rows); empty otherwise
      * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was
      * @param seen the batch statement's snapshot: the transactions it saw; {@code null} when not
      *     known (no row returned it)
      */
-    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy) {
+    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy, java.util.List<JobTrace> traces) {
+        BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy) {
+            this(leaseHeld, completed, last, seen, policy, java.util.List.of());
+        }
+
         BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen) {
             this(leaseHeld, completed, last, seen, null);
         }
