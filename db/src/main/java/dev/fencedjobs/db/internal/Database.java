@@ -61,9 +61,9 @@ public final class Database {
     private Database() {}
 
     /**
-     * A HikariCP pool whose connections carry the configured server-side timeouts. It starts even
-     * when the database is down (services report not-ready and retry), and sends no keep-alive
-     * queries, so an idle service issues only its own statements.
+     * A HikariCP pool whose connections carry the configured server-side timeouts and read
+     * committed isolation. It starts even when the database is down (services report not-ready and
+     * retry), and sends no keep-alive queries, so an idle service issues only its own statements.
      */
     public static HikariDataSource pool(DatabaseConfig config, String poolName) {
         HikariConfig hikari = new HikariConfig();
@@ -76,6 +76,12 @@ public final class Database {
         hikari.setConnectionTimeout(config.connectTimeout().toMillis());
         hikari.setValidationTimeout(Math.max(250, config.connectTimeout().toMillis() / 2));
         hikari.setInitializationFailTimeout(-1);
+        // Said, not detected: HikariCP learns the default isolation from its first connection, and
+        // when that connection dies during the question (a service starting while its database
+        // restarts) it keeps -1 and fails every later connection with "Transaction isolation level
+        // -1 not supported" for the life of the pool (HikariCP #1944). Read committed is
+        // PostgreSQL's default and what every statement here is written for.
+        hikari.setTransactionIsolation("TRANSACTION_READ_COMMITTED");
         hikari.setKeepaliveTime(0);
         hikari.setConnectionInitSql(timeoutsSql(config));
         hikari.addDataSourceProperty("ApplicationName", poolName);
