@@ -56,12 +56,14 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     /** Spans begun before their effect, until their batch commits or rolls back. */
     private final Map<ConsumerRecord<String, byte[]>, Span> open = new IdentityHashMap<>();
-    /** The span each record of the batch begun last links to as its first attempt (a retry, a replay). */
-    private final Map<ConsumerRecord<String, byte[]>, SpanContext> firstAttempts = new IdentityHashMap<>();
-    /** The attempt each record of the batch begun last is, where known (a patient retry). */
-    private final Map<ConsumerRecord<String, byte[]>, Long> attempts = new IdentityHashMap<>();
-    /** The job id of each stored record of the batch begun last (its headers were not kept). */
-    private final Map<ConsumerRecord<String, byte[]>, Long> storedJobIds = new IdentityHashMap<>();
+    /** What the stored records of the batch begun last (a patient retry, a replay) say of themselves. */
+    private final Map<ConsumerRecord<String, byte[]>, Retry> retries = new IdentityHashMap<>();
+
+    /**
+     * A stored record tried again: its job id (its headers were not kept; null when unknown), the
+     * span of its first attempt to link to (null for none), and which attempt this is (0 for unknown).
+     */
+    private record Retry(Long jobId, SpanContext firstAttempt, int attempt) {}
     private Instant started = Instant.EPOCH;
 
     ProcessSpans(Tracing tracing, String group) {
@@ -73,9 +75,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
     void begin(Instant at) {
         started = at;
         open.clear();
-        firstAttempts.clear();
-        attempts.clear();
-        storedJobIds.clear();
+        retries.clear();
     }
 
     /**
@@ -84,18 +84,8 @@ final class ProcessSpans implements BatchProcessor.Handling {
      * {@code firstAttempt} (a traceparent; null for none).
      */
     void retrying(ConsumerRecord<String, byte[]> record, Long jobId, String firstAttempt, int attempt) {
-        if (jobId != null) {
-            storedJobIds.put(record, jobId);
-        }
-        if (firstAttempt != null) {
-            SpanContext first = Tracing.producer(Tracing.jobContext(new TraceContext(firstAttempt, null)));
-            if (first.isValid()) {
-                firstAttempts.put(record, first);
-            }
-        }
-        if (attempt > 0) {
-            attempts.put(record, (long) attempt);
-        }
+        SpanContext first = firstAttempt == null ? null : Tracing.producer(Tracing.jobContext(new TraceContext(firstAttempt, null)));
+        retries.put(record, new Retry(jobId, first != null && first.isValid() ? first : null, attempt));
     }
 
     @Override
@@ -156,9 +146,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
             }
         }
         open.clear();
-        firstAttempts.clear();
-        attempts.clear();
-        storedJobIds.clear();
+        retries.clear();
     }
 
     /** The batch begun last rolled back: the spans of the effects that ran in it end as {@link #ROLLED_BACK}. */
@@ -169,9 +157,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
             span.end();
         }
         open.clear();
-        firstAttempts.clear();
-        attempts.clear();
-        storedJobIds.clear();
+        retries.clear();
     }
 
     /** Ends a span made by {@link #span} with what became of its record. */
@@ -193,9 +179,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
         }
         SpanBuilder builder = tracing.tracer().spanBuilder(name).setSpanKind(SpanKind.CONSUMER)
                 .setParent(Tracing.jobContext(r.headers())).setStartTimestamp(started);
-        SpanContext first = firstAttempts.isEmpty() ? null : firstAttempts.get(r);
-        if (first != null) {
-            builder.addLink(first, Attributes.of(Tracing.LINK_KIND, FIRST_ATTEMPT));
+        Retry retry = retries.isEmpty() ? null : retries.get(r);
+        if (retry != null && retry.firstAttempt() != null) {
+            builder.addLink(retry.firstAttempt(), Attributes.of(Tracing.LINK_KIND, FIRST_ATTEMPT));
         }
         Span span = builder.startSpan();
         if (span.isRecording()) {
@@ -213,13 +199,11 @@ final class ProcessSpans implements BatchProcessor.Handling {
             number(span, r, Envelope.JOB_ID_HEADER, Tracing.JOB_ID);
             number(span, r, Envelope.TOKEN_HEADER, Tracing.FENCING_TOKEN);
             number(span, r, Envelope.OUTBOX_ID_HEADER, Tracing.OUTBOX_ID);
-            Long storedJobId = storedJobIds.isEmpty() ? null : storedJobIds.get(r);
-            if (storedJobId != null) {
-                span.setAttribute(Tracing.JOB_ID, storedJobId);
+            if (retry != null && retry.jobId() != null) {
+                span.setAttribute(Tracing.JOB_ID, retry.jobId());
             }
-            Long attempt = attempts.isEmpty() ? null : attempts.get(r);
-            if (attempt != null) {
-                span.setAttribute(Tracing.ATTEMPT, attempt);
+            if (retry != null && retry.attempt() > 0) {
+                span.setAttribute(Tracing.ATTEMPT, (long) retry.attempt());
             }
         }
         return span;
