@@ -35,6 +35,7 @@ import io.opentelemetry.sdk.trace.data.LinkData;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -45,6 +46,11 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.jooq.DSLContext;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -57,7 +63,10 @@ import org.slf4j.MDC;
  * producer's span, with the job's attributes and its outcome; the relay's send span links to it; the
  * dispatcher's batch span says what it completed. A job without a context starts a trace of its
  * own. While the effect runs, the consumer's span is current and the logging MDC names the job, its
- * trace and that span; an effect that throws ends its span as rolled back, with the exception.
+ * trace and that span; an effect that throws ends its span as rolled back, with the exception. The
+ * policy path's batch links to its jobs as the plain path's does. A patient retry, a record put to
+ * wait behind another, a dead letter's replay and a record dead-lettered unread each keep the span of
+ * their first attempt, and the later span links to it.
  */
 class TracingTest {
 
@@ -132,6 +141,16 @@ class TracingTest {
                                         && l.getSpanContext().getSpanId().equals(PRODUCER_SPAN) && Long.valueOf(traced).equals(l.getAttributes().get(Tracing.JOB_ID)))
                                 && s.getLinks().stream().noneMatch(l -> Long.valueOf(untraced).equals(l.getAttributes().get(Tracing.JOB_ID))));
 
+                // The policy path (a pending job with a priority sends the batch there): its batch links to the jobs' contexts too.
+                long prioritized = dsl.fetchOne("INSERT INTO jobs (resource, due_at, priority, traceparent) VALUES ('account-3', clock_timestamp(), 5, ?)"
+                        + " RETURNING id", "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
+                await().atMost(Duration.ofSeconds(60)).until(() -> processed(exported, prioritized) != null);
+                assertThat(exported.getFinishedSpanItems()).as("the policy path's batch, linked to the producer's span")
+                        .anyMatch(s -> s.getName().equals("dispatch batch") && "policy".equals(s.getAttributes().get(Tracing.BATCH_PATH))
+                                && s.getLinks().stream().anyMatch(l -> l.getSpanContext().getTraceId().equals(TRACE_ID)
+                                        && l.getSpanContext().getSpanId().equals(PRODUCER_SPAN)
+                                        && Long.valueOf(prioritized).equals(l.getAttributes().get(Tracing.JOB_ID))));
+
                 // An effect that throws: its batch rolls back, and its span says so, with the exception; the retry applies it in a span of its own.
                 long failing = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",
                         SeeingEffect.FAILS_ONCE, "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").get(0, Long.class);
@@ -166,6 +185,26 @@ class TracingTest {
                             assertThat(l.getAttributes().get(Tracing.LINK_KIND)).isEqualTo("first attempt");
                         });
 
+                // A record put to wait behind an earlier one of its resource, in the loop's batch: the span of that
+                // batch's attempt is its first attempt, and the retry that applies it links to it. The earlier one
+                // fails for good and becomes a dead letter at its first retry; then the later one is retried.
+                List<Long> queue = dsl.fetch("INSERT INTO jobs (resource, payload, due_at, traceparent) VALUES"
+                                + " ('queue', ?::jsonb, now() - interval '1 second', ?), ('queue', '{}', now(), ?) RETURNING id",
+                        "{\"" + SeeingEffect.FAILS_FOR_GOOD + "\": true}", "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01",
+                        "00-" + TRACE_ID + "-" + PRODUCER_SPAN + "-01").getValues(0, Long.class);
+                long behind = queue.get(1);
+                await().atMost(Duration.ofSeconds(60)).until(() -> outcome(exported, behind, "applied") != null);
+                SpanData putToWait = outcome(exported, behind, "waiting");
+                assertThat(putToWait).as("the span of the batch that put it to wait behind " + queue.get(0)).isNotNull();
+                assertThat(putToWait.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
+                assertThat(dsl.fetchCount(dsl.selectFrom("consumer_dead_letter WHERE job_id = " + queue.get(0)))).as("the one in front").isEqualTo(1);
+                SpanData appliedBehind = outcome(exported, behind, "applied");
+                assertThat(appliedBehind.getParentSpanId()).isEqualTo(PRODUCER_SPAN);
+                assertThat(appliedBehind.getLinks()).as("linked to the batch that put it to wait").singleElement().satisfies(l -> {
+                    assertThat(l.getSpanContext().getSpanId()).isEqualTo(putToWait.getSpanId());
+                    assertThat(l.getAttributes().get(Tracing.LINK_KIND)).isEqualTo("first attempt");
+                });
+
                 // A dead letter: it waits, its retry fails past the 300 ms (a span of its own, linked too), it
                 // is dead-lettered; an operator's replay applies it in the job's trace, linked to the first attempt.
                 long dead = dsl.fetchOne("INSERT INTO jobs (resource, due_at, traceparent) VALUES (?, clock_timestamp(), ?) RETURNING id",
@@ -187,6 +226,26 @@ class TracingTest {
                     assertThat(l.getSpanContext().getSpanId()).isEqualTo(firstAttempt.getSpanId());
                     assertThat(l.getAttributes().get(Tracing.LINK_KIND)).isEqualTo("first attempt");
                 });
+
+                // A record the consumer cannot authenticate (not signed; a trace context in its headers) is
+                // dead-lettered unread, in a span under that context, which the dead letter keeps as its first attempt.
+                String unsignedParent = "b7ad6b7169203331";
+                try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(
+                        Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, TestKafka.shared().bootstrapServers()), new StringSerializer(),
+                        new ByteArraySerializer())) {
+                    ProducerRecord<String, byte[]> unsigned = new ProducerRecord<>(topic, "account-9", "not a job".getBytes(StandardCharsets.UTF_8));
+                    unsigned.headers().add("traceparent", ("00-" + TRACE_ID + "-" + unsignedParent + "-01").getBytes(StandardCharsets.US_ASCII));
+                    producer.send(unsigned).get();
+                }
+                await().atMost(Duration.ofSeconds(60)).until(() -> dsl.fetchCount(dsl.selectFrom("consumer_dead_letter WHERE job_id IS NULL")) == 1
+                        && unreadSpan(exported, unsignedParent) != null);
+                SpanData unread = unreadSpan(exported, unsignedParent);
+                assertThat(unread.getTraceId()).isEqualTo(TRACE_ID);
+                assertThat(unread.getStatus().getStatusCode()).isEqualTo(StatusCode.ERROR);
+                var stored = dsl.fetchOne("SELECT traceparent, first_attempt FROM consumer_dead_letter WHERE job_id IS NULL");
+                assertThat(stored.get(0, String.class)).as("the record's context").isEqualTo("00-" + TRACE_ID + "-" + unsignedParent + "-01");
+                assertThat(stored.get(1, String.class)).as("the span of the batch that dead-lettered it")
+                        .isEqualTo("00-" + TRACE_ID + "-" + unread.getSpanId() + "-01");
             } finally {
                 for (AutoCloseable c : closing) {
                     c.close();
@@ -228,6 +287,13 @@ class TracingTest {
     }
 
     /** The consumer's span for a job with that outcome, once exported. */
+    /** The consumer's span of the record sent with parent span {@code parent}, dead-lettered unread. */
+    private static SpanData unreadSpan(InMemorySpanExporter exported, String parent) {
+        return exported.getFinishedSpanItems().stream()
+                .filter(s -> s.getKind() == SpanKind.CONSUMER && parent.equals(s.getParentSpanId()) && "dead_letter".equals(s.getAttributes().get(Tracing.OUTCOME)))
+                .findFirst().orElse(null);
+    }
+
     private static SpanData outcome(InMemorySpanExporter exported, long jobId, String outcome) {
         return exported.getFinishedSpanItems().stream()
                 .filter(s -> s.getKind() == SpanKind.CONSUMER && Long.valueOf(jobId).equals(s.getAttributes().get(Tracing.JOB_ID))
@@ -241,12 +307,15 @@ class TracingTest {
     /**
      * The ledger's effect, noting what it saw for each job; a job of {@link #FAILS_ONCE} throws the
      * first time, one of {@link #FAILS_UNTIL_RETRIED} until a patient retry runs it (on the consumer's
-     * retry thread), one of {@link #FAILS_UNTIL_REPLAYED} until {@link #replayable}.
+     * retry thread), one of {@link #FAILS_UNTIL_REPLAYED} until {@link #replayable}, one whose payload
+     * names {@link #FAILS_FOR_GOOD} always.
      */
     private static final class SeeingEffect implements Effect {
         static final String FAILS_ONCE = "fails-once";
         static final String FAILS_UNTIL_RETRIED = "fails-until-retried";
         static final String FAILS_UNTIL_REPLAYED = "fails-until-replayed";
+        /** A payload field: the job's effect always fails. */
+        static final String FAILS_FOR_GOOD = "fails-for-good";
         final Map<Long, Seen> seen = new ConcurrentHashMap<>();
         final AtomicBoolean replayable = new AtomicBoolean();
         private final LedgerEffect ledger = new LedgerEffect();
@@ -260,6 +329,9 @@ class TracingTest {
             }
             if (job.resource().equals(FAILS_UNTIL_RETRIED) && !Thread.currentThread().getName().equals("consumer-retry")) {
                 throw new IllegalStateException("the effect fails until a patient retry");
+            }
+            if (job.payloadJson() != null && job.payloadJson().contains(FAILS_FOR_GOOD)) {
+                throw new IllegalStateException("the effect fails for good");
             }
             if (job.resource().equals(FAILS_UNTIL_REPLAYED) && !replayable.get()) {
                 throw new IllegalStateException("the effect fails until the replay");

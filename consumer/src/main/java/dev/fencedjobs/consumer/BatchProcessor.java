@@ -172,6 +172,15 @@ final class BatchProcessor {
     interface Handling {
         /** A job's effect is about to run; what enter begins is current while open when {@code current}. */
         Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current);
+
+        /**
+         * {@code record} is stored by this batch, to wait behind an earlier record of its resource or
+         * as a dead letter it could not read: the traceparent of this attempt's span (begun now when
+         * not yet), kept with the stored record for the later retry's or replay's link; null for none.
+         */
+        default String storing(ConsumerRecord<String, byte[]> record) {
+            return null;
+        }
     }
 
     /** A job's effect running; closed once it returned or threw. */
@@ -286,7 +295,8 @@ final class BatchProcessor {
             for (Decision d : decided.list()) {
                 if (!waitingResources.contains(d.candidate().job().resource())) {
                     deciding.add(d);
-                } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null, null)) {
+                } else if (park(tx, d.candidate().record(), d.candidate().job(), 0, "waiting behind an earlier record of its resource", null,
+                        handling == null ? null : handling.storing(d.candidate().record()))) {
                     noted.put(d.candidate().record(), WAITING);
                     parked++;
                 } else {
@@ -341,7 +351,7 @@ final class BatchProcessor {
         recordLate(tx, late);
         recordReused(tx, reused);
         for (Map.Entry<ConsumerRecord<String, byte[]>, String> u : unreadable.entrySet()) {
-            deadLetter(tx, u.getKey(), null, u.getValue(), null);
+            deadLetter(tx, u.getKey(), null, u.getValue(), handling == null ? null : handling.storing(u.getKey()));
         }
         writeFences(tx, fences, decided.locked());
         if (duplicates > 0) {

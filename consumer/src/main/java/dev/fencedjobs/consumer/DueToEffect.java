@@ -42,6 +42,11 @@ final class DueToEffect implements BatchProcessor.Handling {
         return inner.enter(record, job, current);
     }
 
+    @Override
+    public String storing(ConsumerRecord<String, byte[]> record) {
+        return inner.storing(record);
+    }
+
     /** The batch begun last committed at {@code at}. */
     void committed(Instant at) {
         long atNanos = at.getEpochSecond() * 1_000_000_000L + at.getNano();

@@ -30,8 +30,10 @@ import org.slf4j.MDC;
  * with {@code trace_id}, {@code span_id} and {@code job_id} in the logging MDC: the effect's own
  * spans and log lines are the job's. When its batch rolls back, the span ends with outcome {@code
  * rolled back} and an error status (the exception recorded on the job whose effect threw); the
- * records are handled again, in spans of their own. Every other record's span is made once its
- * batch committed.
+ * records are handled again, in spans of their own. A record the batch stores (to wait behind an
+ * earlier one of its resource, or a dead letter it could not read) gets its span as it is stored,
+ * so the stored row keeps that span's context. Every other record's span is made once its batch
+ * committed.
  *
  * <p>A patient retry and a dead letter's replay are spans of the same kind, children of the job's
  * context the stored record kept, each linked ({@code fencedjobs.link.kind = first attempt}) to the
@@ -110,6 +112,12 @@ final class ProcessSpans implements BatchProcessor.Handling {
             MDC.put(MDC_SPAN_ID, context.getSpanId());
         }
         return new Handled(span, span.makeCurrent());
+    }
+
+    @Override
+    public String storing(ConsumerRecord<String, byte[]> record) {
+        Span span = open.computeIfAbsent(record, r -> span(r, started));
+        return span.isRecording() ? BatchProcessor.traceparent(span.getSpanContext()) : null;
     }
 
     /** A job's effect running in its span. */

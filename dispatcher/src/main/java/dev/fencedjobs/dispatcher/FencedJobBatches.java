@@ -101,7 +101,7 @@ final class FencedJobBatches implements JobBatches {
     @Override
     public BatchResult completeDue(Grant grant, int limit, Position after, String startKey, boolean traces) {
         return lease.inGuardedTransaction(grant.token(), tx -> policyActive(tx)
-                        ? policyBatch(tx, grant.token(), limit, startKey)
+                        ? policyBatch(tx, grant.token(), limit, startKey, traces)
                         : traces ? tracedPlainBatch(tx, grant.token(), limit, after) : plainBatch(tx, grant.token(), limit, after))
                 .orElse(BatchResult.leaseLost());
     }
@@ -120,14 +120,27 @@ final class FencedJobBatches implements JobBatches {
      * limit, completes them with the token, writes their outbox rows and spends the limits'
      * tokens, in this transaction.
      */
-    private static BatchResult policyBatch(DSLContext tx, long token, int limit, String startKey) {
+    private static BatchResult policyBatch(DSLContext tx, long token, int limit, String startKey, boolean traces) {
         Record r = tx.fetchSingle("SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
                 token, limit, startKey);
         OffsetDateTime nextAt = r.get("next_at", OffsetDateTime.class);
-        NextDue next = new NextDue(r.get("database_now", OffsetDateTime.class).toInstant().toEpochMilli(),
-                nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
+        OffsetDateTime now = r.get("database_now", OffsetDateTime.class);
+        NextDue next = new NextDue(now.toInstant().toEpochMilli(), nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
         Policy policy = new Policy(r.get("next_key", String.class), r.get("more", Boolean.class), next, r.get("held_keys", Integer.class));
-        return new BatchResult(true, r.get("completed", Integer.class), null, null, policy);
+        int completed = r.get("completed", Integer.class);
+        return new BatchResult(true, completed, null, null, policy, traces && completed > 0 ? policyTraces(tx, token, now) : List.of());
+    }
+
+    /**
+     * The trace contexts of the jobs {@code dispatch_batch} completed in this transaction: those it
+     * stamped with its clock ({@code database_now}) and the token, read back through {@code
+     * jobs_completed_at}; run only while the batch's span records.
+     */
+    private static List<JobTrace> policyTraces(DSLContext tx, long token, OffsetDateTime completedAt) {
+        return tx.select(JOBS.ID, JOBS.TRACEPARENT, JOBS.TRACESTATE).from(JOBS)
+                .where(JOBS.STATE.eq(COMPLETED)).and(JOBS.COMPLETED_AT.eq(completedAt)).and(JOBS.COMPLETED_BY_TOKEN.eq(token))
+                .and(JOBS.TRACEPARENT.isNotNull())
+                .fetch(j -> new JobTrace(j.value1(), j.value2(), j.value3()));
     }
 
     /** Makes the rest of this transaction read indexes in order rather than sort (see the class comment). */
@@ -250,7 +263,7 @@ final class FencedJobBatches implements JobBatches {
                 completeAndWriteOutbox(tx, 0, 0, null);
                 completeAndWriteOutbox(tx, 0, 0, WARM_UP_POSITION);
                 policyActive(tx);
-                policyBatch(tx, 0, 0, null);
+                policyBatch(tx, 0, 0, null, false);
                 purgeCompleted(tx, Duration.ofDays(1), 0);
                 throw new RolledBack();
             });
