@@ -88,12 +88,15 @@ public final class Bench implements Callable<Integer> {
                 description = "offered loads of the latency phase, jobs/s")
         int[] loads;
         @Option(names = "--phases", defaultValue = "all",
-                description = "all, or some of throughput,latency,failover,consumer-failover,signatures,tracing,idle")
+                description = "all, or some of throughput,latency,failover,consumer-failover,signatures,tracing,tracing-side-by-side,idle")
         String phases;
         @Option(names = "--signature-rounds", defaultValue = "2", description = "rounds of the signatures phase, each one unsigned and one signed window (A B B A...)")
         int signatureRounds;
         @Option(names = "--tracing-rounds", defaultValue = "2", description = "rounds of the tracing phase, each one window per side (A B C C B A...)")
         int tracingRounds;
+        @Option(names = "--side-by-side-windows", defaultValue = "3",
+                description = "windows each way of each round (--tracing-rounds) of the tracing phase side by side")
+        int sideBySideWindows;
         @Option(names = "--tracing-base", description = "a build from before tracing (a repository with its jars built), for the tracing phase's comparison")
         Path tracingBase;
         @Option(names = "--bound-repetitions", defaultValue = "3", description = "windows of the PostgreSQL bound, each after the server settled; the median counts")
@@ -108,7 +111,7 @@ public final class Bench implements Callable<Integer> {
         @Override
         public Integer call() throws Exception {
             new EndToEndBenchmark(repo, out, seconds, trials, idleSeconds, loads, phases, serviceLogLevel, signatureRounds, boundRepetitions,
-                    tracingRounds, tracingBase).run();
+                    tracingRounds, sideBySideWindows, tracingBase).run();
             return 0;
         }
     }

@@ -2,6 +2,7 @@ package dev.fencedjobs.bench;
 
 import com.sun.management.OperatingSystemMXBean;
 import dev.fencedjobs.cli.Bootstrap;
+import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Roles;
 import dev.fencedjobs.lease.LeaseRow;
@@ -75,6 +76,12 @@ final class BenchStack implements AutoCloseable {
     /** A service run from another build's jars than {@code repo}'s ({@link #reconfigure(String, Map, Path)}). */
     private final Map<String, Path> otherRepos = new HashMap<>();
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    /** The first set-up's topic; later ones add their number. */
+    private final String topicBase;
+    /** The consumer's group, or null for the consumer's default. */
+    private final String consumerGroup;
+    /** Whether closing this stack stops the server and the broker: false for a {@link #sibling}. */
+    private final boolean ownsServers;
     private String url;
     private String topic;
     private int setUps;
@@ -85,9 +92,33 @@ final class BenchStack implements AutoCloseable {
         this.logs = Files.createDirectories(logs);
         this.pg = BenchPostgres.start();
         this.kafka = new KafkaProcess();
+        this.topicBase = TOPIC;
+        this.consumerGroup = null;
+        this.ownsServers = true;
         // Ctrl-C or SIGTERM of the benchmark stops its services, broker and server too, instead of
         // leaving them running without a parent.
         Runtime.getRuntime().addShutdownHook(stopOnExit);
+    }
+
+    private BenchStack(BenchStack host, String name) throws IOException {
+        this.repo = host.repo;
+        this.serviceLogLevel = host.serviceLogLevel;
+        this.logs = Files.createDirectories(host.logs.resolve(name));
+        this.pg = host.pg;
+        this.kafka = host.kafka;
+        this.topicBase = TOPIC + "-" + name;
+        this.consumerGroup = "fenced-jobs-" + name;
+        this.ownsServers = false;
+        Runtime.getRuntime().addShutdownHook(stopOnExit);
+    }
+
+    /**
+     * A second pipeline on this stack's PostgreSQL server and broker, set up by its own {@link
+     * #setUp}: a database, topic, consumer group, services and log directory ({@code name} under
+     * this one's) of its own. Closing it stops only its services.
+     */
+    BenchStack sibling(String name) throws IOException {
+        return new BenchStack(this, name);
     }
 
     private final Thread stopOnExit = new Thread(() -> {
@@ -127,7 +158,7 @@ final class BenchStack implements AutoCloseable {
      */
     void setUp(Map<String, String> extraEnvironment, int consumerPort) throws Exception {
         setUps++;
-        topic = setUps == 1 ? TOPIC : TOPIC + "-" + setUps;
+        topic = setUps == 1 ? topicBase : topicBase + "-" + setUps;
         url = pg.freshDatabase("e2e");
         DatabaseConfig owner = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
@@ -149,6 +180,9 @@ final class BenchStack implements AutoCloseable {
         start("relay", "relay", "bench_relay", relay);
         Map<String, String> consumer = new HashMap<>(extraEnvironment);
         consumer.put(ServiceConfig.HTTP_PORT, Integer.toString(consumerPort));
+        if (consumerGroup != null) {
+            consumer.put(ConsumerConfig.GROUP, consumerGroup);
+        }
         start("consumer", "consumer", "bench_consumer", consumer);
         waitFor("a scheduler and a relay leader", () -> liveLeases() == 2, Duration.ofSeconds(60));
         // A first job through the whole pipeline: the consumer has joined its group.
@@ -571,7 +605,9 @@ final class BenchStack implements AutoCloseable {
         stopped = true;
         new ArrayList<>(services.values()).forEach(ServiceProcess::close);
         new ArrayList<>(proxies.values()).forEach(TcpProxy::close);
-        kafka.close();
-        pg.close();
+        if (ownsServers) {
+            kafka.close();
+            pg.close();
+        }
     }
 }

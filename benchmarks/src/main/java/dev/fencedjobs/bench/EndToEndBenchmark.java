@@ -25,7 +25,8 @@ import java.util.Map;
  *   <li>statements per second of each idle service (pg_stat_statements, one login role each);
  *   <li>peak RSS of each service during the throughput run, with the heap setting used;
  *   <li>what record signatures cost: throughput signed and unsigned, alternating ({@link SignaturesPhase});
- *   <li>what tracing costs: throughput with no SDK, with one, and before tracing, alternating ({@link TracingPhase}).
+ *   <li>what tracing costs: throughput with no SDK, with one, and before tracing, alternating; and two sides at once on
+ *       two pipelines, swapped each round ({@link TracingPhase}).
  * </ol>
  *
  * It prints a table and writes {@code e2e.json}, {@code e2e.md} and {@code e2e-latency.svg}
@@ -49,12 +50,15 @@ final class EndToEndBenchmark {
     private final int signatureRounds;
     private final int boundRepetitions;
     private final int tracingRounds;
+    /** Windows each way of each round of the tracing phase side by side. */
+    private final int sideBySideWindows;
     /** A build from before tracing, or null. */
     private final Path tracingBase;
 
     EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
-            String serviceLogLevel, int signatureRounds, int boundRepetitions, int tracingRounds, Path tracingBase) {
+            String serviceLogLevel, int signatureRounds, int boundRepetitions, int tracingRounds, int sideBySideWindows, Path tracingBase) {
         this.tracingRounds = tracingRounds;
+        this.sideBySideWindows = sideBySideWindows;
         this.tracingBase = tracingBase == null ? null : tracingBase.toAbsolutePath();
         this.signatureRounds = signatureRounds;
         this.boundRepetitions = boundRepetitions;
@@ -95,6 +99,10 @@ final class EndToEndBenchmark {
             }
             if (phase("tracing")) {
                 new TracingPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), tracingRounds, tracingBase).run();
+            }
+            if (phase("tracing-side-by-side")) {
+                new TracingPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), tracingRounds, tracingBase)
+                        .sideBySide(sideBySideWindows);
             }
             if (phase("idle")) {
                 new IdlePhase(stack, report, idleSeconds).run();

@@ -33,6 +33,10 @@ final class ThroughputPhase {
         this.windowSeconds = windowSeconds;
     }
 
+    int windowSeconds() {
+        return windowSeconds;
+    }
+
     /** A sustained window's rate, and the CPU each component spent per job over it, in microseconds. */
     record Costed(double rate, Map<String, Long> cpuPerJob) {}
 
@@ -143,6 +147,54 @@ final class ThroughputPhase {
         System.out.printf(Locale.ROOT, "   %,d effects in %.1f s: %,.0f jobs/s%n", a1 - a0, (t1 - t0) / 1e9, rate);
         awaitDrained();
         return rate;
+    }
+
+    /**
+     * This stack's pipeline and {@code other}'s under load at once, each from a saturating loader of
+     * its own: after one warm-up, {@code windows} back-to-back windows, each counting both pipelines'
+     * effects over the same seconds, so that whatever slows the machine in a window slows both.
+     * Returns each window's rates, this stack's first, and waits for both backlogs to drain.
+     */
+    List<double[]> sideBySide(ThroughputPhase other, int windows) throws Exception {
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        List<Thread> loaders = List.of(stack.saturatingLoader("e2e-loader-1", stop, failure),
+                other.stack.saturatingLoader("e2e-loader-2", stop, failure));
+        List<double[]> rates = new ArrayList<>();
+        loaders.forEach(Thread::start);
+        try {
+            warmUp();
+            long[] before = {ledgerEnd(stack), ledgerEnd(other.stack)};
+            long t0 = System.nanoTime();
+            for (int w = 1; w <= windows && failure.get() == null; w++) {
+                Thread.sleep(windowSeconds * 1000L);
+                // Read in the same order at both ends of a window: both pipelines' windows are equally long.
+                long[] after = {ledgerEnd(stack), ledgerEnd(other.stack)};
+                long t1 = System.nanoTime();
+                double seconds = (t1 - t0) / 1e9;
+                double[] rate = {(after[0] - before[0]) / seconds, (after[1] - before[1]) / seconds};
+                rates.add(rate);
+                System.out.printf(Locale.ROOT, "   window %d, %.1f s: pipeline 1 %,.0f jobs/s, pipeline 2 %,.0f jobs/s; 2 / 1: %.3f%n", w, seconds,
+                        rate[0], rate[1], rate[1] / rate[0]);
+                before = after;
+                t0 = t1;
+            }
+        } finally {
+            stop.set(true);
+            for (Thread loader : loaders) {
+                loader.join();
+            }
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        awaitDrained();
+        other.awaitDrained();
+        return rates;
+    }
+
+    private static long ledgerEnd(BenchStack stack) {
+        return stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
     }
 
     /** Waits until every job inserted so far has its effect: none pending, the outbox published, the ledger caught up. */

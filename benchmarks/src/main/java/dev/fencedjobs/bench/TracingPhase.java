@@ -1,9 +1,11 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.testing.KafkaProcess;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -118,20 +120,106 @@ final class TracingPhase {
                 100 * sdk / none, spans);
     }
 
+    /**
+     * The same comparison with the two sides at once instead of in turn: a second pipeline
+     * ({@link BenchStack#sibling}: its own database and topic on the same server and broker), one side
+     * on each, {@code windows} windows side by side, then the sides swapped; {@code rounds} times.
+     * Before tracing against no SDK when given a build from before tracing, else no SDK against the
+     * SDK. A window's ratio of the two rates sees the same machine on both sides, and the swap
+     * cancels what differs between the two pipelines: a round's ratio is the geometric mean of its
+     * two arrangements' medians.
+     */
+    void sideBySide(int windows) throws Exception {
+        Side x = base == null ? Side.NO_SDK : Side.BEFORE;
+        Side y = base == null ? Side.SDK : Side.NO_SDK;
+        System.out.println("8b. tracing, side by side: " + y.label + " against " + x.label + ", two pipelines on one server and broker, "
+                + rounds + " round(s) of " + windows + " windows each way" + (base == null ? "" : "; before tracing: the services of " + base));
+        FileTime started = FileTime.from(Instant.now().minusSeconds(1));
+        String agent = "-javaagent:" + Path.of(SdkAgent.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        List<Double> ratios = new ArrayList<>();
+        List<Double> roundRatios = new ArrayList<>();
+        Map<Side, List<Double>> rates = new LinkedHashMap<>();
+        rates.put(x, new ArrayList<>());
+        rates.put(y, new ArrayList<>());
+        long spans;
+        try (BenchStack second = stack.sibling("pipeline-2")) {
+            second.setUp(Map.of(), KafkaProcess.freePort());
+            ThroughputPhase secondThroughput = new ThroughputPhase(second, report, throughput.windowSeconds());
+            for (int round = 1; round <= rounds; round++) {
+                List<Double> arrangementMedians = new ArrayList<>();
+                for (boolean swapped : new boolean[] {false, true}) {
+                    Side first = swapped ? y : x;
+                    Side other = swapped ? x : y;
+                    throughput.awaitDrained();
+                    secondThroughput.awaitDrained();
+                    configure(stack, first, agent);
+                    configure(second, other, agent);
+                    // Both pipelines start their windows with every service up, not one still starting.
+                    stack.awaitAllReady(Duration.ofMinutes(2));
+                    second.awaitAllReady(Duration.ofMinutes(2));
+                    stack.settle();
+                    System.out.println("   round " + round + ": pipeline 1 " + first.label + ", pipeline 2 " + other.label);
+                    List<Double> arrangement = new ArrayList<>();
+                    for (double[] window : throughput.sideBySide(secondThroughput, windows)) {
+                        double rateX = swapped ? window[1] : window[0];
+                        double rateY = swapped ? window[0] : window[1];
+                        if (rateX == 0 || rateY == 0) {
+                            System.out.println("   (a pipeline applied nothing in that window: not counted)");
+                            continue;
+                        }
+                        rates.get(x).add(rateX);
+                        rates.get(y).add(rateY);
+                        arrangement.add(rateY / rateX);
+                    }
+                    if (arrangement.isEmpty()) {
+                        throw new IllegalStateException("round " + round + ": no window had effects on both pipelines");
+                    }
+                    ratios.addAll(arrangement);
+                    arrangementMedians.add(BenchSql.median(arrangement));
+                }
+                double roundRatio = Math.sqrt(arrangementMedians.get(0) * arrangementMedians.get(1));
+                roundRatios.add(roundRatio);
+                System.out.printf(Locale.ROOT, "   round %d: %s / %s: %.3f with %s on pipeline 2, %.3f on pipeline 1; geometric mean %.3f%n", round,
+                        y.label, x.label, arrangementMedians.get(0), y.label, arrangementMedians.get(1), roundRatio);
+            }
+            throughput.awaitDrained();
+            secondThroughput.awaitDrained();
+            configure(stack, Side.NO_SDK, agent); // the later phases run the services as shipped
+            second.stopServices(); // the SDK's services print their counts as they stop
+            spans = exportedSpans(stack, started) + exportedSpans(second, started);
+        }
+        double ratio = BenchSql.median(roundRatios);
+        String key = y == Side.NO_SDK ? "tracingSideBySideNoSdkToBefore" : "tracingSideBySideSdkToNoSdk";
+        report.put(key + "ByRound", roundRatios);
+        report.put(key + "ByWindow", ratios);
+        rates.forEach((side, values) -> report.put("tracing side by side " + side.label + " jobsPerSecond", values));
+        report.row("8b. end to end, side by side, " + y.label + " / " + x.label, String.format(Locale.ROOT, "%.1f %% (median of %d rounds %s)",
+                100 * ratio, roundRatios.size(), precise(roundRatios)), String.format(Locale.ROOT,
+                        "each window's ratio %s; median %,.0f against %,.0f jobs/s a pipeline%s", precise(ratios),
+                        BenchSql.median(rates.get(y)), BenchSql.median(rates.get(x)), y == Side.SDK ? String.format(Locale.ROOT, "; %,d spans exported", spans)
+                                : "; target within 3 %"));
+        System.out.printf(Locale.ROOT, "   side by side, %s / %s: %.1f %% (rounds %s; windows %s)%s%n", y.label, x.label, 100 * ratio,
+                precise(roundRatios), precise(ratios), y == Side.SDK ? String.format(Locale.ROOT, "; %,d spans exported", spans) : "");
+    }
+
     /** Every service of the stack as {@code side} runs it: from the build before tracing, or this one with or without the SDK. */
     private void configure(Side side, String agent) {
+        configure(stack, side, agent);
+    }
+
+    private void configure(BenchStack on, Side side, String agent) {
         Map<String, String> environment = Map.of("JAVA_TOOL_OPTIONS", side == Side.SDK ? agent : "");
-        for (String name : stack.serviceNames()) {
-            if (side == Side.BEFORE) {
-                stack.reconfigure(name, environment, base);
-            } else {
-                stack.reconfigure(name, environment, null);
-            }
+        for (String name : on.serviceNames()) {
+            on.reconfigure(name, environment, side == Side.BEFORE ? base : null);
         }
     }
 
     /** The spans the SDK's services exported, as each said when it stopped, in the logs written since {@code since}. */
     private long exportedSpans(FileTime since) throws IOException {
+        return exportedSpans(stack, since);
+    }
+
+    private static long exportedSpans(BenchStack stack, FileTime since) throws IOException {
         long total = 0;
         try (Stream<Path> logs = Files.list(stack.logs())) {
             for (Path log : logs.filter(p -> p.toString().endsWith(".log")).toList()) {
@@ -154,6 +242,11 @@ final class TracingPhase {
             ratios.add(a.get(i) / b.get(i));
         }
         return ratios;
+    }
+
+    /** Ratios to three places: a side-by-side ratio resolves a percent. */
+    private static String precise(List<Double> values) {
+        return values.stream().map(v -> String.format(Locale.ROOT, "%.3f", v)).toList().toString();
     }
 
     private static String ratios(List<Double> values) {
