@@ -88,7 +88,7 @@ public final class Bench implements Callable<Integer> {
                 description = "offered loads of the latency phase, jobs/s")
         int[] loads;
         @Option(names = "--phases", defaultValue = "all",
-                description = "all, or some of throughput,latency,failover,consumer-failover,signatures,tracing,tracing-side-by-side,idle")
+                description = "all (every phase but tracing-side-by-side), or some of throughput,latency,failover,consumer-failover,signatures,tracing,tracing-side-by-side,idle")
         String phases;
         @Option(names = "--signature-rounds", defaultValue = "2", description = "rounds of the signatures phase, each one unsigned and one signed window (A B B A...)")
         int signatureRounds;

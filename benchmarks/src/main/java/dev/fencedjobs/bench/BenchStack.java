@@ -579,6 +579,21 @@ final class BenchStack implements AutoCloseable {
         }
     }
 
+    /** CPU clock ticks (user and system) of each of this stack's services, by name; a service not running counts nothing. */
+    Map<String, Long> serviceCpuTicks() {
+        Map<String, Long> ticks = new TreeMap<>();
+        services.forEach((name, process) -> {
+            try {
+                String stat = Files.readString(Path.of("/proc", Long.toString(process.pid()), "stat"));
+                String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                ticks.put(name, Long.parseLong(f[11]) + Long.parseLong(f[12]));
+            } catch (Exception gone) {
+                // Not Linux, or the process ended.
+            }
+        });
+        return ticks;
+    }
+
     /** SIGTERM to every service, and waits for each to exit. */
     void stopServices() {
         services.values().forEach(ServiceProcess::terminate);

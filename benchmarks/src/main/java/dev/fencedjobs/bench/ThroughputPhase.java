@@ -153,30 +153,37 @@ final class ThroughputPhase {
      * This stack's pipeline and {@code other}'s under load at once, each from a saturating loader of
      * its own: after one warm-up, {@code windows} back-to-back windows, each counting both pipelines'
      * effects over the same seconds, so that whatever slows the machine in a window slows both.
-     * Returns each window's rates, this stack's first, and waits for both backlogs to drain.
+     * Returns each window's rates and the services' CPU per job, this stack's first, and waits for
+     * both backlogs to drain.
      */
-    List<double[]> sideBySide(ThroughputPhase other, int windows) throws Exception {
+    List<Paired> sideBySide(ThroughputPhase other, int windows) throws Exception {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         List<Thread> loaders = List.of(stack.saturatingLoader("e2e-loader-1", stop, failure),
                 other.stack.saturatingLoader("e2e-loader-2", stop, failure));
-        List<double[]> rates = new ArrayList<>();
+        List<Paired> rates = new ArrayList<>();
         loaders.forEach(Thread::start);
         try {
             warmUp();
             long[] before = {ledgerEnd(stack), ledgerEnd(other.stack)};
+            List<Map<String, Long>> cpuBefore = List.of(stack.serviceCpuTicks(), other.stack.serviceCpuTicks());
             long t0 = System.nanoTime();
             for (int w = 1; w <= windows && failure.get() == null; w++) {
                 Thread.sleep(windowSeconds * 1000L);
                 // Read in the same order at both ends of a window: both pipelines' windows are equally long.
                 long[] after = {ledgerEnd(stack), ledgerEnd(other.stack)};
+                List<Map<String, Long>> cpuAfter = List.of(stack.serviceCpuTicks(), other.stack.serviceCpuTicks());
                 long t1 = System.nanoTime();
                 double seconds = (t1 - t0) / 1e9;
-                double[] rate = {(after[0] - before[0]) / seconds, (after[1] - before[1]) / seconds};
-                rates.add(rate);
-                System.out.printf(Locale.ROOT, "   window %d, %.1f s: pipeline 1 %,.0f jobs/s, pipeline 2 %,.0f jobs/s; 2 / 1: %.3f%n", w, seconds,
-                        rate[0], rate[1], rate[1] / rate[0]);
+                Paired window = new Paired((after[0] - before[0]) / seconds, (after[1] - before[1]) / seconds,
+                        cpuNanosEach(cpuBefore.get(0), cpuAfter.get(0), after[0] - before[0]),
+                        cpuNanosEach(cpuBefore.get(1), cpuAfter.get(1), after[1] - before[1]));
+                rates.add(window);
+                System.out.printf(Locale.ROOT, "   window %d, %.1f s: pipeline 1 %,.0f jobs/s, pipeline 2 %,.0f jobs/s; 2 / 1: %.3f;"
+                        + " services' CPU per job, ns: %s, %s%n", w, seconds, window.rate1(), window.rate2(), window.rate2() / window.rate1(),
+                        window.cpu1(), window.cpu2());
                 before = after;
+                cpuBefore = cpuAfter;
                 t0 = t1;
             }
         } finally {
@@ -191,6 +198,21 @@ final class ThroughputPhase {
         awaitDrained();
         other.awaitDrained();
         return rates;
+    }
+
+    /** One window side by side: each pipeline's rate, and each of its services' CPU per job in nanoseconds. */
+    record Paired(double rate1, double rate2, Map<String, Long> cpu1, Map<String, Long> cpu2) {}
+
+    /**
+     * Each kind of service's CPU (the dispatchers together: which one leads changes) in nanoseconds
+     * per job between two readings of {@link BenchStack#serviceCpuTicks} (ticks are 10 ms).
+     */
+    private static Map<String, Long> cpuNanosEach(Map<String, Long> before, Map<String, Long> after, long jobs) {
+        Map<String, Long> ticks = new TreeMap<>();
+        after.forEach((service, t) -> ticks.merge(service.replaceAll("-\\d+$", ""), t - before.getOrDefault(service, t), Long::sum));
+        Map<String, Long> each = new TreeMap<>();
+        ticks.forEach((kind, t) -> each.put(kind, Math.round(t * 1e7 / Math.max(1, jobs))));
+        return each;
     }
 
     private static long ledgerEnd(BenchStack stack) {

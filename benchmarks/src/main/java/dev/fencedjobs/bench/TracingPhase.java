@@ -141,6 +141,9 @@ final class TracingPhase {
         Map<Side, List<Double>> rates = new LinkedHashMap<>();
         rates.put(x, new ArrayList<>());
         rates.put(y, new ArrayList<>());
+        Map<Side, List<Map<String, Long>>> cpu = new LinkedHashMap<>();
+        cpu.put(x, new ArrayList<>());
+        cpu.put(y, new ArrayList<>());
         long spans;
         try (BenchStack second = stack.sibling("pipeline-2")) {
             second.setUp(Map.of(), KafkaProcess.freePort());
@@ -160,15 +163,17 @@ final class TracingPhase {
                     stack.settle();
                     System.out.println("   round " + round + ": pipeline 1 " + first.label + ", pipeline 2 " + other.label);
                     List<Double> arrangement = new ArrayList<>();
-                    for (double[] window : throughput.sideBySide(secondThroughput, windows)) {
-                        double rateX = swapped ? window[1] : window[0];
-                        double rateY = swapped ? window[0] : window[1];
+                    for (ThroughputPhase.Paired window : throughput.sideBySide(secondThroughput, windows)) {
+                        double rateX = swapped ? window.rate2() : window.rate1();
+                        double rateY = swapped ? window.rate1() : window.rate2();
                         if (rateX == 0 || rateY == 0) {
                             System.out.println("   (a pipeline applied nothing in that window: not counted)");
                             continue;
                         }
                         rates.get(x).add(rateX);
                         rates.get(y).add(rateY);
+                        cpu.get(x).add(swapped ? window.cpu2() : window.cpu1());
+                        cpu.get(y).add(swapped ? window.cpu1() : window.cpu2());
                         arrangement.add(rateY / rateX);
                     }
                     if (arrangement.isEmpty()) {
@@ -193,6 +198,17 @@ final class TracingPhase {
         report.put(key + "ByRound", roundRatios);
         report.put(key + "ByWindow", ratios);
         rates.forEach((side, values) -> report.put("tracing side by side " + side.label + " jobsPerSecond", values));
+        Map<Side, Map<String, Double>> cpuMedians = new LinkedHashMap<>();
+        cpu.forEach((side, windowsCpu) -> {
+            Map<String, List<Double>> byService = new java.util.TreeMap<>();
+            windowsCpu.forEach(m -> m.forEach((service, micros) -> byService.computeIfAbsent(service, k -> new ArrayList<>()).add((double) micros)));
+            Map<String, Double> medians = new java.util.TreeMap<>();
+            byService.forEach((service, values) -> medians.put(service, BenchSql.median(values)));
+            cpuMedians.put(side, medians);
+            report.put("tracing side by side " + side.label + " serviceCpuNanosecondsPerJob", windowsCpu);
+        });
+        System.out.println("   services' CPU per job, ns, medians of the windows: " + cpuMedians.entrySet().stream()
+                .map(e -> e.getKey().label + " " + e.getValue()).toList());
         report.row("8b. end to end, side by side, " + y.label + " / " + x.label, String.format(Locale.ROOT, "%.1f %% (median of %d rounds %s)",
                 100 * ratio, roundRatios.size(), precise(roundRatios)), String.format(Locale.ROOT,
                         "each window's ratio %s; median %,.0f against %,.0f jobs/s a pipeline%s", precise(ratios),
