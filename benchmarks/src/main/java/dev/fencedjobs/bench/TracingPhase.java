@@ -13,6 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -200,9 +201,9 @@ final class TracingPhase {
         rates.forEach((side, values) -> report.put("tracing side by side " + side.label + " jobsPerSecond", values));
         Map<Side, Map<String, Double>> cpuMedians = new LinkedHashMap<>();
         cpu.forEach((side, windowsCpu) -> {
-            Map<String, List<Double>> byService = new java.util.TreeMap<>();
-            windowsCpu.forEach(m -> m.forEach((service, micros) -> byService.computeIfAbsent(service, k -> new ArrayList<>()).add((double) micros)));
-            Map<String, Double> medians = new java.util.TreeMap<>();
+            Map<String, List<Double>> byService = new TreeMap<>();
+            windowsCpu.forEach(m -> m.forEach((service, nanos) -> byService.computeIfAbsent(service, k -> new ArrayList<>()).add((double) nanos)));
+            Map<String, Double> medians = new TreeMap<>();
             byService.forEach((service, values) -> medians.put(service, BenchSql.median(values)));
             cpuMedians.put(side, medians);
             report.put("tracing side by side " + side.label + " serviceCpuNanosecondsPerJob", windowsCpu);
