@@ -125,10 +125,10 @@ final class ThroughputPhase {
         try {
             warmUp();
             atStart.run();
-            a0 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+            a0 = ledgerEnd(stack);
             t0 = System.nanoTime();
             Thread.sleep(windowSeconds * 1000L);
-            a1 = stack.scalar("SELECT coalesce(max(id), 0) FROM ledger");
+            a1 = ledgerEnd(stack);
             t1 = System.nanoTime();
             // Where the work waits at the window's end: which stage the others outran.
             long published = stack.scalar("SELECT published_through FROM outbox_position WHERE role = 'relay'");
@@ -223,7 +223,7 @@ final class ThroughputPhase {
     void awaitDrained() throws InterruptedException {
         BenchStack.waitFor("the backlog to drain", () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
                 && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
-                && stack.scalar("SELECT coalesce(max(id), 0) FROM ledger") >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
+                && ledgerEnd(stack) >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
     }
 
     /**

@@ -179,7 +179,7 @@ public final class FencedConsumer implements RunningService {
             Span span = spans.span(record, Instant.now());
             BatchProcessor.Counts counts;
             try {
-                counts = parkOrDeadLetter(record, reason, span.isRecording() ? BatchProcessor.traceparent(span.getSpanContext()) : null);
+                counts = parkOrDeadLetter(record, reason, ProcessSpans.firstAttempt(span));
             } catch (RuntimeException | Error e) {
                 span.setStatus(StatusCode.ERROR, "rolled back: " + e.getClass().getSimpleName());
                 ProcessSpans.end(span, ProcessSpans.ROLLED_BACK);

@@ -116,7 +116,11 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     @Override
     public String storing(ConsumerRecord<String, byte[]> record) {
-        Span span = open.computeIfAbsent(record, r -> span(r, started));
+        return firstAttempt(open.computeIfAbsent(record, r -> span(r, started)));
+    }
+
+    /** What a stored record keeps of {@code span} as its first attempt: its traceparent while it records, else null (no SDK, no span to link to). */
+    static String firstAttempt(Span span) {
         return span.isRecording() ? BatchProcessor.traceparent(span.getSpanContext()) : null;
     }
 
