@@ -3,10 +3,14 @@ package dev.fencedjobs.dispatcher;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.testing.PostgresExtension;
+import java.sql.Connection;
+import java.sql.DriverManager;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.DSLContext;
 import org.jooq.Query;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -49,6 +53,60 @@ class BatchPlanTest {
             String purge = plan(dsl, true, FencedJobBatches.purgeStatement(dsl, Duration.ofMinutes(3), 2000));
             assertThat(purge).contains("Index Scan using jobs_completed_at").doesNotContain("Bitmap");
         }
+    }
+
+    @Test
+    void onceTheTableHasGrownTheOutboxGuardReadsTheJobsOfItsBatchNotTheWholeTable() throws Exception {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password());
+                Connection leaderSession = DriverManager.getConnection(db.url(), db.user(), db.password());
+                Connection otherSession = DriverManager.getConnection(db.url(), db.user(), db.password())) {
+            DSLContext leader = DSL.using(leaderSession, SQLDialect.POSTGRES);
+            DSLContext other = DSL.using(otherSession, SQLDialect.POSTGRES);
+            // No ANALYZE during the test: the invalidation it sends would replace a plan made for a
+            // small table on its own, at a moment autovacuum chooses (a minute or more in production).
+            other.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
+            other.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
+                    + " VALUES ('scheduler', 'test', 1, clock_timestamp() + interval '1 hour')");
+            // A new leader's first batches, while the table is small: its session keeps the plans
+            // that its statements (and the triggers they fire) get now.
+            for (int i = 0; i < 10; i++) {
+                leader.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'small' FROM generate_series(1, 20)");
+                assertThat(batch(leader)).isEqualTo(20);
+            }
+            // The table grows: 30,000 jobs completed in another session, and 500 more due.
+            int grown = 30_000;
+            other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'grown' FROM generate_series(1, " + grown + ")");
+            assertThat(FencedJobBatches.batchStatement(other, 1, grown, null).fetch()).hasSize(grown);
+            other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'next' FROM generate_series(1, 500)");
+            long before = jobsReadSequentially(other, leader);
+
+            assertThat(batch(leader)).isEqualTo(500);
+
+            long read = jobsReadSequentially(other, leader) - before;
+            assertThat(read).as("rows of jobs read sequentially by a batch of 500 in a table of %d", grown + 700).isLessThan(500);
+        }
+    }
+
+    /** A batch of at most 500 from the start, with the batch's planner setting, as the leader runs it; how many jobs it completed. */
+    private static int batch(DSLContext session) {
+        return session.transactionResult(c -> {
+            FencedJobBatches.preferIndexOrder(c.dsl());
+            return FencedJobBatches.batchStatement(c.dsl(), 1, 500, null).fetch().size();
+        });
+    }
+
+    /**
+     * {@code jobs}' {@code seq_tup_read}, once every session's counts are in: each of {@code sessions}
+     * reports them when it next goes idle, made immediate by {@code pg_stat_force_next_flush()}.
+     */
+    private static long jobsReadSequentially(DSLContext reader, DSLContext... sessions) {
+        for (DSLContext session : sessions) {
+            session.fetch("SELECT pg_stat_force_next_flush()");
+            // Idle in between: reported by the time this second statement runs.
+            session.fetch("SELECT 1");
+        }
+        return reader.fetchOne("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'jobs'").get(0, Long.class);
     }
 
     /** The plan of the batch's first step, the CTE that picks and locks the due jobs (the insert sorts the outbox rows after it). */

@@ -4,6 +4,7 @@ import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
@@ -13,6 +14,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -45,16 +47,23 @@ class ScanPositionTest {
         var db = postgres.database();
         fixture = new DispatcherFixture(db.url(), db.user(), db.password());
         fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
-                delegate -> new ObservedBatches(delegate, after -> starts.add(after == null ? FROM_START : after)));
+                delegate -> new TimedBatches(new ObservedBatches(delegate, after -> starts.add(after == null ? FROM_START : after))));
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.state() == RunningService.State.LEADING).orElse(false));
         // A steady stream of jobs due at once keeps the leader busy, so that its batches start after a
         // position. At most 1,000 wait at a time: an offered load the machine cannot follow (CI
         // builds root filesystems beside the tests) would grow the backlog without end instead.
         load = new Thread(() -> {
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
+                int lastRows = -1;
                 while (loading.get()) {
-                    s.execute("INSERT INTO jobs (resource, due_at) SELECT 'load', clock_timestamp() FROM generate_series(1, 20)"
+                    long began = System.nanoTime();
+                    int rows = s.executeUpdate("INSERT INTO jobs (resource, due_at) SELECT 'load', clock_timestamp() FROM generate_series(1, 20)"
                             + " WHERE (SELECT count(*) FROM jobs WHERE state = 'pending') < 1000");
+                    long took = System.nanoTime() - began;
+                    if ((rows == 0) != (lastRows == 0) || took > SLOW) {
+                        event(began, "load inserted " + rows + " in " + took / 1_000_000 + " ms" + (rows == 0 ? " (1,000 jobs waiting), and so on" : ""));
+                    }
+                    lastRows = rows;
                     Thread.sleep(5);
                 }
             } catch (Exception e) {
@@ -74,6 +83,56 @@ class ScanPositionTest {
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
         fixture.assertExactlyOnceWithOutbox(fixture.completed());
         fixture.close();
+    }
+
+    /** The load's inserts slower than this go into the timeline. */
+    private static final long SLOW = Duration.ofMillis(100).toNanos();
+    private static final int TIMELINE = 1000;
+    private final long testStart = System.nanoTime();
+    /** The last {@value #TIMELINE} batches and next-due reads, and the load's slow or empty inserts: what a failure prints. */
+    private final ConcurrentLinkedDeque<String> timeline = new ConcurrentLinkedDeque<>();
+
+    private void event(long startedNanos, String what) {
+        timeline.add(String.format("%9.3f s %s", (startedNanos - testStart) / 1e9, what));
+        while (timeline.size() > TIMELINE) {
+            timeline.poll();
+        }
+    }
+
+    private String timeline() {
+        return String.join("\n", timeline) + "\nleader: " + fixture.leader().map(d -> d.status().toString()).orElse("none")
+                + "\npending: " + fixture.pending();
+    }
+
+    /** Puts each batch and next-due read in the timeline: when it began, where from, how long it took, what it did. */
+    private final class TimedBatches extends ForwardingBatches {
+
+        TimedBatches(JobBatches delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public BatchResult completeDue(Grant grant, int limit, Position after, String startKey) {
+            long began = System.nanoTime();
+            try {
+                BatchResult r = super.completeDue(grant, limit, after, startKey);
+                event(began, "batch " + (after == null ? "from the start" : "from a position") + " under " + grant.token() + ": "
+                        + r.completed() + " jobs, lease held " + r.leaseHeld() + ", " + (System.nanoTime() - began) / 1_000_000 + " ms");
+                return r;
+            } catch (RuntimeException e) {
+                event(began, "batch failed after " + (System.nanoTime() - began) / 1_000_000 + " ms: " + e);
+                throw e;
+            }
+        }
+
+        @Override
+        public NextDue nextDue(Position after) {
+            long began = System.nanoTime();
+            NextDue n = super.nextDue(after);
+            event(began, "next due " + (n.earliestDueMillis() == Long.MAX_VALUE ? "none" : (n.earliestDueMillis() - n.databaseNowMillis()) + " ms from now")
+                    + ", " + (System.nanoTime() - began) / 1_000_000 + " ms");
+            return n;
+        }
     }
 
     private static final JobBatches.Position FROM_START = new JobBatches.Position(java.time.OffsetDateTime.MIN, Long.MIN_VALUE);
@@ -139,7 +198,8 @@ class ScanPositionTest {
                 progress[0] = now;
                 progress[1] = System.nanoTime();
             }
-            assertThat(System.nanoTime() - progress[1]).as("nanoseconds without a batch from a position").isLessThan(Duration.ofSeconds(10).toNanos());
+            assertThat(System.nanoTime() - progress[1]).as(() -> "nanoseconds without a batch from a position; the timeline:\n" + timeline())
+                    .isLessThan(Duration.ofSeconds(10).toNanos());
             return now > afterPosition + 300;
         });
 
