@@ -4,7 +4,8 @@
 /* [jooq ignore start] */
 
 -- A replayed or discarded letter stays so: it is history.
-CREATE OR REPLACE FUNCTION consumer_dead_letter_final() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION consumer_dead_letter_final() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'dead letter % was % by % at %; it is not changed again', OLD.id, OLD.status, OLD.status_by, OLD.status_at
         USING ERRCODE = 'object_not_in_prerequisite_state';

@@ -8,7 +8,8 @@
 -- login that is a member of it, is refused: a consumer that could lower its fences could let a
 -- stale leader's records through. Superusers and other logins may, and the AFTER trigger records
 -- each reset with the reason the operator set (fencedjobs.fence_reset_reason). Rows are never deleted.
-CREATE OR REPLACE FUNCTION consumer_fence_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION consumer_fence_guard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         RAISE EXCEPTION 'consumer_resource_fence rows are never deleted (resource %)', OLD.resource;
@@ -23,7 +24,8 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION consumer_fence_reset_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION consumer_fence_reset_audit() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     INSERT INTO consumer_fence_reset (resource, reset_by, reset_at, reason, from_highest_token, from_token_first_outbox_id,
                                       from_highest_outbox_id, from_token_holder, from_token_acquired_at, to_highest_token,

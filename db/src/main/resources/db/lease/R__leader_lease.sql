@@ -16,7 +16,8 @@
 -- every token issued before it, even those the promoted database never received. On timeline 1
 -- (a database that never failed over) the base is 0. pg_walfile_name's first eight hex digits are
 -- the timeline that WAL is being written on now. (V5)
-CREATE OR REPLACE FUNCTION fencing_epoch_base() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+CREATE OR REPLACE FUNCTION fencing_epoch_base() RETURNS bigint LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT (('x' || lpad(substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), 16, '0'))::bit(64)::bigint - 1) << 32
 $$;
 
@@ -29,7 +30,8 @@ $$;
 --   * a token of an earlier epoch moves to the first token of the current one on any write, a
 --     renewal included, so the holder of a lease that crossed a promotion gets a new token.
 -- (V1, V5, V10)
-CREATE OR REPLACE FUNCTION leader_lease_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION leader_lease_guard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     epoch_base bigint;
 BEGIN
@@ -72,7 +74,7 @@ CREATE TRIGGER leader_lease_guard
 -- with the owner's rights, so the services' roles need no INSERT on lease_takeover and cannot forge
 -- it. (V1, V4)
 CREATE OR REPLACE FUNCTION leader_lease_history() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR NEW.fencing_token <> OLD.fencing_token THEN
         INSERT INTO lease_takeover (role, fencing_token, holder_id, acquired_at, expires_at)
@@ -90,7 +92,8 @@ CREATE TRIGGER leader_lease_history
     FOR EACH ROW EXECUTE FUNCTION leader_lease_history();
 
 -- The takeover history is append-only. (V1)
-CREATE OR REPLACE FUNCTION lease_takeover_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION lease_takeover_append_only() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'lease_takeover is append-only';
 END

@@ -7,7 +7,8 @@
 -- refilled_at (none for a time before it), up to burst; full while it has no state. The one
 -- formula of a bucket: the batch spends by it, the guard checks by it, the CLI shows it.
 CREATE OR REPLACE FUNCTION dispatch_limit_tokens(tokens double precision, refilled_at timestamptz, per_second double precision, burst integer,
-        at timestamptz) RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+        at timestamptz) RETURNS double precision LANGUAGE sql IMMUTABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT CASE WHEN tokens IS NULL THEN burst::double precision
         ELSE least(burst, tokens + per_second * greatest(0, extract(epoch FROM at - refilled_at))) END
 $$;
@@ -19,7 +20,8 @@ $$;
 -- bucket, and a takeover or a restart finds the state the last batch left. The definition
 -- (per_second, burst) is an operator's to change at any time; a new limit starts without state
 -- (a full bucket). Once per statement, over the rows it wrote.
-CREATE OR REPLACE FUNCTION dispatch_limits_state_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION dispatch_limits_state_guard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     lease_token bigint;
     forged record;
@@ -60,7 +62,8 @@ CREATE TRIGGER dispatch_limits_updated
     FOR EACH STATEMENT EXECUTE FUNCTION dispatch_limits_state_guard();
 
 -- A limit defined, changed or removed wakes the leader: jobs held back may be free to go now.
-CREATE OR REPLACE FUNCTION dispatch_limits_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION dispatch_limits_notify() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM notify_jobs_due(clock_timestamp());
     RETURN NULL;

@@ -9,11 +9,13 @@
 -- <the notifying transaction's xid8>". The leader compares the transaction with the snapshots of
 -- its recent batches, to tell a notification that arrives after its jobs were already completed
 -- from a job it has not seen. The one place the payload is written (DispatchLoop.Notified reads it).
-CREATE OR REPLACE FUNCTION notify_jobs_due(due timestamptz) RETURNS void LANGUAGE sql AS $$
+CREATE OR REPLACE FUNCTION notify_jobs_due(due timestamptz) RETURNS void LANGUAGE sql
+    SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT pg_notify('jobs_due', (floor(extract(epoch FROM due) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text)
 $$;
 
-CREATE OR REPLACE FUNCTION jobs_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_notify_inserted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     earliest timestamptz;
 BEGIN
@@ -32,7 +34,8 @@ CREATE TRIGGER jobs_notify_inserted
     REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify_inserted();
 
-CREATE OR REPLACE FUNCTION jobs_notify_rescheduled() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_notify_rescheduled() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM notify_jobs_due(NEW.due_at);
     RETURN NULL;
@@ -48,7 +51,8 @@ CREATE TRIGGER jobs_notify_rescheduled
 
 -- A completed or cancelled job is final: never reopened, completed, cancelled again or edited. The
 -- WHEN clause is evaluated without calling the function, so pending jobs cost nothing.
-CREATE OR REPLACE FUNCTION jobs_completed_are_final() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_completed_are_final() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF OLD.state = 'cancelled' THEN
         RAISE EXCEPTION 'job % was cancelled at %; a cancelled job is never changed', OLD.id, OLD.cancelled_at
@@ -67,7 +71,8 @@ CREATE TRIGGER jobs_completed_are_final
 
 -- Only the scheduler lease's current token completes jobs. Once per statement: the dispatcher
 -- completes a batch and writes its outbox rows in one statement.
-CREATE OR REPLACE FUNCTION jobs_completed_with_lease_token() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_completed_with_lease_token() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     lease_token bigint;
     forged record;
@@ -91,7 +96,8 @@ CREATE TRIGGER jobs_completed_with_lease_token
 
 -- Pending jobs are deleted by nobody but the owner: the dispatcher's retention deletes completed
 -- jobs, and a producer cancels through cancel_job.
-CREATE OR REPLACE FUNCTION jobs_pending_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_pending_kept() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF NOT login_owns_schema() THEN
         RAISE EXCEPTION '% deletes completed jobs only; job % is %', current_user, OLD.id, OLD.state USING ERRCODE = 'insufficient_privilege';
@@ -110,7 +116,8 @@ CREATE TRIGGER jobs_pending_kept
 -- resource and payload, its name in submitted_by and the key schedule:<name>@...: one that could
 -- also submit work of its own could make effects out of nothing. Checked once per statement over
 -- the rows it inserted, so a producer's bulk insert pays one privilege check, not one per row.
-CREATE OR REPLACE FUNCTION jobs_inserted_by_dispatcher() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION jobs_inserted_by_dispatcher() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     bad record;
 BEGIN
@@ -143,13 +150,13 @@ CREATE TRIGGER jobs_inserted_by_dispatcher
 -- owner's rights; nobody may call them unless granted (Roles: fj_producer). The view my_jobs
 -- inlines the same predicate (V9).
 CREATE OR REPLACE FUNCTION jobs_visible_to(submitter varchar, viewer name) RETURNS boolean LANGUAGE sql STABLE
-    SET search_path = pg_catalog, public AS $$
+    SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT submitter = viewer::text OR has_table_privilege(viewer, 'public.jobs', 'UPDATE')
 $$;
 
 -- The job a producer names, locked: by id, or by unique key when the id is null.
 CREATE OR REPLACE FUNCTION job_for_control(job_id bigint, key varchar, action text) RETURNS jobs LANGUAGE plpgsql
-    SET search_path = pg_catalog, public AS $$
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     j jobs;
 BEGIN
@@ -172,7 +179,7 @@ $$;
 
 -- Cancels a pending job; cancelling a cancelled job again is a no-op. Returns the job's id.
 CREATE OR REPLACE FUNCTION cancel_job_internal(job_id bigint, key varchar) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     j jobs := job_for_control(job_id, key, 'cancelled');
 BEGIN
@@ -184,7 +191,7 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF new_due_at IS NULL THEN
         RAISE EXCEPTION 'a job needs a due time' USING ERRCODE = 'null_value_not_allowed';
@@ -196,7 +203,7 @@ $$;
 -- Moves a pending job to a new due time, a new priority (seconds, docs/dispatch.md), or both; NULL
 -- keeps what the job has.
 CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz, new_priority integer) RETURNS bigint
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     j jobs := job_for_control(job_id, key, 'rescheduled');
 BEGIN
@@ -213,17 +220,17 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION cancel_job(job_id bigint) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT cancel_job_internal(job_id, NULL) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT cancel_job_internal(job_id, NULL) $$;
 CREATE OR REPLACE FUNCTION cancel_job_by_key(key varchar) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT cancel_job_internal(NULL, key) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT cancel_job_internal(NULL, key) $$;
 CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at) $$;
 CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(NULL, key, due_at) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(NULL, key, due_at) $$;
 CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at, priority) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at, priority) $$;
 CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = pg_catalog, public AS $$ SELECT reschedule_job_internal(NULL, key, due_at, priority) $$;
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(NULL, key, due_at, priority) $$;
 
 REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, varchar, text), cancel_job_internal(bigint, varchar),
     reschedule_job_internal(bigint, varchar, timestamptz), cancel_job(bigint), cancel_job_by_key(varchar),
@@ -236,7 +243,8 @@ REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, v
 -- Whether the dispatcher's batch takes the policy path: while any rate limit is defined, or any
 -- pending job names a priority or a dispatch key (through the partial index jobs_pending_policy,
 -- empty while nobody does). Otherwise the plain batch completes due jobs in (due_at, id) order.
-CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE sql STABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM dispatch_limits)
         OR EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND (priority <> 0 OR dispatch_key IS NOT NULL))
 $$;
@@ -263,7 +271,8 @@ $$;
 CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
         OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
         OUT database_now timestamptz)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_keys varchar[] := '{}';

@@ -4,7 +4,8 @@
 /* [jooq ignore start] */
 
 -- Wakes the relay: one notification per statement (the dispatcher writes a batch in one statement).
-CREATE OR REPLACE FUNCTION outbox_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION outbox_notify_inserted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('outbox_inserted', '');
     RETURN NULL;
@@ -25,7 +26,8 @@ CREATE TRIGGER outbox_notify_inserted
 -- (measured: 500 rows against 6,000 jobs, 250 ms a batch and growing, until the statement timeout
 -- failed every batch). Planned here, a batch's rows are looked up by jobs' primary key; the
 -- planning costs about 0.2 ms a batch (500 rows, 60,000 jobs). (BatchPlanTest.)
-CREATE OR REPLACE FUNCTION outbox_written_for_completed_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION outbox_written_for_completed_jobs() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     lease_token bigint;
     forged record;
@@ -56,7 +58,8 @@ CREATE TRIGGER outbox_written_for_completed_jobs
 
 -- Rows past the relay's position are not published yet and are never deleted: an unpublished row
 -- is a message not sent. One check per statement against the position.
-CREATE OR REPLACE FUNCTION outbox_unpublished_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION outbox_unpublished_kept() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     kept record;
 BEGIN

@@ -4,7 +4,8 @@
 /* [jooq ignore start] */
 
 -- The position only moves forward, and its row stays.
-CREATE OR REPLACE FUNCTION outbox_position_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION outbox_position_guard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         RAISE EXCEPTION 'outbox_position rows are never deleted (role %)', OLD.role;

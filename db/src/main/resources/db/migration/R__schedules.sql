@@ -4,7 +4,8 @@
 /* [jooq ignore start] */
 
 -- A new, changed, resumed or removed schedule wakes the dispatcher leader at once.
-CREATE OR REPLACE FUNCTION schedules_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION schedules_notify_changed() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('schedules_changed', '');
     RETURN NULL;
@@ -18,7 +19,8 @@ CREATE TRIGGER schedules_notify_changed
 
 -- Whoever edits a schedule, next_fire_at moves only forward once set; a changed rule or start
 -- sets it back to NULL only together with those (the dispatcher then starts after the last fire).
-CREATE OR REPLACE FUNCTION schedules_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION schedules_guard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF NEW.name <> OLD.name THEN
         RAISE EXCEPTION 'a schedule''s name is the identity of its occurrences and never changes (% to %)', OLD.name, NEW.name;

@@ -275,6 +275,25 @@ class LeastPrivilegeTest {
             }
             // The dispatcher's retention deletes completed jobs, never pending ones.
             refused(db, dispatcher, dPassword, "DELETE FROM jobs WHERE id = " + pending, dispatcher + " deletes completed jobs only");
+            // Nor do tables of the login's own, named like the schema's, stand in for them in what the
+            // guards read: temporary ones (any login may make them, and an unqualified name finds them
+            // first) for the schema's owner, the lease and the completions.
+            String publicPending = "(SELECT id FROM public.jobs WHERE resource = 'pending-one')";
+            refused(db, dispatcher, dPassword, "CREATE TEMP TABLE jobs (id bigint); DELETE FROM public.jobs WHERE id = " + publicPending,
+                    dispatcher + " deletes completed jobs only");
+            refused(db, dispatcher, dPassword, "CREATE TEMP TABLE pg_roles (rolname name, rolsuper boolean);"
+                    + " INSERT INTO pg_roles VALUES (current_user, true); DELETE FROM public.jobs WHERE id = " + publicPending,
+                    dispatcher + " deletes completed jobs only");
+            refused(db, dispatcher, dPassword, "CREATE TEMP TABLE leader_lease (role varchar, fencing_token bigint);"
+                    + " INSERT INTO leader_lease VALUES ('scheduler', 999);"
+                    + " CREATE TEMP TABLE jobs (id bigint, completed_by_token bigint); INSERT INTO jobs SELECT " + publicPending + ", 999;"
+                    + " INSERT INTO public.outbox (job_id, resource, fencing_token, payload, due_at, completed_at)"
+                    + " SELECT id, resource, 999, payload, due_at, clock_timestamp() FROM public.jobs WHERE id = " + publicPending,
+                    "outbox rows are written only");
+            refused(db, dispatcher, dPassword, "CREATE TEMP TABLE leader_lease (role varchar, fencing_token bigint);"
+                    + " INSERT INTO leader_lease VALUES ('scheduler', 999);"
+                    + " UPDATE public.jobs SET state = 'completed', completed_by_token = 999, completed_at = clock_timestamp()"
+                    + " WHERE id = " + publicPending, "only the lease holder completes jobs");
             try (Connection c = DriverManager.getConnection(db.url(), dispatcher, dPassword); Statement s = c.createStatement()) {
                 assertThat(s.executeUpdate("DELETE FROM jobs WHERE id = (SELECT min(id) FROM jobs WHERE state = 'completed')")).isEqualTo(1);
             }
@@ -299,6 +318,13 @@ class LeastPrivilegeTest {
         denied(Roles.CONSUMER, "c-secret", "UPDATE consumer_processed SET job_id = 1");
         refused(postgres.database(), Roles.CONSUMER, "c-secret", "UPDATE consumer_resource_fence SET highest_token = 4 WHERE resource = 'lp-fence'",
                 "may not decrease");
+        // Nor behind temporary tables of its own: an empty pg_roles, in which it would be no role at
+        // all, and a consumer_fence_reset to take the audit row (before, the fence went to 4 unaudited).
+        refused(postgres.database(), Roles.CONSUMER, "c-secret", "CREATE TEMP TABLE pg_roles (rolname name, rolsuper boolean);"
+                + " CREATE TEMP TABLE consumer_fence_reset (resource text, reset_by text, reset_at timestamptz, reason text,"
+                + " from_highest_token bigint, from_token_first_outbox_id bigint, from_highest_outbox_id bigint, from_token_holder text,"
+                + " from_token_acquired_at timestamptz, to_highest_token bigint, to_token_first_outbox_id bigint, to_highest_outbox_id bigint);"
+                + " UPDATE consumer_resource_fence SET highest_token = 4 WHERE resource = 'lp-fence'", "may not decrease");
     }
 
     @Test

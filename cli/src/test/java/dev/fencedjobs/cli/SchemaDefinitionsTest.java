@@ -94,6 +94,32 @@ class SchemaDefinitionsTest {
         assertThat(redefined).isEmpty();
     }
 
+    /**
+     * Every function (the guards' triggers, what they call, the owner's functions a producer may
+     * call) reads the schema's tables and no others: it sets its search path, {@code pg_temp} last,
+     * so that no table of the calling login's own stands in for one of the schema's (a temporary
+     * table is found before any other unless the path names it; LeastPrivilegeTest makes them).
+     */
+    @Test
+    void everyFunctionSetsItsSearchPathWithTheLoginsTemporaryTablesLast() throws Exception {
+        try (TestDatabase db = TestPostgres.shared().createDatabase("schema-paths")) {
+            migrateAll(db);
+            Map<String, String> settings = new TreeMap<>();
+            try (Connection c = db.connect(); Statement s = c.createStatement();
+                    ResultSet rs = s.executeQuery("SELECT p.oid::regprocedure::text, p.proconfig::text FROM pg_proc p"
+                            + " WHERE p.pronamespace = current_schema()::regnamespace"
+                            + " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
+                while (rs.next()) {
+                    settings.put(rs.getString(1), String.valueOf(rs.getString(2)));
+                }
+            }
+            assertThat(settings).as("the functions of the jobs, lease and consumer schemas")
+                    .containsKeys("outbox_written_for_completed_jobs()", "login_owns_schema()", "leader_lease_guard()", "consumer_fence_guard()");
+            assertThat(settings).allSatisfy((function, config) ->
+                    assertThat(config).as(function).isEqualTo("{\"search_path=pg_catalog, public, pg_temp\"}"));
+        }
+    }
+
     @Test
     void aDatabaseMigratedBeforeTheRepeatableMigrationsUpgradesInPlaceToWhatANewOneGets() throws Exception {
         Path before = dispatcherMigrationsBeforeTheLeaseLocation(false);
