@@ -443,11 +443,6 @@ final class BenchStack implements AutoCloseable {
     }
 
     /**
-     * CPU time (clock ticks, 100 per second on Linux) of every process on the machine, summed by
-     * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
-     * (the loader). Empty where there is no /proc.
-     */
-    /**
      * Each component's CPU in microseconds per unit of work (a job, a record) between two readings of
      * {@link #cpuTicksByComponent} (clock ticks are 10 ms); a component absent from the first counts nothing.
      */
@@ -467,17 +462,30 @@ final class BenchStack implements AutoCloseable {
         return share;
     }
 
+    /**
+     * CPU time (clock ticks, 100 per second on Linux) of every process on the machine, summed by
+     * component: PostgreSQL (postmaster and backends), the broker, each service, this benchmark
+     * (the loader). Empty where there is no /proc.
+     */
     static Map<String, Long> cpuTicksByComponent() {
         Map<String, Long> ticks = new TreeMap<>();
         forEachComponent((component, dir) -> {
-            String stat = Files.readString(dir.resolve("stat"));
-            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-            // utime and stime, and cutime and cstime: the children it has reaped, which for the postmaster
-            // are the backends that ended (the services' pools retire connections after HikariCP's idle
-            // timeout and 30-minute lifetime; without these a long run lost most of PostgreSQL's CPU time).
-            ticks.merge(component, Long.parseLong(f[11]) + Long.parseLong(f[12]) + Long.parseLong(f[13]) + Long.parseLong(f[14]), Long::sum);
+            // With the children it has reaped, which for the postmaster are the backends that ended (the
+            // services' pools retire connections after HikariCP's idle timeout and 30-minute lifetime;
+            // without these a long run lost most of PostgreSQL's CPU time).
+            ticks.merge(component, cpuTicks(Files.readString(dir.resolve("stat")), true), Long::sum);
         });
         return ticks;
+    }
+
+    /**
+     * The CPU clock ticks of a {@code /proc/<pid>/stat} or {@code .../task/<tid>/stat} line: utime
+     * and stime, and with {@code reaped} also cutime and cstime (the children it has waited for).
+     */
+    private static long cpuTicks(String stat, boolean reaped) {
+        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]);
+        return reaped ? ticks + Long.parseLong(f[13]) + Long.parseLong(f[14]) : ticks;
     }
 
     /**
@@ -535,8 +543,7 @@ final class BenchStack implements AutoCloseable {
                     String stat = Files.readString(task.resolve("stat"));
                     String thread = stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
                     if (thread.startsWith("C1 CompilerThre") || thread.startsWith("C2 CompilerThre")) {
-                        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                        ticks += Long.parseLong(f[11]) + Long.parseLong(f[12]);
+                        ticks += cpuTicks(stat, false);
                     }
                 } catch (IOException ended) {
                     // A compiler thread the JVM stopped while being read.
@@ -584,9 +591,7 @@ final class BenchStack implements AutoCloseable {
         Map<String, Long> ticks = new TreeMap<>();
         services.forEach((name, process) -> {
             try {
-                String stat = Files.readString(Path.of("/proc", Long.toString(process.pid()), "stat"));
-                String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                ticks.put(name, Long.parseLong(f[11]) + Long.parseLong(f[12]));
+                ticks.put(name, cpuTicks(Files.readString(Path.of("/proc", Long.toString(process.pid()), "stat")), false));
             } catch (Exception gone) {
                 // Not Linux, or the process ended.
             }
