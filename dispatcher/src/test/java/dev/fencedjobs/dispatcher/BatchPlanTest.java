@@ -3,6 +3,7 @@ package dev.fencedjobs.dispatcher;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.SequentialReads;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.time.Duration;
@@ -96,17 +97,12 @@ class BatchPlanTest {
         });
     }
 
-    /**
-     * {@code jobs}' {@code seq_tup_read}, once every session's counts are in: each of {@code sessions}
-     * reports them when it next goes idle, made immediate by {@code pg_stat_force_next_flush()}.
-     */
+    /** {@code jobs}' rows read sequentially, once each of {@code sessions} has reported its counts. */
     private static long jobsReadSequentially(DSLContext reader, DSLContext... sessions) {
         for (DSLContext session : sessions) {
-            session.fetch("SELECT pg_stat_force_next_flush()");
-            // Idle in between: reported by the time this second statement runs.
-            session.fetch("SELECT 1");
+            session.connection(SequentialReads::flush);
         }
-        return reader.fetchOne("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'jobs'").get(0, Long.class);
+        return reader.connectionResult(c -> SequentialReads.of(c, "jobs"));
     }
 
     /** The plan of the batch's first step, the CTE that picks and locks the due jobs (the insert sorts the outbox rows after it). */

@@ -30,6 +30,27 @@ public final class CompletedJobs {
         }
     }
 
+    /**
+     * An outbox as a relay and its retention leave it after a while, for tests of how its readers
+     * plan: 20,000 rows written and published, the first 10,000 of them purged and their space
+     * reused by 10,000 newer ones, so that the table's order is no longer id order, and then
+     * {@code unpublished} rows after the relay's position; statistics fresh. On such a table the
+     * planner reads the whole outbox for a range of ids it cannot see at plan time (its estimate is a
+     * third of the table).
+     */
+    public static void agedOutbox(Connection c, int unpublished) throws SQLException {
+        insert(c, 10_000, "'r-' || (g % 10)", "jsonb_build_object('n', g)");
+        insert(c, 10_000, "'r-' || (g % 10)", "jsonb_build_object('n', g)");
+        try (Statement s = c.createStatement()) {
+            s.execute("UPDATE outbox_position SET published_through = (SELECT max(id) FROM outbox) WHERE role = 'relay'");
+            s.execute("DELETE FROM outbox WHERE id < (SELECT min(id) + 10000 FROM outbox)");
+            s.execute("VACUUM outbox");
+            s.execute(statement(10_000 + unpublished, "'r-' || (g % 10)", "jsonb_build_object('n', g)"));
+            s.execute("UPDATE outbox_position SET published_through = (SELECT max(id) - " + unpublished + " FROM outbox) WHERE role = 'relay'");
+            s.execute("ANALYZE outbox");
+        }
+    }
+
     /** Creates the expired scheduler lease with token 1 where there is none. */
     public static final String LEASE = "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
             + " VALUES ('scheduler', '" + HOLDER + "', 1, clock_timestamp()) ON CONFLICT (role) DO NOTHING";

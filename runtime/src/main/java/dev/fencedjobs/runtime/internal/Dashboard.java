@@ -62,9 +62,8 @@ public final class Dashboard implements AutoCloseable {
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
     /** Counted up to {@link DispatchOverview#DUE_CAP}: the page says "at least". */
     static final String BACKLOG = DispatchOverview.DUE_BACKLOG;
-    /** The view {@code outbox_unpublished} written out: the roles may read its tables, not the view. */
-    static final String OUTBOX_LAG = "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(o.completed_at)), 0) FROM outbox o "
-            + "WHERE o.id > (SELECT p.published_through FROM outbox_position p WHERE p.role = 'relay')";
+    /** The relay's position: the outbox rows after it are unpublished ({@link #outboxLag}). */
+    static final String RELAY_POSITION = "SELECT published_through FROM outbox_position WHERE role = 'relay'";
     static final String DEAD_LETTERS = "SELECT count(*) FILTER (WHERE status IN ('dead', 'replay_requested')), "
             + "count(*) FILTER (WHERE status = 'replayed'), count(*) FILTER (WHERE status = 'discarded') FROM consumer_dead_letter";
     static final String STALE = "SELECT count(*), max(rejected_at) FROM consumer_rejected";
@@ -223,7 +222,7 @@ public final class Dashboard implements AutoCloseable {
                 sample.put("completedPerSecond", orNull(() -> completedPerSecond(c)));
             }
             if (v[3]) {
-                sample.put("outboxLagSeconds", orNull(() -> Math.round(single(s, OUTBOX_LAG).doubleValue() * 10) / 10.0));
+                sample.put("outboxLagSeconds", orNull(() -> outboxLag(s)));
             }
         } catch (SQLException | RuntimeException e) {
             log.debug("dashboard sample failed: {}", Faults.describe(e));
@@ -242,6 +241,24 @@ public final class Dashboard implements AutoCloseable {
                 samples.removeFirst();
             }
         }
+    }
+
+    /**
+     * How long the oldest unpublished outbox row has waited, in seconds to a tenth; 0 when none
+     * has. The view {@code outbox_unpublished} written out (the roles may read its tables, not the
+     * view), in two statements: the position read first and written into the second as a literal,
+     * which the planner sees, so it reads the rows after it through the primary key. With the
+     * position in a subquery, the planner takes a third of the table to be after it and reads all
+     * of it, every sample (an hour of rows with the default {@code OUTBOX_RETENTION}).
+     */
+    static Double outboxLag(Statement s) throws SQLException {
+        Number position = single(s, RELAY_POSITION);
+        if (position == null) {
+            return 0.0; // no relay has published yet: as the view, nothing counts as unpublished
+        }
+        double seconds = single(s, "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox WHERE id > "
+                + position.longValue()).doubleValue();
+        return Math.round(seconds * 10) / 10.0;
     }
 
     /** Jobs completed per second since the previous sample ({@link #COMPLETED}), one decimal. */
@@ -298,10 +315,10 @@ public final class Dashboard implements AutoCloseable {
         }
     }
 
+    /** The first column of the query's row; null for none. */
     private static Number single(Statement s, String sql) throws SQLException {
         try (ResultSet rs = s.executeQuery(sql)) {
-            rs.next();
-            return (Number) rs.getObject(1);
+            return rs.next() ? (Number) rs.getObject(1) : null;
         }
     }
 

@@ -1,0 +1,54 @@
+package dev.fencedjobs.relay;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.testing.CompletedJobs;
+import dev.fencedjobs.testing.PostgresExtension;
+import dev.fencedjobs.testing.SequentialReads;
+import dev.fencedjobs.testing.TestDatabase;
+import org.jooq.DSLContext;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * The relay's lag (its {@code fencedjobs_outbox_unpublished} gauges and {@code /status}) reads the
+ * rows after its position, not the whole outbox, which keeps an hour of published rows by default.
+ */
+class OutboxLagTest {
+
+    @RegisterExtension
+    static final PostgresExtension postgres = new PostgresExtension();
+
+    @Test
+    void theLagReadsTheUnpublishedRowsNotTheWholeOutbox() throws Exception {
+        TestDatabase db = postgres.database();
+        DatabaseConfig config = DatabaseConfig.of(db.url(), db.user(), db.password());
+        try (HikariDataSource pool = Database.pool(config, "outbox-lag")) {
+            Database.migrate(pool);
+            DSLContext dsl = Database.dsl(pool);
+            dsl.connection(c -> CompletedJobs.agedOutbox(c, 10));
+        }
+        // One connection, so that the lag's statistics are flushed from the session that made them.
+        try (HikariDataSource one = Database.pool(config.withPoolSize(1), "outbox-lag-one")) {
+            DSLContext dsl = Database.dsl(one);
+            long before = outboxReadSequentially(dsl);
+
+            OutboxStore.Lag lag = new JooqOutboxStore(dsl, null).lag();
+
+            long read = outboxReadSequentially(dsl) - before;
+            assertThat(lag.rows()).isEqualTo(10);
+            assertThat(lag.oldestSeconds()).isBetween(0.0, 60.0);
+            assertThat(read).as("outbox rows read sequentially for the lag, in an outbox of 20,010").isLessThan(1_000);
+        }
+    }
+
+    private static long outboxReadSequentially(DSLContext dsl) {
+        return dsl.connectionResult(c -> {
+            SequentialReads.flush(c);
+            return SequentialReads.of(c, "outbox");
+        });
+    }
+}
