@@ -67,6 +67,13 @@ final class ProcessSpans implements BatchProcessor.Handling {
      */
     private record Retry(Long jobId, SpanContext firstAttempt, int attempt) {}
     private Instant started = Instant.EPOCH;
+    /**
+     * No SDK in the batch begun last ({@link Tracing#installed()}): no spans to make, so records
+     * whose effect runs with others' (an effect that writes the batch at once) and records the batch
+     * decided without an effect get none. A job's own effect still runs in its producer's context,
+     * with its trace id in the logging context.
+     */
+    private boolean off;
 
     ProcessSpans(Tracing tracing, String group) {
         this.tracing = tracing;
@@ -76,6 +83,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
     /** A batch's transaction begins at {@code at}: its spans start then. */
     void begin(Instant at) {
         started = at;
+        off = !tracing.installed();
         open.clear();
         retries.clear();
     }
@@ -92,6 +100,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     @Override
     public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current) {
+        if (off && !current) {
+            return Handled.NONE;
+        }
         Span span = span(record, started);
         open.put(record, span);
         if (span.isRecording()) {
@@ -116,6 +127,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     @Override
     public String storing(ConsumerRecord<String, byte[]> record) {
+        if (off) {
+            return null; // no span to link to
+        }
         return firstAttempt(open.computeIfAbsent(record, r -> span(r, started)));
     }
 
@@ -148,6 +162,12 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     /** The batch begun last committed: ends each record's span, begun or made now, with what became of it. */
     void committed(List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+        if (off) {
+            // Only no-op spans were begun (around the effects of jobs run one by one): nothing to end.
+            open.clear();
+            retries.clear();
+            return;
+        }
         for (ConsumerRecord<String, byte[]> r : records) {
             String outcome = outcomes.get(r);
             Span begun = open.remove(r);

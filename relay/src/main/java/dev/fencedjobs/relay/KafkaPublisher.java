@@ -70,8 +70,12 @@ final class KafkaPublisher implements Publisher {
     /** The topic's partitions, as the current producer first learned them. */
     private int partitions = 1;
 
-    KafkaPublisher(RelayConfig config) {
+    /** Whether a tracer may wrap send(): the job's context is made current around it only then. */
+    private final Tracing tracing;
+
+    KafkaPublisher(RelayConfig config, Tracing tracing) {
         this.config = config;
+        this.tracing = tracing;
         log.info("Publishing to topic {} at {} {}, {}", config.kafka().topic(), config.kafka().bootstrapServers(), config.kafka().redactedClient(),
                 config.kafka().trust().signingKeyId().map(id -> "each batch signed with key " + id)
                         .orElse("UNSIGNED (RECORD_SIGNATURES=accept-unsigned and no RECORD_SIGNING_KEY): consumers cannot tell these records from forged ones"));
@@ -156,6 +160,7 @@ final class KafkaPublisher implements Publisher {
             KafkaProducer<String, byte[]> current = producer;
             StopAtFirstFailure stop = new StopAtFirstFailure(current);
             List<Future<RecordMetadata>> sent = new ArrayList<>(size);
+            boolean traced = tracing.installed();
             sending:
             for (List<ProducerRecord<String, byte[]>> group : groups) {
                 beforeSending.accept(group);
@@ -164,9 +169,13 @@ final class KafkaPublisher implements Publisher {
                         break sending;
                     }
                     Future<RecordMetadata> f;
-                    // With the job's context current, a tracer that wraps send() (the Java agent) makes its span in the
-                    // job's trace, and the headers it writes carry that trace on.
-                    try (Scope job = Tracing.jobContext(record.headers()).makeCurrent()) {
+                    if (traced) {
+                        // With the job's context current, a tracer that wraps send() (the Java agent) makes its span in the
+                        // job's trace, and the headers it writes carry that trace on.
+                        try (Scope job = Tracing.jobContext(record.headers()).makeCurrent()) {
+                            f = current.send(record, stop);
+                        }
+                    } else {
                         f = current.send(record, stop);
                     }
                     // send() waits up to max.block.ms for metadata and then returns an already failed

@@ -44,7 +44,7 @@ public final class Relay extends LeasedService {
         LeaderService.Spec spec = new LeaderService.Spec("relay", RelayConfig.ROLE, holderId, config.service(), embedding, config.lease(),
                 config.service().database().statementTimeout(), List.of(OUTBOX_INSERTED), ticker, leaseOps);
         return new Relay(LeaderService.start(spec, parts -> new RelayLoop(config, parts.leadership(),
-                store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())), publisher.apply(new KafkaPublisher(config)),
+                store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())), publisher.apply(new KafkaPublisher(config, parts.tracing())),
                 parts.ticker(), parts.registry(), parts.tracing())));
     }
 

@@ -137,6 +137,16 @@ public final class Tracing {
     }
 
     /**
+     * Whether spans may record: an OpenTelemetry was lent, or the global one installed. False
+     * while {@link #tracer()} is the no-op, when a caller may skip what it does only for its spans
+     * (reading a record's trace headers, for one: a consumer's header keys are decoded on first
+     * use, and a header that is absent is looked for in every key).
+     */
+    public boolean installed() {
+        return tracer() != NOOP;
+    }
+
+    /**
      * The job's context that a record's {@code traceparent} and {@code tracestate} headers carry (the
      * producer's, as the relay sent it), on top of the root context; the root context when the
      * record has none. W3C always: those are the headers the relay writes, whatever propagators the
