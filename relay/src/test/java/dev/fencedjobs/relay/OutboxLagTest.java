@@ -46,9 +46,6 @@ class OutboxLagTest {
     }
 
     private static long outboxReadSequentially(DSLContext dsl) {
-        return dsl.connectionResult(c -> {
-            SequentialReads.flush(c);
-            return SequentialReads.of(c, "outbox");
-        });
+        return dsl.connectionResult(c -> SequentialReads.flushedOf(c, "outbox"));
     }
 }

@@ -24,6 +24,15 @@ public final class SequentialReads {
         }
     }
 
+    /**
+     * {@code table}'s rows read sequentially so far, with the counts of {@code c}'s own session
+     * flushed first: for a test whose reads all ran in that one session.
+     */
+    public static long flushedOf(Connection c, String table) throws SQLException {
+        flush(c);
+        return of(c, table);
+    }
+
     /** {@code table}'s rows read sequentially so far, as reported; {@link #flush} each session that read it first. */
     public static long of(Connection c, String table) throws SQLException {
         try (Statement s = c.createStatement();

@@ -105,8 +105,7 @@ class DashboardTest {
     /** {@code outbox}'s rows read sequentially, with the counts of the pool's one session in. */
     private static long outboxReadSequentially(HikariDataSource one) throws SQLException {
         try (Connection c = one.getConnection()) {
-            SequentialReads.flush(c);
-            return SequentialReads.of(c, "outbox");
+            return SequentialReads.flushedOf(c, "outbox");
         }
     }
 
