@@ -1,5 +1,6 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.consumer.LedgerEffect;
@@ -112,9 +113,9 @@ public final class ConsumerBenchmark {
             for (long job = 1; job <= records; job++) {
                 String resource = "r-" + (job % 100);
                 Envelope e = identity
-                        ? new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000),
+                        ? new Envelope(Envelope.VERSION, job, job, resource, FencingToken.of(1), "{\"n\":" + job + "}", now, now, now.minusNanos(job * 1000),
                                 "bench-dispatcher", acquired)
-                        : new Envelope(Envelope.VERSION, job, job, resource, 1, "{\"n\":" + job + "}", now, now);
+                        : new Envelope(Envelope.VERSION, job, job, resource, FencingToken.of(1), "{\"n\":" + job + "}", now, now);
                 batch.add(new ProducerRecord<>(topic, resource, e.toJson()));
                 if (batch.size() == 2000 || job == records) {
                     if (trust != null) {

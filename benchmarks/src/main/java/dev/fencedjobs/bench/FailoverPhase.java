@@ -235,7 +235,7 @@ final class FailoverPhase {
                 Optional<LeaseRow> lease = LeaseRow.live(c, role);
                 if (lease.isPresent()) {
                     long pid = lease.get().holderPid();
-                    token = lease.get().token();
+                    token = lease.get().token().value();
                     for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
                         if (e.getValue().pid() == pid && e.getValue().isAlive()) {
                             leaderName = e.getKey();

@@ -1,5 +1,6 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
@@ -234,7 +235,7 @@ final class PipelinedBound {
                 OffsetDateTime now = OffsetDateTime.now();
                 for (long id = 1; !stop.get(); id++) {
                     String resource = "account-" + id % BenchStack.RESOURCES;
-                    Envelope e = new Envelope(Envelope.VERSION, id, id, resource, 1, "{\"cents\": 100}", now, now, now, CompletedJobs.HOLDER, now);
+                    Envelope e = new Envelope(Envelope.VERSION, id, id, resource, FencingToken.of(1), "{\"cents\": 100}", now, now, now, CompletedJobs.HOLDER, now);
                     ProducerRecord<String, byte[]> record = new ProducerRecord<>(topic, resource, e.toJson());
                     record.headers().add(Envelope.JOB_ID_HEADER, Envelope.header(id));
                     record.headers().add(Envelope.TOKEN_HEADER, Envelope.header(1));

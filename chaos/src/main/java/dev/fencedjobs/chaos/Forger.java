@@ -1,5 +1,6 @@
 package dev.fencedjobs.chaos;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
@@ -67,7 +68,7 @@ final class Forger {
 
     private static byte[] envelope(long jobId, String resource, long token) {
         OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC);
-        return new Envelope(Envelope.VERSION, jobId, jobId, resource, token, "{\"forged\":true}", now, now).toJson();
+        return new Envelope(Envelope.VERSION, jobId, jobId, resource, FencingToken.of(token), "{\"forged\":true}", now, now).toJson();
     }
 
     private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token) throws Exception {

@@ -69,7 +69,7 @@ final class Recorder {
                 }
             }
             for (LeaseRow l : LeaseRow.all(s.getConnection())) {
-                h.leases.add(new History.Lease(l.role(), l.holderId(), l.token()));
+                h.leases.add(new History.Lease(l.role(), l.holderId(), l.token().value()));
             }
             try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token, " + micros("applied_at")
                     + " FROM ledger ORDER BY id")) {
@@ -151,7 +151,7 @@ final class Recorder {
     static History.TopicRecord toRecord(ConsumerRecord<String, byte[]> r) {
         try {
             Envelope e = Envelope.parse(r.value());
-            return new History.TopicRecord(r.partition(), r.offset(), r.key(), e.outboxId(), e.jobId(), e.resource(), e.fencingToken());
+            return new History.TopicRecord(r.partition(), r.offset(), r.key(), e.outboxId(), e.jobId(), e.resource(), e.fencingToken().value());
         } catch (Envelope.InvalidEnvelope e) {
             return new History.TopicRecord(r.partition(), r.offset(), r.key(), null, null, null, null);
         }

@@ -5,6 +5,7 @@ import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.runtime.internal.Faults;
@@ -114,8 +115,21 @@ public final class Cli {
         @Option(names = "--holder", required = true, paramLabel = "<id>", description = "the holder it must still have")
         String holder;
 
-        @Option(names = "--token", required = true, paramLabel = "<n>", description = "the token it must still have")
-        long token;
+        @Option(names = "--token", required = true, paramLabel = "<n>", description = "the token it must still have",
+                converter = TokenConverter.class)
+        FencingToken token;
+    }
+
+    /** A fencing token on the command line: a whole number of at least 1. */
+    static final class TokenConverter implements CommandLine.ITypeConverter<FencingToken> {
+        @Override
+        public FencingToken convert(String value) {
+            try {
+                return FencingToken.of(Long.parseLong(value.trim()));
+            } catch (IllegalArgumentException e) {
+                throw new CommandLine.TypeConversionException("a fencing token is a whole number of at least 1, got '" + value + "'");
+            }
+        }
     }
 
     @Command(name = "release", customSynopsis = "release --role <role> [--holder <id> --token <n>]",
@@ -383,7 +397,7 @@ public final class Cli {
     private int release(String role, Expected expected) throws SQLException {
         try (Connection c = connect(database())) {
             String holder;
-            long token;
+            FencingToken token;
             if (expected == null) {
                 Optional<LeaseRow> lease = LeaseRow.of(c, role);
                 if (lease.isEmpty()) {

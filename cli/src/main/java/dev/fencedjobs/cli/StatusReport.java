@@ -48,7 +48,7 @@ final class StatusReport {
             out.println("Leases:");
             List<LeaseRow> leases = LeaseRow.all(jobs);
             for (LeaseRow l : leases) {
-                out.printf("  %-10s token %-6d holder %-32s %s%n", l.role(), l.token(), l.holderId(),
+                out.printf("  %-10s token %-6d holder %-32s %s%n", l.role(), l.token().value(), l.holderId(),
                         l.live() ? "live, " + l.secondsLeft() + " s left" : "expired (no leader)");
             }
             if (leases.isEmpty()) {

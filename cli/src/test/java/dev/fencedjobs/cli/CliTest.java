@@ -163,7 +163,10 @@ class CliTest {
         assertBadUsage(cli("submit", "--due", "now", "--ky", "k"), "fenced-jobs: submit: Unknown options: '--ky', 'k'", null);
         assertBadUsage(cli("release"), "fenced-jobs: release: Missing required option: '--role=<role>'", null);
         assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: Missing required argument(s): --token=<n>", null);
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: Invalid value for option '--token'", "'x' is not a long");
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: Invalid value for option '--token'",
+                "a fencing token is a whole number of at least 1, got 'x'");
+        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "0"), "fenced-jobs: release: Invalid value for option '--token'",
+                "a fencing token is a whole number of at least 1, got '0'");
         assertBadUsage(cli("cancel"), "fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)", null);
         assertBadUsage(cli("cancel", "--id", "1", "--key", "k"), "fenced-jobs: cancel: --id=<job id>, --key=<unique key> are mutually exclusive", null);
         assertBadUsage(cli("cancel", "--id", "one"), "fenced-jobs: cancel: Invalid value for option '--id'", "'one' is not a long");

@@ -54,10 +54,10 @@ final class ConsumerLoop {
     /** The consumer's database as the loop sees it. */
     interface Store {
         /** Handles the records in one transaction; throws {@link BatchProcessor.EffectFailure} (rolled back) when the effect threw. */
-        BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records);
+        Counts process(List<ConsumerRecord<String, byte[]>> records);
 
         /** After the quick attempts: the record waits for a patient retry, or goes to the dead letters. */
-        BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason);
+        Counts giveUp(ConsumerRecord<String, byte[]> record, String reason);
     }
 
     /** Commits the offsets of a handled batch; the default is {@code commitSync}. */
@@ -72,7 +72,7 @@ final class ConsumerLoop {
         final long startedNanos;
         int index;
         int attempt;
-        BatchProcessor.Counts total = BatchProcessor.Counts.NONE;
+        Counts total = Counts.NONE;
 
         InHand(ConsumerRecords<String, byte[]> polled, List<ConsumerRecord<String, byte[]>> records, long startedNanos) {
             this.polled = polled;
@@ -80,7 +80,7 @@ final class ConsumerLoop {
             this.startedNanos = startedNanos;
         }
 
-        void done(BatchProcessor.Counts counts) {
+        void done(Counts counts) {
             total = total.plus(counts);
             index++;
             attempt = 0;
@@ -181,7 +181,7 @@ final class ConsumerLoop {
         long started = ticker.nanoTime();
         List<ConsumerRecord<String, byte[]>> records = new ArrayList<>(polled.count());
         polled.forEach(records::add);
-        BatchProcessor.Counts counts;
+        Counts counts;
         try {
             counts = store.process(records);
             databaseOk = true;
@@ -205,7 +205,7 @@ final class ConsumerLoop {
                 databaseOk = true;
             } catch (BatchProcessor.EffectFailure e) {
                 h.attempt++;
-                log.debug("Effect attempt {} of {} failed for {}", h.attempt, maxAttempts, BatchProcessor.describe(record));
+                log.debug("Effect attempt {} of {} failed for {}", h.attempt, maxAttempts, Records.describe(record));
                 if (h.attempt < maxAttempts) {
                     return Next.backOff(ticker.nanoTime() + attemptBackoff.toNanos(), "effect attempt " + h.attempt + " of " + maxAttempts + " failed");
                 }
@@ -233,7 +233,7 @@ final class ConsumerLoop {
     }
 
     /** The batch is in the database: count it and commit its offsets. */
-    private Next finish(ConsumerRecords<String, byte[]> polled, int size, BatchProcessor.Counts counts, long started) {
+    private Next finish(ConsumerRecords<String, byte[]> polled, int size, Counts counts, long started) {
         backoff.reset();
         applied.increment(counts.applied());
         duplicates.increment(counts.duplicates());

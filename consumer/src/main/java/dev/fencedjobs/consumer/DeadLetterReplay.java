@@ -71,7 +71,7 @@ final class DeadLetterReplay {
             log.warn("Replay of dead letter {} rolled back, it stays a dead letter: {}", id, why);
             dsl.update(CONSUMER_DEAD_LETTER)
                     .set(CONSUMER_DEAD_LETTER.STATUS, DEAD)
-                    .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, BatchProcessor.truncate(why, 2000))
+                    .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, Records.truncate(why, 2000))
                     .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                     .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                     .execute();
@@ -101,13 +101,13 @@ final class DeadLetterReplay {
             tx.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
                     .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter")).execute();
         }
-        ConsumerRecord<String, byte[]> record = BatchProcessor.stored(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
+        ConsumerRecord<String, byte[]> record = StoredRecords.stored(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
                 r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE),
                 r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE), r.get(CONSUMER_DEAD_LETTER.TRACEPARENT), r.get(CONSUMER_DEAD_LETTER.TRACESTATE));
         replaying.add(record);
         spans.retrying(record, r.get(CONSUMER_DEAD_LETTER.JOB_ID), r.get(CONSUMER_DEAD_LETTER.FIRST_ATTEMPT), 0);
         // Checked again as it arrived: a letter dead for want of a trusted key replays once its key is trusted, and never before.
-        BatchProcessor.Counts counts = processor.process(tx, replaying, null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
+        Counts counts = processor.process(tx, replaying, null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
                 outcomes, spans);
         String outcome;
         String status = REPLAYED;
@@ -128,7 +128,7 @@ final class DeadLetterReplay {
         }
         tx.update(CONSUMER_DEAD_LETTER)
                 .set(CONSUMER_DEAD_LETTER.STATUS, status)
-                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, BatchProcessor.truncate(outcome, 2000))
+                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, Records.truncate(outcome, 2000))
                 .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id))
                 .execute();

@@ -1,16 +1,19 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import java.time.OffsetDateTime;
 
 /**
  * The consumer's exactly-once decisions, apart from their storage: pure functions of what the
- * consumer's tables held when the batch locked them. {@link BatchProcessor} reads and writes the
- * tables; everything it decides about one record is decided here, and FenceDecisionsTest covers
- * every outcome.
+ * consumer's tables held when the batch locked them. {@link FenceStore} and {@link ClaimStore} read
+ * and write the tables and {@link BatchProcessor} runs the steps; everything the consumer decides
+ * about one record is decided here, and FenceDecisionsTest covers every outcome.
  *
  * <p><b>Unknown</b> is {@code null} here and {@code NULL} in the tables: a tenure's holder or
- * acquisition time, a job's creation time (records of relays older than those fields). One column
- * keeps an older encoding: {@code consumer_resource_fence.token_first_outbox_id} is 0 when not known
+ * acquisition time, a job's creation time (records of relays older than those fields), a resource's
+ * highest token before any record of it was applied. Two columns keep an older encoding: {@code
+ * consumer_resource_fence.highest_token} is 0 for a fence row locked before any record was applied
+ * (read here as no token), and {@code consumer_resource_fence.token_first_outbox_id} is 0 when not known
  * (it is {@code NOT NULL}, and fences written before it existed hold 0), read here as {@link
  * Fence#UNKNOWN_OUTBOX_ID}. The {@code '-infinity'} in {@code consumer_waiting}'s unique index is no
  * value: it makes a job without a creation time unique by its id alone, as {@code NULL}s are
@@ -75,27 +78,27 @@ final class FenceDecisions {
     }
 
     /**
-     * What the fence of one resource knows: its highest token and that token's tenure, the first
-     * outbox id applied with it ({@link #UNKNOWN_OUTBOX_ID}: not known) and the highest outbox id
-     * applied.
+     * What the fence of one resource knows: its highest token (null: none applied yet) and that
+     * token's tenure, the first outbox id applied with it ({@link #UNKNOWN_OUTBOX_ID}: not known)
+     * and the highest outbox id applied.
      */
-    record Fence(long highestToken, long tokenFirstOutboxId, long highestOutboxId, Tenure tenure) {
+    record Fence(FencingToken highestToken, long tokenFirstOutboxId, long highestOutboxId, Tenure tenure) {
 
         static final long UNKNOWN_OUTBOX_ID = 0;
         /** A resource never seen. */
-        static final Fence NEW = new Fence(0, UNKNOWN_OUTBOX_ID, 0, Tenure.UNKNOWN);
+        static final Fence NEW = new Fence(null, UNKNOWN_OUTBOX_ID, 0, Tenure.UNKNOWN);
 
         /**
          * The fence after applying a record with this outbox id, token and tenure. A higher token
          * starts over from its first row: in commit order every row before it has a lower outbox id,
          * and after a failover the promoted database may hand out outbox ids already seen.
          */
-        Fence after(long outboxId, long token, Tenure recordTenure) {
-            if (token > highestToken) {
+        Fence after(long outboxId, FencingToken token, Tenure recordTenure) {
+            if (highestToken == null || token.isAfter(highestToken)) {
                 return new Fence(token, outboxId, outboxId, recordTenure);
             }
             long highestOutbox = Math.max(highestOutboxId, outboxId);
-            if (token == highestToken) {
+            if (token.equals(highestToken)) {
                 long first = tokenFirstOutboxId != UNKNOWN_OUTBOX_ID ? Math.min(tokenFirstOutboxId, outboxId) : UNKNOWN_OUTBOX_ID;
                 return new Fence(token, first, highestOutbox, recordTenure.known() ? recordTenure : tenure);
             }
@@ -103,21 +106,21 @@ final class FenceDecisions {
         }
 
         /** The record carries the highest token, from another tenure: reported beside its verdict, and applied. */
-        boolean tokenReusedBy(long token, Tenure recordTenure) {
-            return token == highestToken && tenure.contradicts(recordTenure);
+        boolean tokenReusedBy(FencingToken token, Tenure recordTenure) {
+            return token.equals(highestToken) && tenure.contradicts(recordTenure);
         }
 
         /** Below an outbox id applied, without a higher token (which starts over: see {@link #after}). */
-        boolean late(long outboxId, long token) {
-            return token <= highestToken && outboxId < highestOutboxId;
+        boolean late(long outboxId, FencingToken token) {
+            return highestToken != null && !token.isAfter(highestToken) && outboxId < highestOutboxId;
         }
 
         /**
          * An equal or higher token is admitted; a lower one only as a late row of an earlier tenure:
          * below where the higher token begins. Where that is not known, a lower token is stale.
          */
-        boolean admits(long outboxId, long token) {
-            return token >= highestToken || (tokenFirstOutboxId != UNKNOWN_OUTBOX_ID && outboxId < tokenFirstOutboxId);
+        boolean admits(long outboxId, FencingToken token) {
+            return highestToken == null || !token.isBefore(highestToken) || (tokenFirstOutboxId != UNKNOWN_OUTBOX_ID && outboxId < tokenFirstOutboxId);
         }
     }
 
@@ -127,7 +130,7 @@ final class FenceDecisions {
      * for this record in the batch) admits it or finds it stale; an admitted record under a reused
      * id is a new job; else it is late or simply applied.
      */
-    static Verdict verdict(boolean waitingBehind, Claim claim, Fence before, long outboxId, long token) {
+    static Verdict verdict(boolean waitingBehind, Claim claim, Fence before, long outboxId, FencingToken token) {
         if (waitingBehind) {
             return Verdict.WAITING;
         }

@@ -149,11 +149,11 @@ public final class FencedConsumer implements RunningService {
     /** The consumer's database: each call a transaction of its own. */
     private final class JooqStore implements ConsumerLoop.Store {
         @Override
-        public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
+        public Counts process(List<ConsumerRecord<String, byte[]>> records) {
             spans.begin(Instant.now());
             dueToEffect.begin();
             Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(records.size() * 2);
-            BatchProcessor.Counts counts;
+            Counts counts;
             try {
                 counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, dueToEffect));
             } catch (RuntimeException | Error e) {
@@ -166,7 +166,7 @@ public final class FencedConsumer implements RunningService {
         }
 
         /** Records put to wait (behind a waiting one of their resource) wake the patient retries. */
-        private BatchProcessor.Counts waited(BatchProcessor.Counts counts) {
+        private Counts waited(Counts counts) {
             if (counts.waiting() > 0) {
                 patient.putToWait();
             }
@@ -174,10 +174,10 @@ public final class FencedConsumer implements RunningService {
         }
 
         @Override
-        public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
+        public Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
             // The span first: the waiting record or the dead letter keeps its context, for the retry's or the replay's link.
             Span span = spans.span(record, Instant.now());
-            BatchProcessor.Counts counts;
+            Counts counts;
             try {
                 counts = parkOrDeadLetter(record, reason, ProcessSpans.firstAttempt(span));
             } catch (RuntimeException | Error e) {
@@ -191,22 +191,22 @@ public final class FencedConsumer implements RunningService {
         }
 
         /** A record whose effect kept failing: put to wait for a patient retry, or dead-lettered. */
-        private BatchProcessor.Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason, String firstAttempt) {
-            Job job = BatchProcessor.jobOf(record);
+        private Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason, String firstAttempt) {
+            Job job = Records.jobOf(record);
             if (config.retries().enabled() && job != null) {
                 Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
                         ThreadLocalRandom.current().nextDouble());
                 log.warn("{}; {} waits for a patient retry in {} ms, and its resource's later records behind it", reason,
-                        BatchProcessor.describe(record), wait.toMillis());
+                        Records.describe(record), wait.toMillis());
                 boolean waits = dsl.transactionResult(c -> {
-                    BatchProcessor.lockFence(c.dsl(), job.resource());
-                    return BatchProcessor.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
+                    FenceStore.lockFence(c.dsl(), job.resource());
+                    return StoredRecords.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
                 });
-                return waited(waits ? new BatchProcessor.Counts(0, 0, 0, 0, 0, 0, 1) : new BatchProcessor.Counts(0, 1, 0, 0, 0, 0, 0));
+                return waited(waits ? new Counts(0, 0, 0, 0, 0, 0, 1) : new Counts(0, 1, 0, 0, 0, 0, 0));
             }
-            log.error("Dead-lettering {}: {}", BatchProcessor.describe(record), reason);
-            boolean reused = dsl.transactionResult(c -> BatchProcessor.deadLetter(c.dsl(), record, job, reason, firstAttempt));
-            return new BatchProcessor.Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
+            log.error("Dead-lettering {}: {}", Records.describe(record), reason);
+            boolean reused = dsl.transactionResult(c -> StoredRecords.deadLetter(c.dsl(), record, job, reason, firstAttempt));
+            return new Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 
@@ -11,13 +12,13 @@ import java.time.OffsetDateTime;
  * @param resource the resource the effect touches
  * @param fencingToken the token of the leader that completed the job; never below the highest
  *     token already accepted for the resource when it reaches an effect, except for a late record
- *     of an earlier tenure (one that arrived after rows committed later; see {@code BatchProcessor})
+ *     of an earlier tenure (one that arrived after rows committed later; see {@code FenceDecisions})
  * @param payloadJson the job's payload, as JSON text
  * @param outboxId the job's outbox row: outbox ids are commit order
  * @param createdAt when the database inserted the job; with {@code jobId} the job's identity, which
  *     no rollback reissues. Null for a record written before it was recorded.
  */
-public record Job(long jobId, String resource, long fencingToken, String payloadJson, OffsetDateTime dueAt,
+public record Job(long jobId, String resource, FencingToken fencingToken, String payloadJson, OffsetDateTime dueAt,
         OffsetDateTime completedAt, long outboxId, OffsetDateTime createdAt) {
 
     /**

@@ -24,12 +24,11 @@ public final class LedgerEffect implements Effect {
         if (jobs.isEmpty()) {
             return;
         }
-        // One array per column (see BatchProcessor.unnest): a handful of bind values per batch.
+        // One array per column (see Unnested): a handful of bind values per batch.
         tx.insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT)
-                .select(DSL.select(BatchProcessor.UNNESTED_ID, BatchProcessor.UNNESTED_CREATED_AT, BatchProcessor.UNNESTED_RESOURCE,
-                                BatchProcessor.UNNESTED_TOKEN, DSL.field("{0}::jsonb", JSONB.class, BatchProcessor.UNNESTED_TEXT),
-                                CLOCK_TIMESTAMP)
-                        .from(BatchProcessor.unnest(tx, jobs, jobs.stream().map(Job::payloadJson).toList())))
+                .select(DSL.select(Unnested.ID, Unnested.CREATED_AT, Unnested.RESOURCE, Unnested.TOKEN,
+                                DSL.field("{0}::jsonb", JSONB.class, Unnested.TEXT), CLOCK_TIMESTAMP)
+                        .from(Unnested.jobs(jobs, jobs.stream().map(Job::payloadJson).toList())))
                 .execute();
     }
 }

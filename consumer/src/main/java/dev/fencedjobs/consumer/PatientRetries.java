@@ -130,7 +130,7 @@ final class PatientRetries {
 
     private boolean attempt(DSLContext tx, long seq, String resource, List<ConsumerRecord<String, byte[]>> tried,
             Map<ConsumerRecord<String, byte[]>, String> outcomes) {
-        BatchProcessor.lockFence(tx, resource);
+        FenceStore.lockFence(tx, resource);
         ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).fetchOne();
         boolean first = w != null && !tx.fetchExists(CONSUMER_WAITING, CONSUMER_WAITING.RESOURCE.eq(resource).and(CONSUMER_WAITING.SEQ.lt(seq)));
         if (!first) {
@@ -141,7 +141,7 @@ final class PatientRetries {
         tried.add(record);
         // Attempts counts the failed ones (0: it waited behind another record and never ran): this is the next.
         spans.retrying(record, w.getJobId(), w.getFirstAttempt(), w.getAttempts() + 1);
-        BatchProcessor.Counts counts = processor.process(tx, tried, resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL, outcomes, spans);
+        Counts counts = processor.process(tx, tried, resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL, outcomes, spans);
         log.info("Patient retry {} of job {} (resource {}) succeeded: {}", w.getAttempts() + 1, w.getJobId(), resource,
                 counts.applied() > 0 ? "applied" : counts.duplicates() > 0 ? "a duplicate" : counts.rejected() > 0 ? "rejected as stale" : "decided");
         return true;
@@ -165,7 +165,7 @@ final class PatientRetries {
                         + "): " + error;
                 log.error("Dead-lettering job {} of resource {}: {}", w.getJobId(), w.getResource(), reason);
                 ConsumerRecord<String, byte[]> record = record(w);
-                BatchProcessor.deadLetter(tx, record, BatchProcessor.jobOf(record), reason, w.getFirstAttempt());
+                StoredRecords.deadLetter(tx, record, Records.jobOf(record), reason, w.getFirstAttempt());
                 tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
                 deadLettered++;
                 return;
@@ -177,14 +177,14 @@ final class PatientRetries {
                     .set(CONSUMER_WAITING.ATTEMPTS, attempts)
                     .set(CONSUMER_WAITING.FIRST_FAILED_AT, firstFailed)
                     .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, CLOCK_TIMESTAMP.plus(DSL.val(DayToSecond.valueOf(wait))))
-                    .set(CONSUMER_WAITING.LAST_ERROR, BatchProcessor.truncate(error, 2000))
+                    .set(CONSUMER_WAITING.LAST_ERROR, Records.truncate(error, 2000))
                     .where(CONSUMER_WAITING.SEQ.eq(seq))
                     .execute();
         });
     }
 
     private static ConsumerRecord<String, byte[]> record(ConsumerWaitingRecord w) {
-        return BatchProcessor.stored(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue(),
+        return StoredRecords.stored(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue(),
                 w.getRecordSignature(), w.getTraceparent(), w.getTracestate());
     }
 

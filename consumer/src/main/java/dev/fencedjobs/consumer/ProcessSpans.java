@@ -108,7 +108,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
         if (span.isRecording()) {
             // From the job itself (the signed envelope): a stored record has no headers to read them from.
             span.setAttribute(Tracing.JOB_ID, job.jobId());
-            span.setAttribute(Tracing.FENCING_TOKEN, job.fencingToken());
+            span.setAttribute(Tracing.FENCING_TOKEN, job.fencingToken().value());
             span.setAttribute(Tracing.OUTBOX_ID, job.outboxId());
             span.setAttribute(Tracing.RESOURCE, job.resource());
         }
@@ -135,7 +135,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     /** What a stored record keeps of {@code span} as its first attempt: its traceparent while it records, else null (no SDK, no span to link to). */
     static String firstAttempt(Span span) {
-        return span.isRecording() ? BatchProcessor.traceparent(span.getSpanContext()) : null;
+        return span.isRecording() ? StoredRecords.traceparent(span.getSpanContext()) : null;
     }
 
     /** A job's effect running in its span. */

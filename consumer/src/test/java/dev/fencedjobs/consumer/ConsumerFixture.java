@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
 
 import com.zaxxer.hikari.HikariDataSource;
@@ -80,7 +81,7 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     static byte[] envelope(long jobId, String resource, long token) {
-        return new Envelope(Envelope.VERSION, jobId, jobId, resource, token, "{\"job\":" + jobId + "}",
+        return new Envelope(Envelope.VERSION, jobId, jobId, resource, FencingToken.of(token), "{\"job\":" + jobId + "}",
                 OffsetDateTime.now(), OffsetDateTime.now()).toJson();
     }
 

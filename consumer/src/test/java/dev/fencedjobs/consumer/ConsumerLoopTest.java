@@ -176,7 +176,7 @@ class ConsumerLoopTest {
         }
 
         @Override
-        public BatchProcessor.Counts process(List<ConsumerRecord<String, byte[]>> records) {
+        public Counts process(List<ConsumerRecord<String, byte[]>> records) {
             if (databaseDown) {
                 throw new IllegalStateException("connection refused");
             }
@@ -196,13 +196,13 @@ class ConsumerLoopTest {
                     fresh++;
                 }
             }
-            return new BatchProcessor.Counts(fresh, jobs.size() - fresh, 0, 0, 0, 0);
+            return new Counts(fresh, jobs.size() - fresh, 0, 0, 0, 0);
         }
 
         @Override
-        public BatchProcessor.Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
+        public Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
             givenUp.put(job(record), reason);
-            return new BatchProcessor.Counts(0, 0, 0, 1, 0, 0);
+            return new Counts(0, 0, 0, 1, 0, 0);
         }
     }
 }

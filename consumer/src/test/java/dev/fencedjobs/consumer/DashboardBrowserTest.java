@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -86,7 +87,7 @@ class DashboardBrowserTest {
             services.add(dispatcher);
             first.close();
             await().atMost(Duration.ofSeconds(30)).until(() -> dispatcher.state() == RunningService.State.LEADING);
-            assertThat(dispatcher.token()).hasValue(2);
+            assertThat(dispatcher.token()).hasValue(FencingToken.of(2));
             try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 5), '{}', clock_timestamp() "
                         + "FROM generate_series(1, 50) g");
@@ -135,7 +136,7 @@ class DashboardBrowserTest {
                     HttpResponse.BodyHandlers.ofString());
             assertThat(page.statusCode()).isEqualTo(200);
             assertThat(page.body()).as("self-contained: nothing fetched from elsewhere").doesNotContain("src=\"http", "href=\"http", "@import");
-            long token = dispatcher.token().orElseThrow();
+            long token = dispatcher.token().orElseThrow().value();
 
             String dom = chromium("--dump-dom", url);
             assertThat(dom).contains("data-loaded=\"true\"");

@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assumptions.assumeThat;
 
@@ -38,7 +39,7 @@ class ProcessSpansTest {
         headers.add("traceparent", ("00-" + TRACE_ID + "-00f067aa0ba902b7-01").getBytes(StandardCharsets.US_ASCII));
         ConsumerRecord<String, byte[]> record = new ConsumerRecord<>("topic", 0, 7L, ConsumerRecord.NO_TIMESTAMP, TimestampType.NO_TIMESTAMP_TYPE,
                 -1, -1, "r", new byte[0], headers, Optional.empty());
-        Job job = new Job(1, "r", 3, "{}", OffsetDateTime.now(), OffsetDateTime.now(), 11, OffsetDateTime.now());
+        Job job = new Job(1, "r", FencingToken.of(3), "{}", OffsetDateTime.now(), OffsetDateTime.now(), 11, OffsetDateTime.now());
         Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>();
         outcomes.put(record, BatchProcessor.APPLIED);
 

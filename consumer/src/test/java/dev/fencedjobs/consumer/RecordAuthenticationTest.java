@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_RESOURCE_FENCE;
@@ -62,7 +63,7 @@ class RecordAuthenticationTest {
 
     private ProducerRecord<String, byte[]> forged(long jobId, long outboxId, long token) {
         OffsetDateTime now = OffsetDateTime.now();
-        byte[] value = new Envelope(Envelope.VERSION, outboxId, jobId, "r-1", token, "{\"forged\":true}", now, now).toJson();
+        byte[] value = new Envelope(Envelope.VERSION, outboxId, jobId, "r-1", FencingToken.of(token), "{\"forged\":true}", now, now).toJson();
         return new ProducerRecord<>(fixture.topic, "r-1", value);
     }
 

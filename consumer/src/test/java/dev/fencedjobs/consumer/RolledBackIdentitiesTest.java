@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
@@ -47,7 +48,7 @@ class RolledBackIdentitiesTest {
     }
 
     private void send(long outboxId, long jobId, String resource, long token, OffsetDateTime createdAt, String holder, OffsetDateTime acquiredAt) {
-        fixture.sendRaw(resource, new Envelope(Envelope.VERSION, outboxId, jobId, resource, token, "{\"job\":" + jobId + "}", T0, T0,
+        fixture.sendRaw(resource, new Envelope(Envelope.VERSION, outboxId, jobId, resource, FencingToken.of(token), "{\"job\":" + jobId + "}", T0, T0,
                 createdAt, holder, acquiredAt).toJson());
     }
 

@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
@@ -133,7 +134,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private final ScanChain chain = new ScanChain();
     /** The loop thread's own: where the next batch starts, under which token, and when a batch last read from the start. */
     private JobBatches.Position position;
-    private long positionToken = -1;
+    private FencingToken positionToken;
     private long fromStartAtNanos;
     /** The loop thread's own: where the next policy batch's keys start. */
     private String policyKey;
@@ -163,14 +164,14 @@ final class DispatchLoop implements LeaderService.Worker {
     static final Duration HELD_JOBS_EVERY = Duration.ofSeconds(5);
     private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
 
-    record LastBatch(long token, int completed, double millis, Instant finishedAt) {}
+    record LastBatch(FencingToken token, int completed, double millis, Instant finishedAt) {}
 
     /**
      * An idle leader's plan: under {@code token}, the earliest pending due time ({@link #NOTHING}
      * when none; {@link #CATCH_UP} to run a batch at once) as of the database's {@code
      * databaseNowMillis}, asked at {@code askedAtNanos} on the ticker.
      */
-    private record Idle(long token, long dueMillis, long databaseNowMillis, long askedAtNanos) {}
+    private record Idle(FencingToken token, long dueMillis, long databaseNowMillis, long askedAtNanos) {}
 
     /** The schedule firer beside the loop, as the loop sees it: started and stopped with it, woken by its channel. */
     interface Schedules {
@@ -312,7 +313,7 @@ final class DispatchLoop implements LeaderService.Worker {
         LastBatch b = lastBatch;
         if (b != null) {
             Map<String, Object> batch = new LinkedHashMap<>();
-            batch.put("token", b.token());
+            batch.put("token", b.token().value());
             batch.put("completed", b.completed());
             batch.put("millis", b.millis());
             batch.put("finishedAt", b.finishedAt().toString());
@@ -363,7 +364,7 @@ final class DispatchLoop implements LeaderService.Worker {
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
         if (idle != null) {
-            Next sleep = idle.token() == grant.token() ? sleepUntilDue(idle) : null;
+            Next sleep = idle.token().equals(grant.token()) ? sleepUntilDue(idle) : null;
             if (sleep != null) {
                 return sleep;
             }
@@ -406,7 +407,7 @@ final class DispatchLoop implements LeaderService.Worker {
         // A span per batch, a root of its own (its jobs come from many producers' traces), linked
         // to each job's context: asked of the batch only while the span records.
         Span span = tracing.tracer().spanBuilder("dispatch batch").setSpanKind(SpanKind.INTERNAL).setNoParent()
-                .setAttribute(Tracing.LEASE_TOKEN, grant.token()).startSpan();
+                .setAttribute(Tracing.LEASE_TOKEN, grant.token().value()).startSpan();
         boolean recording = span.isRecording();
         try {
             result = recording ? batches.completeDue(grant, batchSize, after, policyKey, true)
@@ -527,7 +528,7 @@ final class DispatchLoop implements LeaderService.Worker {
             }
         }
         if (position != null) {
-            String why = positionToken != grant.token() ? "new grant" : catchUp ? "catch-up" : back ? "notification"
+            String why = !grant.token().equals(positionToken) ? "new grant" : catchUp ? "catch-up" : back ? "notification"
                     : now - fromStartAtNanos >= TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) ? "every second" : null;
             if (why != null) {
                 position = null;

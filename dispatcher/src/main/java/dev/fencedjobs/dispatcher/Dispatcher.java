@@ -1,8 +1,8 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import dev.fencedjobs.runtime.internal.Embedding;
@@ -51,7 +51,7 @@ public final class Dispatcher extends LeasedService {
 
     /** Starts a replica whose lease operations and batches pass through the given decorators. */
     static Dispatcher start(DispatcherConfig config, Embedding embedding, String holderId, Ticker ticker,
-            UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> jobBatches) {
+            UnaryOperator<LeaseOps> leaseOps, UnaryOperator<JobBatches> jobBatches) {
         LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(), embedding,
                 config.lease(), config.safetyMargin(), List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED), ticker, leaseOps);
         return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),

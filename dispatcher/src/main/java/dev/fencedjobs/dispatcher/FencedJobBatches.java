@@ -11,6 +11,7 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import dev.fencedjobs.db.jooq.tables.records.OutboxRecord;
@@ -120,9 +121,9 @@ final class FencedJobBatches implements JobBatches {
      * limit, completes them with the token, writes their outbox rows and spends the limits'
      * tokens, in this transaction.
      */
-    private static BatchResult policyBatch(DSLContext tx, long token, int limit, String startKey, boolean traces) {
+    private static BatchResult policyBatch(DSLContext tx, FencingToken token, int limit, String startKey, boolean traces) {
         Record r = tx.fetchSingle("SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
-                token, limit, startKey);
+                token.value(), limit, startKey);
         OffsetDateTime nextAt = r.get("next_at", OffsetDateTime.class);
         OffsetDateTime now = r.get("database_now", OffsetDateTime.class);
         NextDue next = new NextDue(now.toInstant().toEpochMilli(), nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
@@ -136,9 +137,9 @@ final class FencedJobBatches implements JobBatches {
      * stamped with its clock ({@code database_now}) and the token, read back through {@code
      * jobs_completed_at}; run only while the batch's span records.
      */
-    private static List<JobTrace> policyTraces(DSLContext tx, long token, OffsetDateTime completedAt) {
+    private static List<JobTrace> policyTraces(DSLContext tx, FencingToken token, OffsetDateTime completedAt) {
         return tx.select(JOBS.ID, JOBS.TRACEPARENT, JOBS.TRACESTATE).from(JOBS)
-                .where(JOBS.STATE.eq(COMPLETED)).and(JOBS.COMPLETED_AT.eq(completedAt)).and(JOBS.COMPLETED_BY_TOKEN.eq(token))
+                .where(JOBS.STATE.eq(COMPLETED)).and(JOBS.COMPLETED_AT.eq(completedAt)).and(JOBS.COMPLETED_BY_TOKEN.eq(token.value()))
                 .and(JOBS.TRACEPARENT.isNotNull())
                 .fetch(j -> new JobTrace(j.value1(), j.value2(), j.value3()));
     }
@@ -148,13 +149,13 @@ final class FencedJobBatches implements JobBatches {
         tx.execute("SET LOCAL enable_sort = off");
     }
 
-    private static BatchResult completeAndWriteOutbox(DSLContext tx, long token, int limit, Position after) {
+    private static BatchResult completeAndWriteOutbox(DSLContext tx, FencingToken token, int limit, Position after) {
         preferIndexOrder(tx);
         return plainBatch(tx, token, limit, after);
     }
 
     /** The plain path: the batch statement (class comment), after {@link #preferIndexOrder}. */
-    private static BatchResult plainBatch(DSLContext tx, long token, int limit, Position after) {
+    private static BatchResult plainBatch(DSLContext tx, FencingToken token, int limit, Position after) {
         return result(batchStatement(tx, token, limit, after).fetch());
     }
 
@@ -175,7 +176,7 @@ final class FencedJobBatches implements JobBatches {
      * {@link #plainBatch}, also returning each job's trace context: the same statement with two
      * more columns, run only while the batch's span records (an SDK installed and sampling).
      */
-    private static BatchResult tracedPlainBatch(DSLContext tx, long token, int limit, Position after) {
+    private static BatchResult tracedPlainBatch(DSLContext tx, FencingToken token, int limit, Position after) {
         Result<Record5<Long, OffsetDateTime, String, String, String>> written = batchInsert(tx, token, limit, after)
                 .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE).fetch();
         List<JobTrace> traces = new ArrayList<>();
@@ -193,7 +194,7 @@ final class FencedJobBatches implements JobBatches {
      * due time, and the statement's own snapshot (the same on every row: an uncorrelated subquery,
      * so PostgreSQL computes it once per statement), which says which producers' transactions it saw.
      */
-    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, long token, int limit, Position after) {
+    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, FencingToken token, int limit, Position after) {
         return batchInsert(tx, token, limit, after).returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT);
     }
 
@@ -201,7 +202,7 @@ final class FencedJobBatches implements JobBatches {
     private static final Field<String> SNAPSHOT = DSL.field("(SELECT pg_current_snapshot()::text)", String.class);
 
     /** The batch statement without its {@code RETURNING}. */
-    private static InsertOnDuplicateStep<OutboxRecord> batchInsert(DSLContext tx, long token, int limit, Position after) {
+    private static InsertOnDuplicateStep<OutboxRecord> batchInsert(DSLContext tx, FencingToken token, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due").as(
                 select(JOBS.ID)
                         .from(JOBS)
@@ -215,7 +216,7 @@ final class FencedJobBatches implements JobBatches {
         CommonTableExpression<JobsRecord> completed = name("completed").as(
                 update(JOBS)
                         .set(JOBS.STATE, COMPLETED)
-                        .set(JOBS.COMPLETED_BY_TOKEN, token)
+                        .set(JOBS.COMPLETED_BY_TOKEN, token.value())
                         .set(JOBS.COMPLETED_AT, CLOCK_TIMESTAMP)
                         .from(due)
                         .where(JOBS.ID.eq(due.field(JOBS.ID)))
@@ -228,7 +229,7 @@ final class FencedJobBatches implements JobBatches {
                 .select(select(
                                 completed.field(JOBS.ID),
                                 completed.field(JOBS.RESOURCE),
-                                val(token),
+                                val(token.value()),
                                 completed.field(JOBS.PAYLOAD),
                                 completed.field(JOBS.DUE_AT),
                                 completed.field(JOBS.COMPLETED_AT),
@@ -249,21 +250,24 @@ final class FencedJobBatches implements JobBatches {
     }
 
     /**
-     * The guard and the batch statement with LIMIT 0 (token 0, which no lease ever grants), in a
+     * The guard and the batch statement with LIMIT 0 (under {@link #WARM_UP_TOKEN}), in a
      * transaction that is rolled back, then the next-due query and a read of the lease: every
      * statement a new leader runs first, parsed, planned and mapped once. Nothing is written or
      * locked, and the statement triggers' notifications are discarded with the rollback.
      */
+    /** The warm-up's token: the largest there is, which no lease reaches (an epoch is 2^32 takeovers), so its guard never passes. */
+    private static final FencingToken WARM_UP_TOKEN = FencingToken.of(Long.MAX_VALUE);
+
     @Override
     public void warmUp() {
         try {
             dsl.transaction(configuration -> {
                 DSLContext tx = configuration.dsl();
-                lease.guard(tx, 0);
-                completeAndWriteOutbox(tx, 0, 0, null);
-                completeAndWriteOutbox(tx, 0, 0, WARM_UP_POSITION);
+                lease.guard(tx, WARM_UP_TOKEN);
+                completeAndWriteOutbox(tx, WARM_UP_TOKEN, 0, null);
+                completeAndWriteOutbox(tx, WARM_UP_TOKEN, 0, WARM_UP_POSITION);
                 policyActive(tx);
-                policyBatch(tx, 0, 0, null, false);
+                policyBatch(tx, WARM_UP_TOKEN, 0, null, false);
                 purgeCompleted(tx, Duration.ofDays(1), 0);
                 throw new RolledBack();
             });

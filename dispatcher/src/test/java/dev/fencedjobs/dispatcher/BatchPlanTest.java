@@ -2,6 +2,7 @@ package dev.fencedjobs.dispatcher;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.SequentialReads;
 import java.sql.Connection;
@@ -43,11 +44,11 @@ class BatchPlanTest {
 
             JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
             for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
-                String unguided = dueStep(plan(dsl, false, FencedJobBatches.batchStatement(dsl, 1, 500, position)));
+                String unguided = dueStep(plan(dsl, false, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
                 assertThat(unguided).as("the case this guards against, reproduced (from %s)", position)
                         .contains("Bitmap Heap Scan on jobs").containsPattern("LockRows[\\s\\S]*Sort");
 
-                String batch = dueStep(plan(dsl, true, FencedJobBatches.batchStatement(dsl, 1, 500, position)));
+                String batch = dueStep(plan(dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
                 assertThat(batch).as("batch from %s", position).contains("Index Scan using jobs_pending_due on jobs")
                         .doesNotContain("Sort").doesNotContain("Bitmap");
             }
@@ -78,7 +79,7 @@ class BatchPlanTest {
             // The table grows: 30,000 jobs completed in another session, and 500 more due.
             int grown = 30_000;
             other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'grown' FROM generate_series(1, " + grown + ")");
-            assertThat(FencedJobBatches.batchStatement(other, 1, grown, null).fetch()).hasSize(grown);
+            assertThat(FencedJobBatches.batchStatement(other, FencingToken.of(1), grown, null).fetch()).hasSize(grown);
             other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'next' FROM generate_series(1, 500)");
             long before = jobsReadSequentially(other, leader);
 
@@ -93,7 +94,7 @@ class BatchPlanTest {
     private static int batch(DSLContext session) {
         return session.transactionResult(c -> {
             FencedJobBatches.preferIndexOrder(c.dsl());
-            return FencedJobBatches.batchStatement(c.dsl(), 1, 500, null).fetch().size();
+            return FencedJobBatches.batchStatement(c.dsl(), FencingToken.of(1), 500, null).fetch().size();
         });
     }
 

@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.LeaseOps;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
@@ -9,7 +10,6 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
@@ -49,7 +49,7 @@ final class DispatcherFixture implements AutoCloseable {
         return start(config(new LeaseConfig(LEASE, RENEW), 500), UnaryOperator.identity(), UnaryOperator.identity());
     }
 
-    Dispatcher start(DispatcherConfig config, UnaryOperator<Leadership.LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
+    Dispatcher start(DispatcherConfig config, UnaryOperator<LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
         Dispatcher d = Dispatcher.start(config, Embedding.STANDALONE, "replica-" + (++started), Ticker.system(), leaseOps, batches);
         replicas.add(d);
         return d;

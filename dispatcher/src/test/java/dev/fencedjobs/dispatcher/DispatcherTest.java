@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -72,7 +73,7 @@ class DispatcherTest {
         Dispatcher a = fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 100),
                 pause::lease, pause::batches);
         await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
-        long tokenA = a.token().orElseThrow();
+        FencingToken tokenA = a.token().orElseThrow();
 
         // A stops in its tracks: its worker will block in the next batch, holding its grant.
         pause.pause();
@@ -82,8 +83,8 @@ class DispatcherTest {
         Dispatcher b = fixture.start();
         await().atMost(Duration.ofSeconds(15)).until(() -> b.state() == RunningService.State.LEADING);
         await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
-        long tokenB = b.token().orElseThrow();
-        assertThat(tokenB).isEqualTo(tokenA + 1);
+        FencingToken tokenB = b.token().orElseThrow();
+        assertThat(tokenB).isEqualTo(tokenA.next());
 
         // A resumes with its stale grant: its guard fails, it writes nothing and steps down. The only
         // jobs it could write now are these 100: B completed every other one already.
@@ -92,13 +93,13 @@ class DispatcherTest {
         pause.resume();
         await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.FOLLOWING);
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.pending() == 0);
-        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.ID.gt(before).and(JOBS.COMPLETED_BY_TOKEN.eq(tokenB))))
+        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.ID.gt(before).and(JOBS.COMPLETED_BY_TOKEN.eq(tokenB.value()))))
                 .as("the jobs inserted while the paused former leader resumed: every one completed by the new leader").isEqualTo(100);
         // A batch of A's can have passed the pause switch just before it closed, and then completed
         // up to one batch (100) of the 1,000 while A still led: that is A's to do, before the takeover.
-        int byA = fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenA));
+        int byA = fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenA.value()));
         assertThat(byA).as("jobs completed by the paused leader: at most the batch in flight when the pause took hold").isLessThanOrEqualTo(100);
-        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenB))).isEqualTo(1100 - byA);
+        assertThat(fixture.dsl().fetchCount(JOBS, JOBS.COMPLETED_BY_TOKEN.eq(tokenB.value()))).isEqualTo(1100 - byA);
         fixture.assertExactlyOnceWithOutbox(1100);
         assertThat(a.state()).isEqualTo(RunningService.State.FOLLOWING);
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
@@ -54,7 +55,7 @@ class EmbeddedDispatcherTest {
                 // The counter moves once the batch's transaction has returned, just after its rows show as completed.
                 await().atMost(Duration.ofSeconds(30)).untilAsserted(() ->
                         assertThat(registry.get("fencedjobs_jobs_completed").tag("service", "dispatcher").counter().count()).isEqualTo(20));
-                assertThat(dispatcher.token()).hasValue(1);
+                assertThat(dispatcher.token()).hasValue(FencingToken.of(1));
             } finally {
                 dispatcher.close();
             }

@@ -82,7 +82,7 @@ final class MemoryJobs implements JobBatches {
             failNext = null;
             throw e;
         }
-        if (grant.token() != heldToken) {
+        if (grant.token().value() != heldToken) {
             return BatchResult.leaseLost();
         }
         long now = databaseMillis.getAsLong();

@@ -1,7 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.lease.Grant;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.testing.Gate;
 
 /**
@@ -24,11 +24,11 @@ final class PauseSwitch {
         return gate.waiting();
     }
 
-    Leadership.LeaseOps lease(Leadership.LeaseOps delegate) {
+    LeaseOps lease(LeaseOps delegate) {
         return pausing(gate, delegate);
     }
 
-    static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
+    static LeaseOps pausing(Gate gate, LeaseOps delegate) {
         return dev.fencedjobs.lease.GatedLease.gated(gate, delegate);
     }
 

@@ -123,7 +123,7 @@ final class Demo {
             return false;
         }
         holder = lease.get().holderId();
-        token = lease.get().token();
+        token = lease.get().token().value();
         Optional<LocalStack.Child> leader = stack.children().stream()
                 .filter(c -> c.process.isAlive() && holder.contains("-" + c.process.pid() + "-")).findFirst();
         if (leader.isEmpty()) {

@@ -97,7 +97,7 @@ class LocalStackIT {
                 for (Path file : OpsFiles.FILES) {
                     assertThat(exported).as("metrics %s names", file).containsAll(OpsFiles.namedIn(file));
                 }
-                long token;
+                dev.fencedjobs.lease.FencingToken token;
                 long leaderPid;
                 dev.fencedjobs.lease.LeaseRow lease = dev.fencedjobs.lease.LeaseRow.of(owner, "scheduler").orElseThrow();
                 token = lease.token();
@@ -115,7 +115,7 @@ class LocalStackIT {
                 assertThat(count(s, "SELECT count(DISTINCT job_id) FROM ledger")).isEqualTo(400);
                 assertThat(count(s, "SELECT count(*) FROM jobs j JOIN ledger l ON l.job_id = j.id AND l.fencing_token = j.completed_by_token"))
                         .as("every effect carries the token that completed its job").isEqualTo(400);
-                assertThat(count(s, "SELECT max(completed_by_token) FROM jobs")).isGreaterThan(token);
+                assertThat(count(s, "SELECT max(completed_by_token) FROM jobs")).isGreaterThan(token.value());
                 // One job's journey as `fenced-jobs journey` reads it: completed, published, applied with its token.
                 long last = count(s, "SELECT max(id) FROM jobs");
                 await().atMost(Duration.ofSeconds(30)).until(() -> Boolean.TRUE.equals(

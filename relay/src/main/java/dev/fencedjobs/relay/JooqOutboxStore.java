@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
@@ -71,7 +72,7 @@ final class JooqOutboxStore implements OutboxStore {
         List<OutboxRow> result = new ArrayList<>(rows.size());
         for (var r : rows) {
             Tenure tenure = tenures.getOrDefault(r.value4(), Tenure.UNKNOWN);
-            result.add(new OutboxRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5().data(), r.value6(), r.value7(), r.value8(),
+            result.add(new OutboxRow(r.value1(), r.value2(), r.value3(), FencingToken.of(r.value4()), r.value5().data(), r.value6(), r.value7(), r.value8(),
                     tenure.holder(), tenure.acquiredAt(), TraceContext.of(r.value9(), r.value10())));
         }
         return result;

@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.internal.Faults;
 import dev.fencedjobs.runtime.internal.Tracing;
 import io.opentelemetry.context.Scope;
@@ -63,9 +64,8 @@ final class KafkaPublisher implements Publisher {
 
     private final RelayConfig config;
     private KafkaProducer<String, byte[]> producer;
-    private long producerToken = -1;
-    /** {@link #producerToken} of a spare producer no token has taken yet. */
-    private static final long SPARE = Long.MIN_VALUE;
+    /** The token the producer belongs to; null with a producer: a spare that no token has taken yet. */
+    private FencingToken producerToken;
     private boolean topicReady;
     /** The topic's partitions, as the current producer first learned them. */
     private int partitions = 1;
@@ -82,7 +82,7 @@ final class KafkaPublisher implements Publisher {
     }
 
     @Override
-    public void prepare(long token) {
+    public void prepare(FencingToken token) {
         try {
             ready(token);
         } catch (KafkaException | ExecutionException | TimeoutException e) {
@@ -101,7 +101,7 @@ final class KafkaPublisher implements Publisher {
      */
     @Override
     public void standBy() {
-        if (producer != null && producerToken != SPARE) {
+        if (producer != null && producerToken != null) {
             reset();
         }
         try {
@@ -109,7 +109,7 @@ final class KafkaPublisher implements Publisher {
                 ensureTopic();
             }
             if (producer == null) {
-                startProducer(SPARE);
+                startProducer(null);
             }
         } catch (KafkaException | ExecutionException | TimeoutException e) {
             log.debug("Standing by to publish failed, preparing again when leading: {}", Faults.describe(e));
@@ -119,23 +119,23 @@ final class KafkaPublisher implements Publisher {
         }
     }
 
-    private void ready(long token) throws InterruptedException, ExecutionException, TimeoutException {
+    private void ready(FencingToken token) throws InterruptedException, ExecutionException, TimeoutException {
         if (!topicReady) {
             ensureTopic();
         }
-        if (producer != null && producerToken == SPARE) {
+        if (producer != null && producerToken == null) {
             producerToken = token;
             log.info("Kafka producer ready for token {} (started while following)", token);
         }
-        if (producer == null || producerToken != token) {
+        if (producer == null || !token.equals(producerToken)) {
             reset();
             startProducer(token);
             log.info("Kafka producer ready for token {}", token);
         }
     }
 
-    /** A producer for {@code token} (or {@link #SPARE}), with the topic's metadata fetched: its partition count. */
-    private void startProducer(long token) {
+    /** A producer for {@code token} (null: a spare), with the topic's metadata fetched: its partition count. */
+    private void startProducer(FencingToken token) {
         producer = new KafkaProducer<>(producerProperties(), new StringSerializer(), new ByteArraySerializer());
         producerToken = token;
         partitions = producer.partitionsFor(config.kafka().topic()).size();
@@ -147,12 +147,12 @@ final class KafkaPublisher implements Publisher {
     }
 
     @Override
-    public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
+    public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
         publish(token, List.of(records), group -> {});
     }
 
     @Override
-    public void publish(long token, List<List<ProducerRecord<String, byte[]>>> groups,
+    public void publish(FencingToken token, List<List<ProducerRecord<String, byte[]>>> groups,
             Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
         int size = groups.stream().mapToInt(List::size).sum();
         try {
@@ -264,7 +264,7 @@ final class KafkaPublisher implements Publisher {
                 log.debug("closing the producer: {}", e.toString());
             }
             producer = null;
-            producerToken = -1;
+            producerToken = null;
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
@@ -14,14 +15,14 @@ interface Publisher extends AutoCloseable {
      * batch may be in the topic, and the caller sends the whole batch again (consumers drop the
      * duplicates by job id).
      */
-    void publish(long token, List<ProducerRecord<String, byte[]>> records);
+    void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records);
 
     /**
-     * As {@link #publish(long, List)}, for records in groups, with {@code beforeSending} called on
+     * As {@link #publish(FencingToken, List)}, for records in groups, with {@code beforeSending} called on
      * each group just before its records are sent: the relay signs a group while the one before is
      * on its way to the broker.
      */
-    default void publish(long token, List<List<ProducerRecord<String, byte[]>>> groups,
+    default void publish(FencingToken token, List<List<ProducerRecord<String, byte[]>>> groups,
             Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
         List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
         for (List<ProducerRecord<String, byte[]>> group : groups) {
@@ -36,7 +37,7 @@ interface Publisher extends AutoCloseable {
      * there is anything to send, so that a broker that refuses us shows when leadership begins, not
      * at the first row. Throws as {@link #publish} does.
      */
-    default void prepare(long token) {}
+    default void prepare(FencingToken token) {}
 
     /**
      * This replica follows: drop a leader's producer, and get ready to lead (the topic checked, a

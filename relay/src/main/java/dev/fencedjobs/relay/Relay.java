@@ -1,8 +1,8 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceBuilder;
@@ -39,7 +39,7 @@ public final class Relay extends LeasedService {
     }
 
     /** A replica whose lease operations, outbox store and publisher pass through the given decorators. */
-    static Relay start(RelayConfig config, Embedding embedding, String holderId, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps,
+    static Relay start(RelayConfig config, Embedding embedding, String holderId, Ticker ticker, UnaryOperator<LeaseOps> leaseOps,
             UnaryOperator<OutboxStore> store, UnaryOperator<Publisher> publisher) {
         LeaderService.Spec spec = new LeaderService.Spec("relay", RelayConfig.ROLE, holderId, config.service(), embedding, config.lease(),
                 config.service().database().statementTimeout(), List.of(OUTBOX_INSERTED), ticker, leaseOps);

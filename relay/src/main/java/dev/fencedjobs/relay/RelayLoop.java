@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Grants;
@@ -74,8 +75,8 @@ final class RelayLoop implements LeaderService.Worker {
     private final Backoff backoff = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5));
     private volatile boolean running = true;
     private final Purger purger;
-    /** The token the publisher was last made ready for; -1 while not leading. */
-    private long preparedToken = -1;
+    /** The token the publisher was last made ready for; null while not leading. */
+    private FencingToken preparedToken;
     /** The first stand-by as a follower, or the first preparation as leader, has run: ready to lead. */
     private volatile boolean warmedUp;
     private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
@@ -164,14 +165,14 @@ final class RelayLoop implements LeaderService.Worker {
         if (current.isEmpty()) {
             MDC.clear();
             publisher.standBy();
-            preparedToken = -1;
+            preparedToken = null;
             warmedUp = true;
             return Next.await();
         }
         Grant grant = current.get();
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
-        if (preparedToken != grant.token()) {
+        if (!grant.token().equals(preparedToken)) {
             try {
                 publisher.prepare(grant.token());
                 preparedToken = grant.token();
@@ -212,7 +213,7 @@ final class RelayLoop implements LeaderService.Worker {
                 ids.add(row.id());
             }
         }
-        if (leadership.current().filter(g -> g.token() == grant.token()).isEmpty()) {
+        if (leadership.current().filter(g -> g.token().equals(grant.token())).isEmpty()) {
             // The grant lapsed while the rows were read (a pause, a stall): send nothing. The next
             // leader sends them. A pause after this check can still let a resumed former leader
             // send a batch again; consumers drop such duplicates, and its mark fails the guard.
@@ -257,7 +258,7 @@ final class RelayLoop implements LeaderService.Worker {
         long elapsed = ticker.nanoTime() - started;
         batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
         Map<String, Object> batch = new LinkedHashMap<>();
-        batch.put("token", grant.token());
+        batch.put("token", grant.token().value());
         batch.put("published", ids.size());
         batch.put("rejected", failed.size());
         batch.put("lastOutboxId", rows.get(rows.size() - 1).id());
@@ -293,7 +294,7 @@ final class RelayLoop implements LeaderService.Worker {
         Span span = tracing.tracer().spanBuilder("send " + config.kafka().topic()).setSpanKind(SpanKind.PRODUCER).setNoParent()
                 .setAttribute(Tracing.MESSAGING_SYSTEM, "kafka").setAttribute(Tracing.DESTINATION, config.kafka().topic())
                 .setAttribute(Tracing.OPERATION_TYPE, "send").setAttribute(Tracing.OPERATION_NAME, "send")
-                .setAttribute(Tracing.BATCH_COUNT, (long) records.size()).setAttribute(Tracing.LEASE_TOKEN, grant.token())
+                .setAttribute(Tracing.BATCH_COUNT, (long) records.size()).setAttribute(Tracing.LEASE_TOKEN, grant.token().value())
                 .setAttribute(Tracing.FIRST_OUTBOX_ID, rows.get(0).id()).setAttribute(Tracing.LAST_OUTBOX_ID, rows.get(rows.size() - 1).id())
                 .startSpan();
         if (span.isRecording()) {
@@ -314,7 +315,7 @@ final class RelayLoop implements LeaderService.Worker {
                 row.dueAt(), row.completedAt(), row.jobCreatedAt(), row.tokenHolder(), row.tokenAcquiredAt());
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(config.kafka().topic(), row.resource(), envelope.toJson());
         record.headers().add(new RecordHeader(Envelope.JOB_ID_HEADER, Envelope.header(row.jobId())));
-        record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token())));
+        record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token().value())));
         record.headers().add(new RecordHeader(Envelope.OUTBOX_ID_HEADER, Envelope.header(row.id())));
         record.headers().add(new RecordHeader(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION)));
         if (row.trace() != null) {

@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.LeaseOps;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -8,7 +9,6 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
-import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
@@ -59,7 +59,7 @@ final class RelayFixture implements AutoCloseable {
         return start(config(500), UnaryOperator.identity(), UnaryOperator.identity(), UnaryOperator.identity());
     }
 
-    Relay start(RelayConfig config, UnaryOperator<Leadership.LeaseOps> lease, UnaryOperator<OutboxStore> store,
+    Relay start(RelayConfig config, UnaryOperator<LeaseOps> lease, UnaryOperator<OutboxStore> store,
             UnaryOperator<Publisher> publisher) {
         Relay relay = Relay.start(config, Embedding.STANDALONE, "relay-" + (++started), Ticker.system(), lease, store, publisher);
         relays.add(relay);
@@ -151,7 +151,7 @@ final class RelayFixture implements AutoCloseable {
         }
     }
 
-    static Leadership.LeaseOps pausing(Gate gate, Leadership.LeaseOps delegate) {
+    static LeaseOps pausing(Gate gate, LeaseOps delegate) {
         return dev.fencedjobs.lease.GatedLease.gated(gate, delegate);
     }
 

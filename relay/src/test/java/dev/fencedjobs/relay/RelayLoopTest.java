@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.DatabaseConfig;
@@ -210,7 +211,7 @@ class RelayLoopTest {
         void insertPayload(String json) {
             long id = rows.size() + 1;
             OffsetDateTime at = OffsetDateTime.parse("2027-01-15T08:00:00Z");
-            rows.add(new OutboxRow(id, 100 + id, "r-" + id, 1, json, at, at, at, "test", at, null));
+            rows.add(new OutboxRow(id, 100 + id, "r-" + id, FencingToken.of(1), json, at, at, at, "test", at, null));
         }
 
         @Override
@@ -227,7 +228,7 @@ class RelayLoopTest {
 
         @Override
         public boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed) {
-            if (grant.token() != heldToken) {
+            if (grant.token().value() != heldToken) {
                 return false;
             }
             errors.putAll(failed);
@@ -267,19 +268,19 @@ class RelayLoopTest {
         }
 
         @Override
-        public void prepare(long token) {
+        public void prepare(FencingToken token) {
             if (failPrepare != null) {
                 throw failPrepare;
             }
-            prepared.add(token);
+            prepared.add(token.value());
         }
 
         @Override
-        public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
+        public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
             for (ProducerRecord<String, byte[]> r : records) {
                 long id = Long.parseLong(new String(r.headers().lastHeader(dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER).value(),
                         java.nio.charset.StandardCharsets.UTF_8));
-                sent.add(new Sent(token, id));
+                sent.add(new Sent(token.value(), id));
             }
             if (failNext != null) {
                 RuntimeException e = failNext;

@@ -1,5 +1,6 @@
 package dev.fencedjobs.relay;
 
+import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -65,7 +66,7 @@ class RelayTest {
             Envelope envelope = Envelope.parse(first.value());
             assertThat(first.key()).isEqualTo(envelope.resource());
             assertThat(TopicReader.headerLong(first, Envelope.JOB_ID_HEADER)).isEqualTo(envelope.jobId());
-            assertThat(TopicReader.headerLong(first, Envelope.TOKEN_HEADER)).isEqualTo(1L).isEqualTo(envelope.fencingToken());
+            assertThat(TopicReader.headerLong(first, Envelope.TOKEN_HEADER)).isEqualTo(1L).isEqualTo(envelope.fencingToken().value());
             assertThat(envelope.payloadJson()).startsWith("{\"n\":");
         }
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.unpublished() == 0);
@@ -163,7 +164,7 @@ class RelayTest {
         // A stops inside the send, after its last lease check: the window no local check closes.
         UnaryOperator<Publisher> pauseBeforeSend = delegate -> new Publisher() {
             @Override
-            public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
+            public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
                 if (records.stream().anyMatch(r -> TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER) == 1001L)) {
                     records.forEach(r -> heldBatch.add(TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER)));
                     pausedA.close();
@@ -271,7 +272,7 @@ class RelayTest {
         Relay relay = fixture.start(fixture.config(500), UnaryOperator.identity(), UnaryOperator.identity(),
                 delegate -> new Publisher() {
                     @Override
-                    public void publish(long token, List<ProducerRecord<String, byte[]>> records) {
+                    public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
                         throw new IllegalStateException("broker unavailable (simulated)");
                     }
 

@@ -23,7 +23,7 @@ import org.jooq.exception.DataAccessException;
  * one statement: a running statement holds back vacuum's horizon, so no wait is left open for
  * longer than a lease. The session's {@code statement_timeout} is 0 (restored on close).
  */
-public final class HolderWatch implements Leadership.SessionWatch {
+public final class HolderWatch implements SessionWatch {
 
     private static final String WAIT = "WITH t AS MATERIALIZED (SELECT set_config('lock_timeout', ?, true)) SELECT pg_advisory_lock(?, ?) FROM t";
 
@@ -49,7 +49,7 @@ public final class HolderWatch implements Leadership.SessionWatch {
      * {@link #interrupt()}ed.
      */
     @Override
-    public boolean await(long token, Duration upTo) {
+    public boolean await(FencingToken token, Duration upTo) {
         Connection c;
         synchronized (lock) {
             if (closed) {
@@ -65,7 +65,7 @@ public final class HolderWatch implements Leadership.SessionWatch {
         try (PreparedStatement s = c.prepareStatement(WAIT)) {
             s.setString(1, Math.max(1, upTo.toMillis()) + "ms");
             s.setInt(2, key);
-            s.setInt(3, (int) token);
+            s.setInt(3, token.lockKey());
             c.setNetworkTimeout(Runnable::run, (int) Math.min(Integer.MAX_VALUE, upTo.toMillis() + 5_000));
             s.execute();
             return true;
@@ -84,13 +84,13 @@ public final class HolderWatch implements Leadership.SessionWatch {
 
     /** Lets go of a lock {@link #await} got. */
     @Override
-    public void unlock(long token) {
+    public void unlock(FencingToken token) {
         synchronized (lock) {
             if (connection == null) {
                 return;
             }
             try (Statement s = connection.createStatement()) {
-                s.execute("SELECT pg_advisory_unlock(" + key + ", " + (int) token + ")");
+                s.execute("SELECT pg_advisory_unlock(" + key + ", " + token.lockKey() + ")");
             } catch (SQLException e) {
                 drop(connection);
             }

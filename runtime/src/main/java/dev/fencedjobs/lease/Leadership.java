@@ -4,14 +4,10 @@ import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.runtime.internal.Faults;
 import dev.fencedjobs.runtime.internal.Next;
 import dev.fencedjobs.runtime.internal.Wakeup;
-import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import java.util.OptionalLong;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -46,58 +42,20 @@ import org.slf4j.LoggerFactory;
  */
 public final class Leadership implements Grants, AutoCloseable {
 
-    /** The lease operations leadership needs; {@link LeaseSession} (with the fast path) or {@link Lease} provides them. */
-    public interface LeaseOps {
-        Optional<Grant> acquireOrRenew();
-
-        boolean release(long token);
-
-        /**
-         * The current holder as a follower sees it; empty when not known. A follower sleeps until
-         * its lease expires instead of asking every renewal interval, and so takes over the moment
-         * a killed leader's lease expires; with the fast path it also waits for the holder's
-         * session to end, when the holder shows a sign of life.
-         */
-        default Optional<Lease.Holder> holder() {
-            return Optional.empty();
-        }
-
-        /** Takes over from {@code token}, whose holder's session ended; empty when the token moved on. */
-        default Optional<Grant> takeOver(long token) {
-            return Optional.empty();
-        }
-    }
-
-    /** The fast path's wait for the end of a holder's session; {@link HolderWatch} provides it. */
-    public interface SessionWatch extends AutoCloseable {
-        /** True once the sign of life of {@code token} is let go by every session (this one holds it then); false when {@code upTo} ran out. */
-        boolean await(long token, Duration upTo);
-
-        void unlock(long token);
-
-        /** Ends a wait in progress, from another thread; with none in progress, the next one ends at once. */
-        void interrupt();
-
-        @Override
-        void close();
-    }
-
     public enum State { FOLLOWER, LEADER, STOPPED }
 
     /** What other threads post to the lease thread. */
-    private sealed interface Event permits AttemptNow, WaitEnded, SteppedDown {}
+    sealed interface Event permits AttemptNow, FastPath.WaitEnded, SteppedDown {}
 
     private record AttemptNow() implements Event {}
-
-    /** A wait for {@code token} ended: the session let the sign of life go ({@code ended}), ran out, or failed ({@code error}). */
-    private record WaitEnded(long token, boolean ended, RuntimeException error) implements Event {}
 
     private record SteppedDown(Grant stale, String reason) implements Event {}
 
     private static final Logger log = LoggerFactory.getLogger(Leadership.class);
     /** An attempt at the holder's expiry comes this much after it, so the expiry has passed in database time. */
     private static final long EXPIRY_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
-    private static final long NONE = Long.MIN_VALUE;
+    /** A ticker reading not scheduled: no attempt at the holder's expiry due. */
+    private static final long UNSCHEDULED = Long.MIN_VALUE;
 
     private final String role;
     private final String holderId;
@@ -108,6 +66,8 @@ public final class Leadership implements Grants, AutoCloseable {
     /** Null when the fast path is off. */
     private final SessionWatch watch;
     private final Watcher watcher;
+    /** The fast path's decisions; null when it is off. */
+    private final FastPath fastPath;
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     private final Queue<Event> events = new ConcurrentLinkedQueue<>();
     private final Wakeup wakeup = new Wakeup();
@@ -116,28 +76,20 @@ public final class Leadership implements Grants, AutoCloseable {
     private final AtomicReference<Grant> grant = new AtomicReference<>();
     private volatile boolean stopped;
     private volatile boolean databaseReachable;
-    private volatile long lastToken;
-    /** The token whose holder's session the watcher should wait for, or NONE; read by the status page. */
-    private volatile long watchTarget = NONE;
+    /** The token of the last grant; null before the first. */
+    private volatile FencingToken lastToken;
 
     // Confined to the lease thread (before start and after the threads end: to the caller).
-    /** The token the watcher was last told to wait for and has not answered yet, or NONE. */
-    private long waitingFor = NONE;
-    /** Ticker readings, or NONE: the next periodic attempt, the attempt at the holder's expiry, the next look at the holder. */
+    /** Ticker readings: the next periodic attempt, and the attempt at the holder's expiry (or UNSCHEDULED). */
     private long periodicAt;
-    private long expiryAt = NONE;
-    private long lookAgainAt = NONE;
+    private long expiryAt = UNSCHEDULED;
     private boolean attemptRequested;
-    /** The token this thread last logged as held, or NONE: every transition is logged once. */
-    private long loggedLeaderToken = NONE;
+    /** The token this thread last logged as held, or null: every transition is logged once. */
+    private FencingToken loggedLeaderToken;
 
     private Thread leaseThread;
 
-    private final Counter takeovers;
-    private final Counter renewals;
-    private final Counter renewalFailures;
-    private final Counter fastTakeovers;
-    private final Timer renewalLatency;
+    private final LeaseMeters meters;
 
     /** Without the fast path: a follower takes over only at the holder's expiry or release. */
     public Leadership(String role, String holderId, LeaseOps lease, LeaseConfig config, Duration safetyMargin,
@@ -153,24 +105,13 @@ public final class Leadership implements Grants, AutoCloseable {
         this.lease = lease;
         this.watch = watch;
         this.watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
+        this.fastPath = watch == null ? null
+                : new FastPath(role, holderId, lease, config, ticker, watcher, () -> grant.get() != null, this::takeOverFrom);
         this.config = config;
         this.safetyMarginNanos = safetyMargin.toNanos();
         this.ticker = ticker;
         this.periodicAt = ticker.nanoTime();
-        Gauge.builder("fencedjobs_leader", () -> state() == State.LEADER ? 1 : 0).tag("role", role)
-                .description("1 while this replica holds the role's lease").register(registry);
-        Gauge.builder("fencedjobs_lease_token", () -> lastToken).tag("role", role)
-                .description("fencing token of the last grant this replica received").register(registry);
-        takeovers = Counter.builder("fencedjobs_lease_takeovers").tag("role", role)
-                .description("times this replica became leader").register(registry);
-        renewals = Counter.builder("fencedjobs_lease_renewals").tag("role", role)
-                .description("successful acquisitions and renewals").register(registry);
-        renewalFailures = Counter.builder("fencedjobs_lease_renewal_failures").tag("role", role)
-                .description("acquisition or renewal statements that failed with an error").register(registry);
-        fastTakeovers = Counter.builder("fencedjobs_lease_fast_takeovers").tag("role", role)
-                .description("takeovers at once from a holder whose session ended (the fast path), before its lease expired").register(registry);
-        renewalLatency = Timer.builder("fencedjobs_lease_renewal").tag("role", role)
-                .description("latency of the acquire-or-renew statement").register(registry);
+        this.meters = new LeaseMeters(role, registry, () -> state() == State.LEADER, () -> lastToken);
     }
 
     /** Starts the lease thread, and the watcher with the fast path on. */
@@ -196,14 +137,13 @@ public final class Leadership implements Grants, AutoCloseable {
     }
 
     /** The token whose holder's session this replica waits for, if any. */
-    public OptionalLong watchTarget() {
-        long t = watchTarget;
-        return t == NONE ? OptionalLong.empty() : OptionalLong.of(t);
+    public Optional<FencingToken> watchTarget() {
+        return fastPath == null ? Optional.empty() : fastPath.watchTarget();
     }
 
     /** Times this replica took over at once from a holder whose session ended. */
     public long fastTakeoverCount() {
-        return (long) fastTakeovers.count();
+        return (long) meters.fastTakeovers.count();
     }
 
     /** Has the lease thread attempt now, for example when a release notification arrives. */
@@ -239,7 +179,7 @@ public final class Leadership implements Grants, AutoCloseable {
 
     /** Times this replica went from follower to leader. */
     public long acquisitions() {
-        return (long) takeovers.count();
+        return (long) meters.takeovers.count();
     }
 
     public boolean databaseReachable() {
@@ -280,9 +220,9 @@ public final class Leadership implements Grants, AutoCloseable {
         for (Event e; !stopped && (e = events.poll()) != null; ) {
             if (e instanceof AttemptNow) {
                 attemptRequested = true;
-            } else if (e instanceof WaitEnded w) {
-                waitEnded(w);
-            } else if (e instanceof SteppedDown s && loggedLeaderToken == s.stale().token() && grant.get() == null) {
+            } else if (e instanceof FastPath.WaitEnded w) {
+                fastPath.waitEnded(w);
+            } else if (e instanceof SteppedDown s && s.stale().token().equals(loggedLeaderToken) && grant.get() == null) {
                 logTransition(State.FOLLOWER, s.stale().token(), s.reason());
             }
         }
@@ -295,23 +235,18 @@ public final class Leadership implements Grants, AutoCloseable {
                 attempt(true);
             }
         }
-        if (expiryAt != NONE && ticker.nanoTime() - expiryAt >= 0) {
-            expiryAt = NONE;
+        if (expiryAt != UNSCHEDULED && ticker.nanoTime() - expiryAt >= 0) {
+            expiryAt = UNSCHEDULED;
             attempt(true);
         }
         if (ticker.nanoTime() - periodicAt >= 0) {
             periodicAt = ticker.nanoTime() + config.renewInterval().toNanos();
             attempt(false);
         }
-        if (lookAgainAt != NONE && ticker.nanoTime() - lookAgainAt >= 0) {
-            lookAgainAt = NONE;
-            lookAgain();
-        }
-        long next = periodicAt;
-        for (long at : new long[] {expiryAt, lookAgainAt}) {
-            if (at != NONE && at - next < 0) {
-                next = at;
-            }
+        long next = expiryAt != UNSCHEDULED && expiryAt - periodicAt < 0 ? expiryAt : periodicAt;
+        if (fastPath != null) {
+            fastPath.lookAgainIfDue();
+            next = fastPath.nextAt(next);
         }
         return Next.sleepUntil(next);
     }
@@ -327,10 +262,10 @@ public final class Leadership implements Grants, AutoCloseable {
      * notification, or by the attempt at that expiry.
      */
     void attempt(boolean force) {
-        if (!force && expiryAt != NONE && grant.get() == null && ticker.nanoTime() - expiryAt < 0) {
+        if (!force && expiryAt != UNSCHEDULED && grant.get() == null && ticker.nanoTime() - expiryAt < 0) {
             return;
         }
-        expiryAt = NONE;
+        expiryAt = UNSCHEDULED;
         long started = ticker.nanoTime();
         // The next periodic attempt is a renewal interval after this one, whatever started it.
         periodicAt = started + config.renewInterval().toNanos();
@@ -338,7 +273,7 @@ public final class Leadership implements Grants, AutoCloseable {
         boolean lapsed = previous != null && current().isEmpty();
         try {
             Optional<Grant> result = lease.acquireOrRenew();
-            renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
+            meters.renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
             databaseReachable = true;
             if (result.isPresent()) {
                 granted(result.get(), lapsed, "acquired the lease");
@@ -349,7 +284,7 @@ public final class Leadership implements Grants, AutoCloseable {
                 attemptAtExpiry();
             }
         } catch (RuntimeException e) {
-            renewalFailures.increment();
+            meters.renewalFailures.increment();
             if (databaseReachable || previous != null) {
                 log.warn("Lease {}: acquire-or-renew failed: {}", role, Faults.describe(e));
             } else {
@@ -363,24 +298,22 @@ public final class Leadership implements Grants, AutoCloseable {
     }
 
     private void granted(Grant g, boolean lapsed, String how) {
-        renewals.increment();
+        meters.renewals.increment();
         lastToken = g.token();
         Grant before = grant.getAndSet(g);
-        if (before == null && loggedLeaderToken != NONE) {
+        if (before == null && loggedLeaderToken != null) {
             // The work gave the grant up while this statement ran; its step-down is logged here, before the grant.
             logTransition(State.FOLLOWER, loggedLeaderToken, "the work gave up the grant");
         }
-        if (before == null || before.token() != g.token()) {
-            takeovers.increment();
+        if (before == null || !before.token().equals(g.token())) {
+            meters.takeovers.increment();
             logTransition(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
         } else if (lapsed) {
             notifyListeners();
         }
-        // Waits for no one now. A wait in progress is left to end by itself (granted, or at the end
-        // of its chunk), not cut: cutting closes its connection, and on this two-core machine that
-        // cost the new leader's first job 30 ms at the median (measured in-process, SIGTERM handoff).
-        watchTarget = NONE;
-        lookAgainAt = NONE;
+        if (fastPath != null) {
+            fastPath.granted();
+        }
     }
 
     /**
@@ -388,24 +321,24 @@ public final class Leadership implements Grants, AutoCloseable {
      * ended; take over now. When the token has moved on meanwhile, an ordinary attempt finds out
      * what holds now.
      */
-    void takeOverFrom(long token) {
+    void takeOverFrom(FencingToken token) {
         if (grant.get() != null) {
             return;
         }
         long started = ticker.nanoTime();
         try {
             Optional<Grant> result = lease.takeOver(token);
-            renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
+            meters.renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
             databaseReachable = true;
             if (result.isPresent()) {
                 periodicAt = started + config.renewInterval().toNanos();
-                fastTakeovers.increment();
+                meters.fastTakeovers.increment();
                 granted(result.get(), false, "took over from token " + token + ", whose holder's session ended, before its lease expired");
             } else {
                 attempt(true);
             }
         } catch (RuntimeException e) {
-            renewalFailures.increment();
+            meters.renewalFailures.increment();
             log.warn("Lease {}: taking over from token {} failed: {}", role, token, Faults.describe(e));
         }
     }
@@ -429,112 +362,27 @@ public final class Leadership implements Grants, AutoCloseable {
             return;
         }
         Lease.Holder h = holder.get();
-        if (watcher != null && !h.holderId().equals(holderId)) {
-            if (h.signOfLife()) {
-                watchFor(h.token());
-            } else if (watchTarget != h.token()) {
-                // A wait for this token that began when its lock was seen held still proves what it proves.
-                unwatch();
-            }
+        if (fastPath != null && !h.holderId().equals(holderId)) {
+            fastPath.sawHolder(h);
         }
         if (!h.remaining().isZero()) {
             expiryAt = ticker.nanoTime() + Math.min(h.remaining().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
         }
     }
 
-    /**
-     * After a wait failed (its connection was lost: a database restart ends every session, the
-     * holder's too), looks at the holder again every renewal interval until it shows a sign of life
-     * on its new session, or its lease is within an interval of expiring (the attempt at expiry
-     * looks then anyway). One read per interval, only in that window.
-     */
-    private void lookAgain() {
-        if (grant.get() != null || watchTarget != NONE) {
-            return;
-        }
-        try {
-            Optional<Lease.Holder> holder = lease.holder();
-            if (holder.isEmpty() || holder.get().holderId().equals(holderId)) {
-                return;
-            }
-            if (holder.get().signOfLife()) {
-                watchFor(holder.get().token());
-            } else if (holder.get().remaining().compareTo(config.renewInterval()) > 0) {
-                lookAgainSoon();
-            }
-        } catch (RuntimeException e) {
-            log.debug("Lease {}: looking at the holder again failed: {}", role, Faults.describe(e));
-            lookAgainSoon();
-        }
-    }
-
-    private void lookAgainSoon() {
-        if (lookAgainAt == NONE) {
-            lookAgainAt = ticker.nanoTime() + config.renewInterval().toNanos();
-        }
-    }
-
-    /** Has the watcher wait for the end of the session that holds {@code token}'s sign of life. */
-    private void watchFor(long token) {
-        if (watchTarget == token) {
-            return;
-        }
-        watchTarget = token;
-        if (waitingFor == NONE) {
-            watcher.waitFor(token);
-            waitingFor = token;
-        } else if (waitingFor != token) {
-            watcher.interrupt(); // the wait for the old token answers, and then the new one is handed over
-        }
-    }
-
-    /** Stops waiting (the token moved on with no sign of life to wait for). */
-    private void unwatch() {
-        watchTarget = NONE;
-        if (waitingFor != NONE) {
-            watcher.interrupt();
-        }
-    }
-
-    /** The watcher answered: takes over if the session it waited for ended, and hands it its next wait. */
-    private void waitEnded(WaitEnded w) {
-        if (w.token() == waitingFor) {
-            waitingFor = NONE;
-        }
-        if (w.error() != null) {
-            if (watchTarget == w.token()) {
-                // No proof any more: the next look at the holder starts a new wait if it shows a sign of life.
-                watchTarget = NONE;
-                log.debug("Lease {}: waiting for the session of token {} to end failed: {}", role, w.token(), Faults.describe(w.error()));
-                lookAgainSoon();
-            }
-        } else if (w.ended()) {
-            if (watchTarget == w.token()) {
-                watchTarget = NONE;
-                log.info("Lease {}: the session holding token {}'s sign of life ended; taking over", role, w.token());
-                takeOverFrom(w.token());
-            }
-            watcher.unlock(w.token());
-        }
-        if (watchTarget != NONE && waitingFor == NONE && grant.get() == null) {
-            watcher.waitFor(watchTarget);
-            waitingFor = watchTarget;
-        }
-    }
-
     /** What the lease thread has told the watcher and the watcher has not taken yet; for tests, which start no threads. */
     List<Watcher.Command> takeWatchCommands() {
-        return watcher.takeCommands();
+        return fastPath.takeCommands();
     }
 
     /** A wait's outcome, posted by the watcher (or a test, answering for it). */
-    void waitEnded(long token, boolean ended, RuntimeException error) {
-        post(new WaitEnded(token, ended, error));
+    void waitEnded(FencingToken token, boolean ended, RuntimeException error) {
+        post(new FastPath.WaitEnded(token, ended, error));
     }
 
-    private void logTransition(State to, long token, String reason) {
-        State from = loggedLeaderToken == NONE ? State.FOLLOWER : State.LEADER;
-        loggedLeaderToken = to == State.LEADER ? token : NONE;
+    private void logTransition(State to, FencingToken token, String reason) {
+        State from = loggedLeaderToken == null ? State.FOLLOWER : State.LEADER;
+        loggedLeaderToken = to == State.LEADER ? token : null;
         log.info("Lease {}: {} -> {} (holder {}, token {}): {}", role, from, to, holderId, token, reason);
         notifyListeners();
     }

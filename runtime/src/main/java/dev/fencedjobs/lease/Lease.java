@@ -13,6 +13,7 @@ import java.time.OffsetDateTime;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Function;
+import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.InsertOnConflictConditionStep;
@@ -28,10 +29,10 @@ import org.jooq.types.DayToSecond;
  *   <li>{@link #acquireOrRenew()}: one upsert. It takes an absent or expired lease (token + 1, or 1
  *       for a new role), renews a live lease the caller holds (same token), and returns nothing
  *       while another holder's lease is live.
- *   <li>{@link #guard(DSLContext, long)}: inside the caller's transaction, locks the lease row and
+ *   <li>{@link #guard(DSLContext, FencingToken)}: inside the caller's transaction, locks the lease row and
  *       checks holder, token and expiry. A takeover then waits for that transaction to end, so a
  *       protected write that passed the guard commits before any newer holder exists.
- *   <li>{@link #release(long)}: ends a live lease early, only if it is still this holder's with this
+ *   <li>{@link #release(FencingToken)}: ends a live lease early, only if it is still this holder's with this
  *       token; a newer holder's lease is never touched.
  * </ol>
  *
@@ -40,7 +41,7 @@ import org.jooq.types.DayToSecond;
  * {@link Ticker} only gives the holder a local deadline for scheduling. The row is never deleted,
  * so tokens never restart (a trigger also refuses it).
  */
-public final class Lease implements Leadership.LeaseOps {
+public final class Lease implements LeaseOps {
 
     private final DSLContext dsl;
     private final String role;
@@ -71,7 +72,7 @@ public final class Lease implements Leadership.LeaseOps {
      * session ever reads the new token without its sign of life held. {@code held} is the token
      * whose lock this session holds already (taken again, a session-level lock would be counted twice).
      */
-    Optional<SignedGrant> acquireOrRenewSigned(long held) {
+    Optional<SignedGrant> acquireOrRenewSigned(FencingToken held) {
         long sentAt = ticker.nanoTime();
         return upsert().returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
                 .fetchOptional()
@@ -98,17 +99,18 @@ public final class Lease implements Leadership.LeaseOps {
     }
 
     private Grant grant(long token, OffsetDateTime expiresAt, long sentAt) {
-        return new Grant(role, holderId, token, expiresAt, sentAt + duration.toNanos());
+        return new Grant(role, holderId, FencingToken.of(token), expiresAt, sentAt + duration.toNanos());
     }
 
     /**
      * In a {@code RETURNING} list: takes the returned token's sign of life on this session, unless
-     * it is {@code held} already; true when this session holds it. The token's low 32 bits as a
-     * signed int are the lock's second key, as Java's {@code (int) token} gives them.
+     * it is {@code held} already (null: none is); true when this session holds it. The token's low
+     * 32 bits as a signed int are the lock's second key, as {@link FencingToken#lockKey()} gives them.
      */
-    private Field<Boolean> signOfLifeLock(long held) {
-        return DSL.field("CASE WHEN {0} = {1} THEN true ELSE pg_try_advisory_lock({2}, ({0} & 4294967295)::bit(32)::int) END",
-                Boolean.class, LEADER_LEASE.FENCING_TOKEN, val(held), val(signOfLifeKey(role)));
+    private Field<Boolean> signOfLifeLock(FencingToken held) {
+        Condition heldHere = held == null ? DSL.falseCondition() : LEADER_LEASE.FENCING_TOKEN.eq(held.value());
+        return DSL.field("CASE WHEN {0} THEN true ELSE pg_try_advisory_lock({1}, ({2} & 4294967295)::bit(32)::int) END",
+                Boolean.class, heldHere, val(signOfLifeKey(role)), LEADER_LEASE.FENCING_TOKEN);
     }
 
     /** A grant, and whether the session that sent the statement holds its token's sign of life. */
@@ -119,12 +121,12 @@ public final class Lease implements Leadership.LeaseOps {
      * role with this token in database time. False means: write nothing, step down. The lock is
      * held until the caller's transaction ends, so keep that transaction short.
      */
-    public boolean guard(DSLContext transaction, long token) {
+    public boolean guard(DSLContext transaction, FencingToken token) {
         return transaction.select(LEADER_LEASE.FENCING_TOKEN)
                 .from(LEADER_LEASE)
                 .where(LEADER_LEASE.ROLE.eq(role))
                 .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
-                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token.value()))
                 .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
                 .forUpdate()
                 .fetchOptional()
@@ -136,7 +138,7 @@ public final class Lease implements Leadership.LeaseOps {
      * commits only while this holder still holds the role with this token, and a takeover waits
      * for it. Empty, with nothing written, when the guard fails.
      */
-    public <T> Optional<T> inGuardedTransaction(long token, Function<DSLContext, T> work) {
+    public <T> Optional<T> inGuardedTransaction(FencingToken token, Function<DSLContext, T> work) {
         return dsl.transactionResult(configuration -> {
             DSLContext tx = configuration.dsl();
             return guard(tx, token) ? Optional.of(work.apply(tx)) : Optional.<T>empty();
@@ -149,17 +151,17 @@ public final class Lease implements Leadership.LeaseOps {
      * lease has expired or belongs to another holder or token.
      */
     @Override
-    public boolean release(long token) {
+    public boolean release(FencingToken token) {
         return release(dsl, role, holderId, token);
     }
 
     /** The conditional release, for operators who name the holder and token themselves. */
-    public static boolean release(DSLContext dsl, String role, String holderId, long token) {
+    public static boolean release(DSLContext dsl, String role, String holderId, FencingToken token) {
         return dsl.update(LEADER_LEASE)
                 .set(LEADER_LEASE.EXPIRES_AT, CLOCK_TIMESTAMP)
                 .where(LEADER_LEASE.ROLE.eq(role))
                 .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
-                .and(LEADER_LEASE.FENCING_TOKEN.eq(token))
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token.value()))
                 .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
                 .execute() == 1;
     }
@@ -187,29 +189,29 @@ public final class Lease implements Leadership.LeaseOps {
      * fails its next guard, as after any takeover.
      */
     @Override
-    public Optional<Grant> takeOver(long token) {
+    public Optional<Grant> takeOver(FencingToken token) {
         long sentAt = ticker.nanoTime();
         return takeOverUpdate(token).returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
                 .fetchOptional()
                 .map(r -> grant(r.getFencingToken(), r.getExpiresAt(), sentAt));
     }
 
-    /** {@link #takeOver(long)} that also takes the new token's sign of life in the same statement, as {@link #acquireOrRenewSigned}. */
-    Optional<SignedGrant> takeOverSigned(long token, long held) {
+    /** {@link #takeOver(FencingToken)} that also takes the new token's sign of life in the same statement, as {@link #acquireOrRenewSigned}. */
+    Optional<SignedGrant> takeOverSigned(FencingToken token, FencingToken held) {
         long sentAt = ticker.nanoTime();
         return takeOverUpdate(token).returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
                 .fetchOptional()
                 .map(r -> new SignedGrant(grant(r.value1(), r.value2(), sentAt), r.value3()));
     }
 
-    private UpdateConditionStep<LeaderLeaseRecord> takeOverUpdate(long token) {
+    private UpdateConditionStep<LeaderLeaseRecord> takeOverUpdate(FencingToken token) {
         Field<OffsetDateTime> expiry = CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(duration)));
         return dsl.update(LEADER_LEASE)
                 .set(LEADER_LEASE.HOLDER_ID, holderId)
                 .set(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.FENCING_TOKEN.plus(1L))
                 .set(LEADER_LEASE.EXPIRES_AT, expiry)
                 .where(LEADER_LEASE.ROLE.eq(role))
-                .and(LEADER_LEASE.FENCING_TOKEN.eq(token));
+                .and(LEADER_LEASE.FENCING_TOKEN.eq(token.value()));
     }
 
     /**
@@ -228,7 +230,7 @@ public final class Lease implements Leadership.LeaseOps {
         return dsl.select(LEADER_LEASE.HOLDER_ID, LEADER_LEASE.FENCING_TOKEN, millis, alive)
                 .from(LEADER_LEASE)
                 .where(LEADER_LEASE.ROLE.eq(role))
-                .fetchOptional(r -> new Holder(r.value1(), r.value2(), Duration.ofMillis(r.value3()), r.value4()));
+                .fetchOptional(r -> new Holder(r.value1(), FencingToken.of(r.value2()), Duration.ofMillis(r.value3()), r.value4()));
     }
 
     /**
@@ -237,10 +239,10 @@ public final class Lease implements Leadership.LeaseOps {
      * @param remaining how long the lease has left, in database time; zero once it has expired
      * @param signOfLife whether some session holds the sign-of-life lock of {@code token}
      */
-    public record Holder(String holderId, long token, Duration remaining, boolean signOfLife) {}
+    public record Holder(String holderId, FencingToken token, Duration remaining, boolean signOfLife) {}
 
     /**
-     * The first key of the role's sign-of-life lock, {@code pg_advisory_lock(key, (int) token)}: the
+     * The first key of the role's sign-of-life lock, {@code pg_advisory_lock(key, token.lockKey())}: the
      * two-key form, so it never meets a one-key lock such as the migrations'. In {@code pg_locks}:
      * {@code locktype = 'advisory' AND objsubid = 2 AND classid = key} (as an unsigned number) and
      * {@code objid} the token's low 32 bits.

@@ -19,7 +19,7 @@ import java.util.Optional;
  * @param live whether it expires after now, in database time
  * @param secondsLeft until it expires (negative once expired), to a tenth of a second
  */
-public record LeaseRow(String role, String holderId, long token, OffsetDateTime expiresAt, boolean live, BigDecimal secondsLeft) {
+public record LeaseRow(String role, String holderId, FencingToken token, OffsetDateTime expiresAt, boolean live, BigDecimal secondsLeft) {
 
     static final String SELECT = "SELECT role, holder_id, fencing_token, expires_at, expires_at > clock_timestamp(), "
             + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease";
@@ -56,7 +56,7 @@ public record LeaseRow(String role, String holderId, long token, OffsetDateTime 
     }
 
     private static LeaseRow of(ResultSet rs) throws SQLException {
-        return new LeaseRow(rs.getString(1), rs.getString(2), rs.getLong(3), rs.getObject(4, OffsetDateTime.class), rs.getBoolean(5),
+        return new LeaseRow(rs.getString(1), rs.getString(2), FencingToken.of(rs.getLong(3)), rs.getObject(4, OffsetDateTime.class), rs.getBoolean(5),
                 rs.getBigDecimal(6));
     }
 }

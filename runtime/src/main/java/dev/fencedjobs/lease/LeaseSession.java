@@ -6,7 +6,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.OptionalLong;
 import java.util.function.Function;
 import org.jooq.SQLDialect;
 import org.jooq.conf.Settings;
@@ -31,7 +30,7 @@ import org.jooq.impl.DSL;
  * after. A broken connection is dropped, and with it the lock; the next call opens a new one. Not
  * for concurrent use beyond its own lock: one thread, the lease thread, drives it.
  */
-public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
+public final class LeaseSession implements LeaseOps, AutoCloseable {
 
     /** Where the session's connection comes from. */
     public interface Connections {
@@ -40,19 +39,18 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
 
     /** The sign of life of the token just granted is held by another session: a follower is taking over. */
     public static final class SignOfLifeTaken extends RuntimeException {
-        SignOfLifeTaken(long token) {
+        SignOfLifeTaken(FencingToken token) {
             super("the sign-of-life lock of token " + token + " is held by another session, a follower that is taking over");
         }
     }
-
-    private static final long NONE = Long.MIN_VALUE;
 
     private final Lease lease;
     private final Connections connections;
     private final int key;
     private Connection connection;
     private Lease onSession;
-    private long held = NONE;
+    /** The token whose sign of life this session holds; null when none. */
+    private FencingToken held;
 
     public LeaseSession(Lease lease, Connections connections) {
         this.lease = Objects.requireNonNull(lease, "lease");
@@ -63,7 +61,7 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     /** {@link Lease#acquireOrRenew()} on this session, holding the granted token's sign of life. */
     @Override
     public synchronized Optional<Grant> acquireOrRenew() {
-        long before = held;
+        FencingToken before = held;
         Optional<Lease.SignedGrant> signed = granting(l -> l.acquireOrRenewSigned(before));
         if (signed.isEmpty()) {
             giveUpSignOfLife();
@@ -72,10 +70,10 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
         return Optional.of(holding(signed.get()));
     }
 
-    /** {@link Lease#takeOver(long)} on this session, holding the new token's sign of life. */
+    /** {@link Lease#takeOver(FencingToken)} on this session, holding the new token's sign of life. */
     @Override
-    public synchronized Optional<Grant> takeOver(long token) {
-        long before = held;
+    public synchronized Optional<Grant> takeOver(FencingToken token) {
+        FencingToken before = held;
         return granting(l -> l.takeOverSigned(token, before)).map(this::holding);
     }
 
@@ -109,18 +107,18 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
                 + " AND l.classid = ?::oid AND l.objid::bigint <> ?")) {
             s.setInt(1, key);
             s.setLong(2, Integer.toUnsignedLong(key));
-            s.setLong(3, held == NONE ? -1 : held & 0xFFFF_FFFFL);
+            s.setLong(3, held == null ? -1 : held.value() & 0xFFFF_FFFFL);
             s.execute();
         }
     }
 
     /**
-     * {@link Lease#release(long)} on this session. The sign of life stays until {@link #close()}, a
+     * {@link Lease#release(FencingToken)} on this session. The sign of life stays until {@link #close()}, a
      * moment later: followers take over on the release's notification, and a wait that ended at the
      * same moment would only compete with it.
      */
     @Override
-    public synchronized boolean release(long token) {
+    public synchronized boolean release(FencingToken token) {
         return run(l -> l.release(token));
     }
 
@@ -131,20 +129,20 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     }
 
     /** The token whose sign of life this session holds, if any. */
-    public synchronized OptionalLong signOfLife() {
-        return held == NONE ? OptionalLong.empty() : OptionalLong.of(held);
+    public synchronized Optional<FencingToken> signOfLife() {
+        return Optional.ofNullable(held);
     }
 
     /** The statement took the grant's sign of life (or found it held here already); the previous token's is let go. */
     private Grant holding(Lease.SignedGrant signed) {
-        long token = signed.grant().token();
+        FencingToken token = signed.grant().token();
         if (!signed.signOfLife()) {
             throw new SignOfLifeTaken(token);
         }
-        if (held != token) {
-            long previous = held;
+        if (!token.equals(held)) {
+            FencingToken previous = held;
             held = token;
-            if (previous != NONE) {
+            if (previous != null) {
                 unlock(previous);
             }
         }
@@ -152,23 +150,23 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     }
 
     private void giveUpSignOfLife() {
-        if (held == NONE) {
+        if (held == null) {
             return;
         }
-        long token = held;
-        held = NONE;
+        FencingToken token = held;
+        held = null;
         unlock(token);
     }
 
     /** Lets {@code token}'s sign of life go, over plain JDBC: it runs between an acquisition and the grant's use. */
-    private void unlock(long token) {
+    private void unlock(FencingToken token) {
         run(l -> unlockStatement(token));
     }
 
-    private boolean unlockStatement(long token) {
+    private boolean unlockStatement(FencingToken token) {
         try (PreparedStatement s = connection.prepareStatement("SELECT pg_advisory_unlock(?, ?)")) {
             s.setInt(1, key);
-            s.setInt(2, (int) token);
+            s.setInt(2, token.lockKey());
             try (ResultSet r = s.executeQuery()) {
                 return r.next() && r.getBoolean(1);
             }
@@ -207,7 +205,7 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
     }
 
     private void drop() {
-        held = NONE;
+        held = null;
         onSession = null;
         Connection c = connection;
         connection = null;
@@ -226,7 +224,7 @@ public final class LeaseSession implements Leadership.LeaseOps, AutoCloseable {
      */
     @Override
     public synchronized void close() {
-        if (connection != null && held != NONE) {
+        if (connection != null && held != null) {
             try {
                 giveUpSignOfLife();
             } catch (RuntimeException e) {

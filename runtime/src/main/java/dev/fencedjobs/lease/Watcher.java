@@ -19,25 +19,25 @@ import org.slf4j.LoggerFactory;
 final class Watcher {
 
     /** What the watcher is told to do next. */
-    record Command(Kind kind, long token) {
+    record Command(Kind kind, FencingToken token) {
         enum Kind { WAIT, UNLOCK, STOP }
     }
 
     /** Where the outcome of each wait goes: the session let the lock go ({@code ended}), the wait ran out, or it failed ({@code error}). */
     interface Answers {
-        void waitEnded(long token, boolean ended, RuntimeException error);
+        void waitEnded(FencingToken token, boolean ended, RuntimeException error);
     }
 
     private static final Logger log = LoggerFactory.getLogger(Watcher.class);
 
     private final String role;
-    private final Leadership.SessionWatch watch;
+    private final SessionWatch watch;
     private final Duration chunk;
     private final Answers answers;
     private final BlockingQueue<Command> commands = new LinkedBlockingQueue<>();
     private Thread thread;
 
-    Watcher(String role, Leadership.SessionWatch watch, Duration chunk, Answers answers) {
+    Watcher(String role, SessionWatch watch, Duration chunk, Answers answers) {
         this.role = role;
         this.watch = watch;
         this.chunk = chunk;
@@ -50,11 +50,11 @@ final class Watcher {
         thread.start();
     }
 
-    void waitFor(long token) {
+    void waitFor(FencingToken token) {
         commands.add(new Command(Command.Kind.WAIT, token));
     }
 
-    void unlock(long token) {
+    void unlock(FencingToken token) {
         commands.add(new Command(Command.Kind.UNLOCK, token));
     }
 
@@ -66,7 +66,7 @@ final class Watcher {
     /** Drops what is queued, and ends a wait in progress; the thread ends after it. */
     void stop() {
         commands.clear();
-        commands.add(new Command(Command.Kind.STOP, 0));
+        commands.add(new Command(Command.Kind.STOP, null));
         watch.interrupt();
     }
 

@@ -103,7 +103,7 @@ class FastTakeoverTest {
             String url = proxy == null ? server.url() : viaProxy(server.url(), proxy);
             this.session = new LeaseSession(lease, () -> connect(url, name + "-lease"));
             HolderWatch watch = new HolderWatch(role, () -> connect(server.url(), name + "-watch"));
-            Leadership.LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? session : lease);
+            LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? session : lease);
             this.leadership = new Leadership(role, name, ops, config.fastTakeover() ? watch : null, config, Duration.ZERO,
                     Ticker.system(), new SimpleMeterRegistry());
             replicas.add(this);
@@ -115,12 +115,12 @@ class FastTakeoverTest {
             gate.close();
         }
 
-        long token() {
+        FencingToken token() {
             return leadership.lastGrant().orElseThrow().token();
         }
 
         /** Whether a guarded write under {@code token} would commit now. */
-        boolean canWrite(long token) {
+        boolean canWrite(FencingToken token) {
             return lease.inGuardedTransaction(token, tx -> true).isPresent();
         }
 
@@ -167,8 +167,8 @@ class FastTakeoverTest {
         return Lease.read(dsl, role).orElseThrow().expiresAt();
     }
 
-    private OffsetDateTime acquiredAt(long token) {
-        return dsl.fetchOne("SELECT acquired_at FROM lease_takeover WHERE role = ? AND fencing_token = ?", role, token).get(0, OffsetDateTime.class);
+    private OffsetDateTime acquiredAt(FencingToken token) {
+        return dsl.fetchOne("SELECT acquired_at FROM lease_takeover WHERE role = ? AND fencing_token = ?", role, token.value()).get(0, OffsetDateTime.class);
     }
 
     private void terminate(String applicationName) {
@@ -179,20 +179,20 @@ class FastTakeoverTest {
     @Test
     void holderSessionTerminated_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() {
         Replica a = leader(MINUTE, null);
-        long token = a.token();
+        FencingToken token = a.token();
         Replica b = watchingFollower("b", MINUTE);
         OffsetDateTime expiry = expiresAt();
 
         terminate("a-lease");
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(b.token()).as("token + 1").isEqualTo(token + 1);
-        assertThat(acquiredAt(token + 1)).as("taken over before the holder's lease expired (database time)").isBefore(expiry);
+        assertThat(b.token()).as("token + 1").isEqualTo(token.next());
+        assertThat(acquiredAt(token.next())).as("taken over before the holder's lease expired (database time)").isBefore(expiry);
         assertThat(b.leadership.fastTakeoverCount()).isEqualTo(1);
         assertThat(a.canWrite(token)).as("the former holder's guard").isFalse();
         await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
         assertThat(a.session.signOfLife()).as("the former holder holds no sign of life").isEmpty();
-        assertThat(b.session.signOfLife()).hasValue(token + 1);
+        assertThat(b.session.signOfLife()).hasValue(token.next());
 
         // And back: the former holder now waits for the new holder's session.
         await().until(() -> dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
@@ -200,32 +200,32 @@ class FastTakeoverTest {
         OffsetDateTime secondExpiry = expiresAt();
         terminate("b-lease");
         await().until(() -> a.leadership.state() == Leadership.State.LEADER);
-        assertThat(a.token()).isEqualTo(token + 2);
-        assertThat(acquiredAt(token + 2)).isBefore(secondExpiry);
-        assertThat(b.canWrite(token + 1)).isFalse();
+        assertThat(a.token()).isEqualTo(token.next().next());
+        assertThat(acquiredAt(token.next().next())).isBefore(secondExpiry);
+        assertThat(b.canWrite(token.next())).isFalse();
     }
 
     @Test
     void aTokenBeyond32Bits_theGrantsLockIsTheOneTheFollowerReadsAndWaitsFor() {
         // Low 32 bits 0x80000005: negative as Java's (int), so every encoding of the lock's second key must agree.
-        long old = (1L << 32) + (1L << 31) + 5;
+        FencingToken old = FencingToken.of((1L << 32) + (1L << 31) + 5);
         dsl.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES (?, 'gone', ?, clock_timestamp() - interval '1 second')",
-                role, old);
+                role, old.value());
         Replica a = leader(MINUTE, null);
-        assertThat(a.token()).isEqualTo(old + 1);
-        assertThat(a.session.signOfLife()).hasValue(old + 1);
+        assertThat(a.token()).isEqualTo(old.next());
+        assertThat(a.session.signOfLife()).hasValue(old.next());
         assertThat(dsl.fetchOne("SELECT l.objid::bigint FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid"
                 + " WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'a-lease'").get(0, Long.class))
-                .as("the lock's second key, the token's low 32 bits").isEqualTo((old + 1) & 0xFFFF_FFFFL);
+                .as("the lock's second key, the token's low 32 bits").isEqualTo(old.next().value() & 0xFFFF_FFFFL);
         Replica b = watchingFollower("b", MINUTE); // only after reading a sign of life
         OffsetDateTime expiry = expiresAt();
 
         terminate("a-lease");
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(b.token()).isEqualTo(old + 2);
-        assertThat(acquiredAt(old + 2)).isBefore(expiry);
-        assertThat(b.session.signOfLife()).hasValue(old + 2);
+        assertThat(b.token()).isEqualTo(old.next().next());
+        assertThat(acquiredAt(old.next().next())).isBefore(expiry);
+        assertThat(b.session.signOfLife()).hasValue(old.next().next());
     }
 
     @Test
@@ -257,15 +257,15 @@ class FastTakeoverTest {
     void leaseConnectionAloneCut_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() throws Exception {
         try (TcpProxy proxy = new TcpProxy("a-lease", port(server.url()))) {
             Replica a = leader(MINUTE, proxy);
-            long token = a.token();
+            FencingToken token = a.token();
             Replica b = watchingFollower("b", MINUTE);
             OffsetDateTime expiry = expiresAt();
 
             proxy.cut(); // the lease session alone: the pool's connections go direct and stay
 
             await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-            assertThat(b.token()).isEqualTo(token + 1);
-            assertThat(acquiredAt(token + 1)).isBefore(expiry);
+            assertThat(b.token()).isEqualTo(token.next());
+            assertThat(acquiredAt(token.next())).isBefore(expiry);
             assertThat(a.canWrite(token)).as("the former holder's guard, over its pool").isFalse();
             await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
         }
@@ -274,14 +274,14 @@ class FastTakeoverTest {
     @Test
     void pausedHolderKeepsItsSession_followerWaitsForTheExpiry() {
         Replica a = leader(SHORT, null);
-        long token = a.token();
+        FencingToken token = a.token();
         Replica b = watchingFollower("b", SHORT);
 
         a.pause(); // no more renewals; the session and its sign of life stay, as in SIGSTOP or a partition
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(b.token()).isEqualTo(token + 1);
-        assertThat(acquiredAt(token + 1)).as("taken over no earlier than the paused holder's last renewed expiry")
+        assertThat(b.token()).isEqualTo(token.next());
+        assertThat(acquiredAt(token.next())).as("taken over no earlier than the paused holder's last renewed expiry")
                 .isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
         assertThat(b.leadership.fastTakeoverCount()).isZero();
         assertThat(a.canWrite(token)).isFalse();
@@ -290,14 +290,14 @@ class FastTakeoverTest {
     @Test
     void holderWithoutSignOfLife_isReplacedOnlyAtExpiry() {
         Replica a = leader(SHORT.withFastTakeover(false), null); // an older version, or the fast path turned off
-        long token = a.token();
+        FencingToken token = a.token();
         Replica b = new Replica("b", SHORT, null);
         await().until(() -> b.lease.holder().map(h -> !h.signOfLife()).orElse(false));
 
         a.pause();
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(acquiredAt(token + 1)).isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
+        assertThat(acquiredAt(token.next())).isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
         assertThat(b.leadership.fastTakeoverCount()).isZero();
     }
 
@@ -308,7 +308,7 @@ class FastTakeoverTest {
             Database.migrate(pool);
             on(new Server(pg.url(), pg.user(), pg.password(), Database.dsl(pool)));
             Replica a = leader(MINUTE, null);
-            long token = a.token();
+            FencingToken token = a.token();
             Replica b = watchingFollower("b", MINUTE);
 
             pg.stop();
@@ -326,7 +326,7 @@ class FastTakeoverTest {
             // And the fast path works again on the new sessions.
             terminate("a-lease");
             await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-            assertThat(b.token()).isEqualTo(token + 1);
+            assertThat(b.token()).isEqualTo(token.next());
             replicas.forEach(Replica::close);
             replicas.clear();
         }

@@ -8,8 +8,8 @@ public final class GatedLease {
 
     private GatedLease() {}
 
-    public static Leadership.LeaseOps gated(Gate gate, Leadership.LeaseOps delegate) {
-        return new Leadership.LeaseOps() {
+    public static LeaseOps gated(Gate gate, LeaseOps delegate) {
+        return new LeaseOps() {
             @Override
             public Optional<Grant> acquireOrRenew() {
                 gate.pass();
@@ -17,7 +17,7 @@ public final class GatedLease {
             }
 
             @Override
-            public boolean release(long token) {
+            public boolean release(FencingToken token) {
                 gate.pass();
                 return delegate.release(token);
             }
@@ -29,7 +29,7 @@ public final class GatedLease {
             }
 
             @Override
-            public Optional<Grant> takeOver(long token) {
+            public Optional<Grant> takeOver(FencingToken token) {
                 gate.pass();
                 return delegate.takeOver(token);
             }

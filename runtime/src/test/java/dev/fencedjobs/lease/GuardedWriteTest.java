@@ -28,8 +28,8 @@ class GuardedWriteTest {
         db.dsl().execute("CREATE TABLE protected_write (role text, token bigint, written_at timestamptz)");
     }
 
-    private static void write(org.jooq.DSLContext tx, String role, long token) {
-        tx.execute("INSERT INTO protected_write VALUES (?, ?, clock_timestamp())", role, token);
+    private static void write(org.jooq.DSLContext tx, String role, FencingToken token) {
+        tx.execute("INSERT INTO protected_write VALUES (?, ?, clock_timestamp())", role, token.value());
     }
 
     private static int writes(String role) {
@@ -43,7 +43,7 @@ class GuardedWriteTest {
         // in a JDK 25 build beside a fault-injection run: the guard rightly refused the expired lease).
         Lease a = new Lease(db.dsl(), role, "holder-a", Duration.ofSeconds(3), Ticker.system());
         Lease b = new Lease(db.dsl(), role, "holder-b", Duration.ofMinutes(5), Ticker.system());
-        long tokenA = a.acquireOrRenew().orElseThrow().token();
+        FencingToken tokenA = a.acquireOrRenew().orElseThrow().token();
 
         CountDownLatch guarded = new CountDownLatch(1);
         CountDownLatch commit = new CountDownLatch(1);
@@ -70,12 +70,12 @@ class GuardedWriteTest {
         commit.countDown();
         assertThat(writerA.get(10, TimeUnit.SECONDS)).isTrue();
         Grant grantB = takeover.get(10, TimeUnit.SECONDS).orElseThrow();
-        assertThat(grantB.token()).isEqualTo(tokenA + 1);
+        assertThat(grantB.token()).isEqualTo(tokenA.next());
 
         OffsetDateTime written = db.dsl().select(DSL.field("written_at", OffsetDateTime.class))
                 .from(DSL.table("protected_write")).where(DSL.field("role").eq(role)).fetchSingle().value1();
         OffsetDateTime takenOver = db.dsl().select(LEASE_TAKEOVER.ACQUIRED_AT).from(LEASE_TAKEOVER)
-                .where(LEASE_TAKEOVER.ROLE.eq(role), LEASE_TAKEOVER.FENCING_TOKEN.eq(grantB.token())).fetchSingle().value1();
+                .where(LEASE_TAKEOVER.ROLE.eq(role), LEASE_TAKEOVER.FENCING_TOKEN.eq(grantB.token().value())).fetchSingle().value1();
         assertThat(written).as("A's protected write happened before B's takeover").isBefore(takenOver);
     }
 
@@ -84,7 +84,7 @@ class GuardedWriteTest {
         String role = "began-before";
         Lease a = new Lease(db.dsl(), role, "holder-a", Duration.ofMinutes(5), Ticker.system());
         Lease b = new Lease(db.dsl(), role, "holder-b", Duration.ofMinutes(5), Ticker.system());
-        long tokenA = a.acquireOrRenew().orElseThrow().token();
+        FencingToken tokenA = a.acquireOrRenew().orElseThrow().token();
 
         CountDownLatch begun = new CountDownLatch(1);
         CountDownLatch takenOver = new CountDownLatch(1);
@@ -100,7 +100,7 @@ class GuardedWriteTest {
         }));
         assertThat(begun.await(10, TimeUnit.SECONDS)).isTrue();
         db.expire(role);
-        assertThat(b.acquireOrRenew()).map(Grant::token).contains(tokenA + 1);
+        assertThat(b.acquireOrRenew()).map(Grant::token).contains(tokenA.next());
         takenOver.countDown();
 
         assertThat(writerA.get(10, TimeUnit.SECONDS)).as("A's guard after the takeover").isFalse();
@@ -112,10 +112,10 @@ class GuardedWriteTest {
         String role = "paused";
         Lease a = new Lease(db.dsl(), role, "holder-a", Duration.ofMinutes(5), Ticker.system());
         Lease b = new Lease(db.dsl(), role, "holder-b", Duration.ofMinutes(5), Ticker.system());
-        long tokenA = a.acquireOrRenew().orElseThrow().token();
+        FencingToken tokenA = a.acquireOrRenew().orElseThrow().token();
         // A "pauses" here; its lease runs out and B takes over.
         db.expire(role);
-        long tokenB = b.acquireOrRenew().orElseThrow().token();
+        FencingToken tokenB = b.acquireOrRenew().orElseThrow().token();
 
         Boolean wroteA = db.dsl().transactionResult(c -> {
             if (!a.guard(c.dsl(), tokenA)) {
@@ -134,7 +134,7 @@ class GuardedWriteTest {
         assertThat(wroteA).isFalse();
         assertThat(wroteB).isTrue();
         assertThat(db.dsl().select(DSL.field("token", Long.class)).from(DSL.table("protected_write"))
-                .where(DSL.field("role").eq(role)).fetch(r -> r.value1())).containsExactly(tokenB);
+                .where(DSL.field("role").eq(role)).fetch(r -> r.value1())).containsExactly(tokenB.value());
     }
 
     private static void awaitLatch(CountDownLatch latch) {

@@ -30,7 +30,7 @@ class LeadershipTest {
     private final AtomicInteger released = new AtomicInteger();
     private final AtomicInteger changes = new AtomicInteger();
 
-    private final Leadership.LeaseOps script = new Leadership.LeaseOps() {
+    private final LeaseOps script = new LeaseOps() {
         @Override
         public Optional<Grant> acquireOrRenew() {
             Object next = answers.removeFirst();
@@ -38,25 +38,25 @@ class LeadershipTest {
                 throw e;
             }
             return next instanceof Long token
-                    ? Optional.of(new Grant("r", "me", token, OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+                    ? Optional.of(new Grant("r", "me", FencingToken.of(token), OffsetDateTime.now(), now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }
 
         @Override
-        public boolean release(long token) {
+        public boolean release(FencingToken token) {
             released.incrementAndGet();
             return true;
         }
 
         @Override
         public Optional<Lease.Holder> holder() {
-            return Optional.ofNullable(holderRemaining).map(left -> new Lease.Holder("other", holderToken, left, signOfLife));
+            return Optional.ofNullable(holderRemaining).map(left -> new Lease.Holder("other", FencingToken.of(holderToken), left, signOfLife));
         }
 
         @Override
-        public Optional<Grant> takeOver(long token) {
-            takeOvers.add(token);
-            return token == holderToken ? Optional.of(new Grant("r", "me", token + 1, OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+        public Optional<Grant> takeOver(FencingToken token) {
+            takeOvers.add(token.value());
+            return token.value() == holderToken ? Optional.of(new Grant("r", "me", token.next(), OffsetDateTime.now(), now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }
     };
@@ -67,14 +67,14 @@ class LeadershipTest {
     private final AtomicInteger interrupts = new AtomicInteger();
 
     /** The fast path's wait, never run here: the tests answer for the watcher with {@link Leadership#waitEnded}. */
-    private final Leadership.SessionWatch watch = new Leadership.SessionWatch() {
+    private final SessionWatch watch = new SessionWatch() {
         @Override
-        public boolean await(long token, Duration upTo) {
+        public boolean await(FencingToken token, Duration upTo) {
             throw new AssertionError("no watcher thread in this test");
         }
 
         @Override
-        public void unlock(long token) {}
+        public void unlock(FencingToken token) {}
 
         @Override
         public void interrupt() {
@@ -103,7 +103,7 @@ class LeadershipTest {
         now += Duration.ofMillis(6510).toNanos();
         answers.add("another holder");
         l.attempt();
-        assertThat(l.watchTarget()).hasValue(7L);
+        assertThat(l.watchTarget()).hasValue(FencingToken.of(7));
 
         // The token moved on by expiry, with no sign of life yet: the wait for token 7 is dropped.
         holderToken = 8L;
@@ -124,11 +124,11 @@ class LeadershipTest {
         l.attempt();
         int before = changes.get();
 
-        l.takeOverFrom(7L);
+        l.takeOverFrom(FencingToken.of(7));
 
         assertThat(takeOvers).containsExactly(7L);
         assertThat(l.state()).isEqualTo(Leadership.State.LEADER);
-        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.fastTakeoverCount()).isEqualTo(1);
         assertThat(l.acquisitions()).isEqualTo(1);
         assertThat(changes.get()).as("the worker is told").isEqualTo(before + 1);
@@ -147,22 +147,22 @@ class LeadershipTest {
         holderToken = 8L; // someone took over by expiry meanwhile
 
         answers.add("another holder");
-        l.takeOverFrom(7L);
+        l.takeOverFrom(FencingToken.of(7));
 
         assertThat(takeOvers).containsExactly(7L);
         assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
         assertThat(answers).as("the ordinary attempt asked").isEmpty();
-        assertThat(l.watchTarget()).as("and now waits for the new holder's session").hasValue(8L);
+        assertThat(l.watchTarget()).as("and now waits for the new holder's session").hasValue(FencingToken.of(8));
         assertThat(l.fastTakeoverCount()).isZero();
         l.close();
     }
 
     private static Watcher.Command waitFor(long token) {
-        return new Watcher.Command(Watcher.Command.Kind.WAIT, token);
+        return new Watcher.Command(Watcher.Command.Kind.WAIT, FencingToken.of(token));
     }
 
     private static Watcher.Command unlock(long token) {
-        return new Watcher.Command(Watcher.Command.Kind.UNLOCK, token);
+        return new Watcher.Command(Watcher.Command.Kind.UNLOCK, FencingToken.of(token));
     }
 
     /** A follower's first step: another holder (token 7, 9 s left) shows a sign of life, so the watcher is told to wait for it. */
@@ -174,7 +174,7 @@ class LeadershipTest {
         long start = now;
         assertThat(l.step()).as("next: the periodic attempt").isEqualTo(Next.sleepUntil(start + LEASE.renewInterval().toNanos()));
         assertThat(l.takeWatchCommands()).containsExactly(waitFor(7));
-        assertThat(l.watchTarget()).hasValue(7L);
+        assertThat(l.watchTarget()).hasValue(FencingToken.of(7));
         return l;
     }
 
@@ -190,7 +190,7 @@ class LeadershipTest {
         answers.add(9L);
         l.step();
         assertThat(answers).as("the attempt at the expiry asked").isEmpty();
-        assertThat(l.current()).map(Grant::token).contains(9L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(9));
         assertThat(l.takeWatchCommands()).as("a wait in progress is left to end by itself").isEmpty();
         assertThat(interrupts).hasValue(0);
     }
@@ -205,12 +205,12 @@ class LeadershipTest {
         holderRemaining = Duration.ofSeconds(10);
         answers.add("another holder");
         l.step();
-        assertThat(l.watchTarget()).hasValue(8L);
+        assertThat(l.watchTarget()).hasValue(FencingToken.of(8));
         assertThat(interrupts).as("the wait for 7 is cut").hasValue(1);
         assertThat(l.takeWatchCommands()).as("nothing new until the watcher answers").isEmpty();
 
         // Its session ended just before the cut: the answer for 7 takes nothing over.
-        l.waitEnded(7L, true, null);
+        l.waitEnded(FencingToken.of(7), true, null);
         l.step();
         assertThat(takeOvers).isEmpty();
         assertThat(l.takeWatchCommands()).containsExactly(unlock(7), waitFor(8));
@@ -221,10 +221,10 @@ class LeadershipTest {
         holderToken = 9L;
         answers.add("another holder");
         l.step();
-        l.waitEnded(8L, false, new IllegalStateException("connection aborted"));
+        l.waitEnded(FencingToken.of(8), false, new IllegalStateException("connection aborted"));
         l.step();
         assertThat(l.takeWatchCommands()).containsExactly(waitFor(9));
-        assertThat(l.watchTarget()).hasValue(9L);
+        assertThat(l.watchTarget()).hasValue(FencingToken.of(9));
         l.close();
     }
 
@@ -232,7 +232,7 @@ class LeadershipTest {
     void race_aWaitFailsAfterADatabaseRestart_theFollowerLooksAgainUntilTheHolderShowsASignOfLife() {
         Leadership l = following();
         long failedAt = now;
-        l.waitEnded(7L, false, new IllegalStateException("terminating connection due to administrator command"));
+        l.waitEnded(FencingToken.of(7), false, new IllegalStateException("terminating connection due to administrator command"));
         assertThat(l.step()).as("one look at the holder a renewal interval later")
                 .isEqualTo(Next.sleepUntil(failedAt + LEASE.renewInterval().toNanos()));
         assertThat(l.watchTarget()).as("a failed wait proves nothing").isEmpty();
@@ -251,10 +251,10 @@ class LeadershipTest {
         holderRemaining = Duration.ofSeconds(3).plusMillis(500);
         l.step();
         assertThat(l.takeWatchCommands()).containsExactly(waitFor(7));
-        l.waitEnded(7L, true, null);
+        l.waitEnded(FencingToken.of(7), true, null);
         l.step();
         assertThat(takeOvers).containsExactly(7L);
-        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.takeWatchCommands()).containsExactly(unlock(7));
         l.close();
     }
@@ -266,16 +266,16 @@ class LeadershipTest {
         answers.add(8L);
         l.attemptNow();
         l.step();
-        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.watchTarget()).isEmpty();
         assertThat(interrupts).as("the wait is left to end by itself, not cut").hasValue(0);
 
         // The released holder's session ends: the watcher's answer arrives after the grant.
-        l.waitEnded(7L, true, null);
+        l.waitEnded(FencingToken.of(7), true, null);
         l.step();
         assertThat(takeOvers).as("a leader takes nothing over").isEmpty();
         assertThat(l.takeWatchCommands()).as("the lock is let go, and no new wait begins").containsExactly(unlock(7));
-        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.acquisitions()).isEqualTo(1);
         l.close();
     }
@@ -287,17 +287,17 @@ class LeadershipTest {
         // and renewed token 7 before this answer was handled. The ended session is proof enough:
         // the takeover moves the token, so whatever the returning holder writes under 7 is refused.
         holderRemaining = Duration.ofSeconds(10);
-        l.waitEnded(7L, true, null);
+        l.waitEnded(FencingToken.of(7), true, null);
         int before = changes.get();
         l.step();
         assertThat(takeOvers).containsExactly(7L);
-        assertThat(l.current()).map(Grant::token).contains(8L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.fastTakeoverCount()).isEqualTo(1);
         assertThat(changes.get()).as("the worker is told").isEqualTo(before + 1);
         assertThat(l.takeWatchCommands()).containsExactly(unlock(7));
 
         // The same answer twice (it cannot come twice; if it did) changes nothing.
-        l.waitEnded(7L, true, null);
+        l.waitEnded(FencingToken.of(7), true, null);
         l.step();
         assertThat(takeOvers).containsExactly(7L);
         l.close();
@@ -332,7 +332,7 @@ class LeadershipTest {
         answers.add(1L);
         l.attempt();
         assertThat(l.state()).isEqualTo(Leadership.State.LEADER);
-        assertThat(l.current()).map(Grant::token).contains(1L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(1));
 
         now += Duration.ofSeconds(7).toNanos();
         assertThat(l.current()).as("7.0 s into a 10 s lease, margin 2 s").isPresent();
@@ -343,7 +343,7 @@ class LeadershipTest {
         int before = changes.get();
         answers.add(1L);
         l.attempt();
-        assertThat(l.current()).as("a renewal moves the deadline").map(Grant::token).contains(1L);
+        assertThat(l.current()).as("a renewal moves the deadline").map(Grant::token).contains(FencingToken.of(1));
         assertThat(changes.get()).as("the worker is woken when a lapsed deadline is lifted").isEqualTo(before + 1);
     }
 
@@ -403,7 +403,7 @@ class LeadershipTest {
 
         answers.add(2L);
         l.attempt();
-        assertThat(l.current()).map(Grant::token).contains(2L);
+        assertThat(l.current()).map(Grant::token).contains(FencingToken.of(2));
         answers.add("none");
         l.attempt();
         assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
@@ -420,7 +420,7 @@ class LeadershipTest {
         answers.add(2L);
         l.attempt();
         l.stepDown(old, "guard rejected an older grant");
-        assertThat(l.current()).as("a newer grant survives a step-down for an older one").map(Grant::token).contains(2L);
+        assertThat(l.current()).as("a newer grant survives a step-down for an older one").map(Grant::token).contains(FencingToken.of(2));
         l.stepDown(l.current().orElseThrow(), "guard rejected");
         assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
     }

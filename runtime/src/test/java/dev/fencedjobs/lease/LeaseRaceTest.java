@@ -62,13 +62,13 @@ class LeaseRaceTest {
                 assertThat(grants).as("grants in round %d", round).hasSize(1);
                 Grant grant = grants.get(0);
                 if (expired) {
-                    assertThat(grant.token()).as("a takeover, even by the last holder, takes the next token").isEqualTo(lastToken + 1);
+                    assertThat(grant.token()).as("a takeover, even by the last holder, takes the next token").isEqualTo(FencingToken.of(lastToken + 1));
                     takeovers++;
                 } else {
                     assertThat(grant.holderId()).as("only the live holder renews").isEqualTo(lastHolder);
-                    assertThat(grant.token()).as("a renewal keeps the token").isEqualTo(lastToken);
+                    assertThat(grant.token()).as("a renewal keeps the token").isEqualTo(FencingToken.of(lastToken));
                 }
-                lastToken = grant.token();
+                lastToken = grant.token().value();
                 lastHolder = grant.holderId();
                 // Two rounds in three the lease runs out: the next round is a race for a takeover.
                 expired = round % 3 != 2;
@@ -112,7 +112,7 @@ class LeaseRaceTest {
                                 if (!lease.guard(c.dsl(), grant.token())) {
                                     return false;
                                 }
-                                c.dsl().execute("INSERT INTO guarded_write (token, holder) VALUES (?, ?)", grant.token(), holder);
+                                c.dsl().execute("INSERT INTO guarded_write (token, holder) VALUES (?, ?)", grant.token().value(), holder);
                                 return true;
                             });
                             if (wrote) {

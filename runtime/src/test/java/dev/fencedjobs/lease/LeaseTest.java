@@ -37,7 +37,7 @@ class LeaseTest {
         return new Lease(db.dsl(), role, holder, duration, Ticker.system());
     }
 
-    private static boolean guardPasses(Lease lease, long token) {
+    private static boolean guardPasses(Lease lease, FencingToken token) {
         Boolean passed = db.dsl().transactionResult(c -> lease.guard(c.dsl(), token));
         return passed;
     }
@@ -49,23 +49,23 @@ class LeaseTest {
         Lease b = lease(role, "holder-b", LONG);
 
         Optional<Grant> first = a.acquireOrRenew();
-        assertThat(first).map(Grant::token).contains(1L);
+        assertThat(first).map(Grant::token).contains(FencingToken.of(1));
         assertThat(b.acquireOrRenew()).as("the other contender while A's lease is live").isEmpty();
 
         Grant renewed = a.acquireOrRenew().orElseThrow();
-        assertThat(renewed.token()).as("renewal retains token").isEqualTo(1L);
+        assertThat(renewed.token()).as("renewal retains token").isEqualTo(FencingToken.of(1));
         assertThat(renewed.expiresAt()).isAfterOrEqualTo(first.get().expiresAt());
 
         db.expire(role);
         Grant takeover = b.acquireOrRenew().orElseThrow();
-        assertThat(takeover.token()).as("takeover increments").isEqualTo(2L);
+        assertThat(takeover.token()).as("takeover increments").isEqualTo(FencingToken.of(2));
 
-        assertThat(guardPasses(a, 1L)).as("stale writer rejected").isFalse();
+        assertThat(guardPasses(a, FencingToken.of(1))).as("stale writer rejected").isFalse();
         assertThat(a.acquireOrRenew()).as("former holder while B's lease is live").isEmpty();
 
         db.expire(role);
         Grant sameHolderAgain = b.acquireOrRenew().orElseThrow();
-        assertThat(sameHolderAgain.token()).as("expired same holder receives a new token").isEqualTo(3L);
+        assertThat(sameHolderAgain.token()).as("expired same holder receives a new token").isEqualTo(FencingToken.of(3));
     }
 
     @Test
@@ -73,10 +73,10 @@ class LeaseTest {
         String role = newRole();
         Lease a = lease(role, "holder-a", Duration.ofMillis(300));
         Lease b = lease(role, "holder-b", Duration.ofMillis(300));
-        assertThat(a.acquireOrRenew()).map(Grant::token).contains(1L);
+        assertThat(a.acquireOrRenew()).map(Grant::token).contains(FencingToken.of(1));
         assertThat(b.acquireOrRenew()).isEmpty();
         await().atMost(Duration.ofSeconds(5)).until(() -> !a.read().orElseThrow().live());
-        assertThat(b.acquireOrRenew()).map(Grant::token).contains(2L);
+        assertThat(b.acquireOrRenew()).map(Grant::token).contains(FencingToken.of(2));
     }
 
     @Test
@@ -84,12 +84,15 @@ class LeaseTest {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
         Lease impostor = lease(role, "holder-x", LONG);
-        long token = a.acquireOrRenew().orElseThrow().token();
+        FencingToken older = a.acquireOrRenew().orElseThrow().token();
+        db.expire(role);
+        FencingToken token = a.acquireOrRenew().orElseThrow().token();
+        assertThat(token).as("the takeover after expiry").isGreaterThan(older);
 
         assertThat(guardPasses(a, token)).as("holder and token").isTrue();
         assertThat(guardPasses(impostor, token)).as("wrong holder").isFalse();
-        assertThat(guardPasses(a, token + 1)).as("wrong token").isFalse();
-        assertThat(guardPasses(a, token - 1)).as("older token").isFalse();
+        assertThat(guardPasses(a, token.next())).as("wrong token").isFalse();
+        assertThat(guardPasses(a, older)).as("older token").isFalse();
 
         db.expire(role);
         assertThat(guardPasses(a, token)).as("expired lease").isFalse();
@@ -102,7 +105,7 @@ class LeaseTest {
         Lease b = lease(role, "holder-b", Duration.ofSeconds(30));
         assertThat(b.remaining()).as("never acquired").isEmpty();
 
-        long token = a.acquireOrRenew().orElseThrow().token();
+        FencingToken token = a.acquireOrRenew().orElseThrow().token();
 
         assertThat(b.remaining()).hasValueSatisfying(left ->
                 assertThat(left).isBetween(Duration.ofSeconds(25), Duration.ofSeconds(30)));
@@ -115,18 +118,18 @@ class LeaseTest {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
         Lease b = lease(role, "holder-b", LONG);
-        long tokenA = a.acquireOrRenew().orElseThrow().token();
+        FencingToken tokenA = a.acquireOrRenew().orElseThrow().token();
 
         assertThat(b.release(tokenA)).as("release by another holder").isFalse();
-        assertThat(a.release(tokenA + 1)).as("release with a wrong token").isFalse();
+        assertThat(a.release(tokenA.next())).as("release with a wrong token").isFalse();
         assertThat(a.read().orElseThrow().live()).isTrue();
 
         assertThat(a.release(tokenA)).isTrue();
         assertThat(a.read().orElseThrow().live()).isFalse();
         assertThat(a.read().orElseThrow().token()).as("release keeps the token").isEqualTo(tokenA);
 
-        long tokenB = b.acquireOrRenew().orElseThrow().token();
-        assertThat(tokenB).isEqualTo(tokenA + 1);
+        FencingToken tokenB = b.acquireOrRenew().orElseThrow().token();
+        assertThat(tokenB).isEqualTo(tokenA.next());
         OffsetDateTime expiryB = b.read().orElseThrow().expiresAt();
         assertThat(a.release(tokenA)).as("release by the former holder with its old token").isFalse();
         assertThat(Lease.release(db.dsl(), role, "holder-a", tokenB)).as("former holder with the new token").isFalse();
@@ -142,7 +145,7 @@ class LeaseTest {
     void releaseNotifiesFollowers() throws Exception {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
-        long token = a.acquireOrRenew().orElseThrow().token();
+        FencingToken token = a.acquireOrRenew().orElseThrow().token();
         try (Connection listener = db.database().connect(); Statement s = listener.createStatement()) {
             s.execute("LISTEN lease_released");
             a.acquireOrRenew().orElseThrow();
@@ -191,7 +194,7 @@ class LeaseTest {
                 .hasMessageContaining("may not decrease");
         assertThatThrownBy(() -> db.dsl().deleteFrom(LEASE_TAKEOVER).where(LEASE_TAKEOVER.ROLE.eq(role)).execute())
                 .hasMessageContaining("append-only");
-        assertThat(Lease.read(db.dsl(), role).orElseThrow().token()).isEqualTo(2L);
+        assertThat(Lease.read(db.dsl(), role).orElseThrow().token()).isEqualTo(FencingToken.of(2));
     }
 
     @Test
@@ -204,13 +207,13 @@ class LeaseTest {
             Lease b = new Lease(db.dsl(), role, "holder-b", LONG, shifted);
 
             Grant first = a.acquireOrRenew().orElseThrow();
-            assertThat(first.token()).isEqualTo(1L);
+            assertThat(first.token()).isEqualTo(FencingToken.of(1));
             assertThat(b.acquireOrRenew()).isEmpty();
-            assertThat(a.acquireOrRenew().orElseThrow().token()).isEqualTo(1L);
-            assertThat(guardPasses(a, 1L)).isTrue();
+            assertThat(a.acquireOrRenew().orElseThrow().token()).isEqualTo(FencingToken.of(1));
+            assertThat(guardPasses(a, FencingToken.of(1))).isTrue();
             db.expire(role);
-            assertThat(guardPasses(a, 1L)).isFalse();
-            assertThat(b.acquireOrRenew().orElseThrow().token()).isEqualTo(2L);
+            assertThat(guardPasses(a, FencingToken.of(1))).isFalse();
+            assertThat(b.acquireOrRenew().orElseThrow().token()).isEqualTo(FencingToken.of(2));
 
             // Expiry is the database's clock plus the duration, whatever the local clock says.
             OffsetDateTime dbNow = db.dsl().select(DbTime.CLOCK_TIMESTAMP).fetchSingle().value1();

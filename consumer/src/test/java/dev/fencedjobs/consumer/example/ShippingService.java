@@ -36,7 +36,7 @@ public final class ShippingService implements AutoCloseable {
             public void apply(DSLContext tx, Job job) {
                 // tx is the consumer's transaction: this row commits with the record of the job, or not at all.
                 tx.execute("INSERT INTO shipments (order_id, job_id, fencing_token) VALUES (?::jsonb ->> 'order', ?, ?)",
-                        job.payloadJson(), job.jobId(), job.fencingToken());
+                        job.payloadJson(), job.jobId(), job.fencingToken().value());
             }
         };
         // relayKeys: the relay's public key, RecordTrust.from(Settings.fromEnvironment()) reads RECORD_VERIFY_KEYS(_FILE)

@@ -1,5 +1,6 @@
 package dev.fencedjobs.consumer.example;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -93,7 +94,7 @@ class ShippingServiceTest {
     }
 
     private static byte[] envelope(long jobId, String order) {
-        return new Envelope(Envelope.VERSION, jobId, jobId, "orders", 1, "{\"order\":\"" + order + "\"}", OffsetDateTime.now(),
+        return new Envelope(Envelope.VERSION, jobId, jobId, "orders", FencingToken.of(1), "{\"order\":\"" + order + "\"}", OffsetDateTime.now(),
                 OffsetDateTime.now()).toJson();
     }
 

@@ -328,7 +328,7 @@ public final class Dashboard implements AutoCloseable {
             Map<String, Object> r = new LinkedHashMap<>();
             r.put("role", l.role());
             r.put("holder", l.holderId());
-            r.put("token", l.token());
+            r.put("token", l.token().value());
             r.put("live", l.live());
             r.put("expiresInSeconds", l.secondsLeft());
             roles.add(r);

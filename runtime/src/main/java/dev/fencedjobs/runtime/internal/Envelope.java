@@ -9,6 +9,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import dev.fencedjobs.lease.FencingToken;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeParseException;
 
@@ -32,7 +33,7 @@ import java.time.format.DateTimeParseException;
  * number in UTF-8. A consumer must ignore fields it does not know.
  */
 public record Envelope(
-        int version, long outboxId, long jobId, String resource, long fencingToken, String payloadJson,
+        int version, long outboxId, long jobId, String resource, FencingToken fencingToken, String payloadJson,
         OffsetDateTime dueAt, OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder,
         OffsetDateTime tokenAcquiredAt) {
 
@@ -43,7 +44,7 @@ public record Envelope(
     public static final String VERSION_HEADER = "fj-envelope-version";
 
     /** An envelope without the optional identity fields. */
-    public Envelope(int version, long outboxId, long jobId, String resource, long fencingToken, String payloadJson,
+    public Envelope(int version, long outboxId, long jobId, String resource, FencingToken fencingToken, String payloadJson,
             OffsetDateTime dueAt, OffsetDateTime completedAt) {
         this(version, outboxId, jobId, resource, fencingToken, payloadJson, dueAt, completedAt, null, null, null);
     }
@@ -60,7 +61,7 @@ public record Envelope(
             g.writeNumberField("outboxId", outboxId);
             g.writeNumberField("jobId", jobId);
             g.writeStringField("resource", resource);
-            g.writeNumberField("fencingToken", fencingToken);
+            g.writeNumberField("fencingToken", fencingToken.value());
             g.writeFieldName("payload");
             g.writeRawValue(payloadJson);
             g.writeStringField("dueAt", dueAt.toString());
@@ -124,7 +125,7 @@ public record Envelope(
         if (holder != null && !holder.isNull() && !holder.isTextual()) {
             throw new InvalidEnvelope("tokenHolder must be a string, got " + holder);
         }
-        return new Envelope(version, requiredLong(root, "outboxId"), jobId, resource.asText(), token, payload.toString(),
+        return new Envelope(version, requiredLong(root, "outboxId"), jobId, resource.asText(), FencingToken.of(token), payload.toString(),
                 requiredTime(root, "dueAt"), requiredTime(root, "completedAt"), optionalTime(root, "jobCreatedAt"),
                 holder == null || holder.isNull() ? null : holder.asText(), optionalTime(root, "tokenAcquiredAt"));
     }

@@ -1,5 +1,6 @@
 package dev.fencedjobs.runtime.internal;
 
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderWatch;
@@ -73,7 +74,7 @@ public final class LeaderService implements AutoCloseable {
      *     pool's sessions are, {@link dev.fencedjobs.db.DatabaseConfig#ofSessions}), ops port, stop and migrations
      */
     public record Spec(String service, String role, String holderId, ServiceConfig config, Embedding embedding, LeaseConfig lease,
-            Duration safetyMargin, List<String> channels, Ticker ticker, UnaryOperator<Leadership.LeaseOps> leaseOps) {}
+            Duration safetyMargin, List<String> channels, Ticker ticker, UnaryOperator<LeaseOps> leaseOps) {}
 
     private final Spec spec;
     private final ServiceRuntime runtime;
@@ -100,7 +101,7 @@ public final class LeaderService implements AutoCloseable {
             runtime.close();
             throw e;
         }
-        Leadership.LeaseOps ops;
+        LeaseOps ops;
         if (spec.lease().fastTakeover()) {
             // The lease's statements go over a session of its own, which holds the sign of life;
             // neither connection opens before the first attempt.
@@ -183,14 +184,14 @@ public final class LeaderService implements AutoCloseable {
         status.put("acquisitions", leadership.acquisitions());
         status.put("fastTakeover", leadership.fastTakeover());
         status.put("fastTakeovers", leadership.fastTakeoverCount());
-        leadership.watchTarget().ifPresent(token -> status.put("watching", token));
+        leadership.watchTarget().ifPresent(token -> status.put("watching", token.value()));
         if (leaseSession != null) {
-            leaseSession.signOfLife().ifPresent(token -> status.put("signOfLife", token));
+            leaseSession.signOfLife().ifPresent(token -> status.put("signOfLife", token.value()));
         }
         // Whether the LISTEN connection is up (after a database failover: on the new primary).
         status.put("listening", listener.connected());
         leadership.lastGrant().ifPresent(g -> {
-            status.put("token", g.token());
+            status.put("token", g.token().value());
             status.put("leaseExpiresAt", g.expiresAt().toString());
         });
         status.putAll(worker.status());

@@ -3,7 +3,9 @@ package dev.fencedjobs.runtime.internal;
 import dev.fencedjobs.runtime.RunningService;
 import java.time.Duration;
 import java.util.Map;
-import java.util.OptionalLong;
+import dev.fencedjobs.lease.FencingToken;
+import dev.fencedjobs.lease.Grant;
+import java.util.Optional;
 
 /** What a started leased service (dispatcher, relay) offers its owner; the work is in {@link LeaderService}. */
 public abstract class LeasedService implements RunningService {
@@ -24,8 +26,8 @@ public abstract class LeasedService implements RunningService {
     }
 
     /** The fencing token of the latest grant it held (it may have lost it since: {@link #state()} says). */
-    public OptionalLong token() {
-        return service.leadership().lastGrant().map(g -> OptionalLong.of(g.token())).orElse(OptionalLong.empty());
+    public Optional<FencingToken> token() {
+        return service.leadership().lastGrant().map(Grant::token);
     }
 
     @Override
