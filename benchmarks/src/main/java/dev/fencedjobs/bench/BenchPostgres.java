@@ -35,7 +35,8 @@ final class BenchPostgres implements AutoCloseable {
     static BenchPostgres start() {
         String url = System.getenv("FJ_BENCH_POSTGRES_URL");
         if (url != null && !url.isBlank()) {
-            return new BenchPostgres(null, url, env("FJ_BENCH_POSTGRES_USER", "postgres"), env("FJ_BENCH_POSTGRES_PASSWORD", ""));
+            return new BenchPostgres(
+                    null, url, env("FJ_BENCH_POSTGRES_USER", "postgres"), env("FJ_BENCH_POSTGRES_PASSWORD", ""));
         }
         try {
             EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
@@ -68,7 +69,8 @@ final class BenchPostgres implements AutoCloseable {
     /** A fresh database; returns its JDBC URL. */
     String freshDatabase(String hint) throws SQLException {
         String name = ("bench_" + hint + "_" + (++databases)).toLowerCase(Locale.ROOT);
-        try (Connection c = admin(); Statement s = c.createStatement()) {
+        try (Connection c = admin();
+                Statement s = c.createStatement()) {
             s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
             s.execute("CREATE DATABASE " + name);
         }
@@ -96,12 +98,15 @@ final class BenchPostgres implements AutoCloseable {
     }
 
     String describe() throws SQLException {
-        try (Connection c = admin(); Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery("SELECT current_setting('server_version'), current_setting('fsync'), "
-                        + "current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size')")) {
+        try (Connection c = admin();
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(
+                        "SELECT current_setting('server_version'), current_setting('fsync'), "
+                                + "current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size')")) {
             rs.next();
             return "PostgreSQL " + rs.getString(1) + (embedded != null ? " (embedded)" : " (FJ_BENCH_POSTGRES_URL)")
-                    + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers=" + rs.getString(4)
+                    + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers="
+                    + rs.getString(4)
                     + ", max_wal_size=" + rs.getString(5);
         }
     }

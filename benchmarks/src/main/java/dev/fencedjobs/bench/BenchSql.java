@@ -38,13 +38,16 @@ final class BenchSql {
     }
 
     static void execute(DatabaseConfig db, String sql) throws SQLException {
-        try (Connection c = connect(db); Statement s = c.createStatement()) {
+        try (Connection c = connect(db);
+                Statement s = c.createStatement()) {
             s.execute(sql);
         }
     }
 
     static boolean exists(DatabaseConfig db, String sql) {
-        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+        try (Connection c = connect(db);
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(sql)) {
             return rs.next();
         } catch (SQLException e) {
             throw new IllegalStateException(e);
@@ -52,7 +55,9 @@ final class BenchSql {
     }
 
     static double queryDouble(DatabaseConfig db, String sql) throws SQLException {
-        try (Connection c = connect(db); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+        try (Connection c = connect(db);
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(sql)) {
             rs.next();
             return rs.getDouble(1);
         }
@@ -68,7 +73,8 @@ final class BenchSql {
 
         Rounds(String unit) {
             this.unit = unit;
-            System.out.printf("%-7s %-10s %-18s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
+            System.out.printf(
+                    "%-7s %-10s %-18s %12s %12s %14s%n", "round", "batch", "records", unit, "seconds", unit + "/s");
         }
 
         /**
@@ -90,18 +96,21 @@ final class BenchSql {
         }
 
         void add(int round, int batch, String side, long count, double seconds) {
-            System.out.printf("%-7s %-10d %-18s %,12d %12.2f %,14.0f%n", round < 1 ? "warm-up" : String.valueOf(round), batch,
-                    side, count, seconds, count / seconds);
+            System.out.printf(
+                    "%-7s %-10d %-18s %,12d %12.2f %,14.0f%n",
+                    round < 1 ? "warm-up" : String.valueOf(round), batch, side, count, seconds, count / seconds);
             if (round < 1) {
                 return;
             }
-            rates.computeIfAbsent(String.format("%5d %s", batch, side), k -> new ArrayList<>()).add(count / seconds);
+            rates.computeIfAbsent(String.format("%5d %s", batch, side), k -> new ArrayList<>())
+                    .add(count / seconds);
         }
 
         void printMedians(int rounds) {
             System.out.printf("%nMedian of %d rounds, %s/s:%n", rounds, unit);
-            rates.forEach((k, v) -> System.out.printf("  batch %s: %,.0f (of %s)%n", k, median(v),
-                    v.stream().map(x -> String.format("%,.0f", x)).toList()));
+            rates.forEach((k, v) -> System.out.printf(
+                    "  batch %s: %,.0f (of %s)%n",
+                    k, median(v), v.stream().map(x -> String.format("%,.0f", x)).toList()));
         }
     }
 
@@ -144,7 +153,8 @@ final class BenchSql {
     /** p50, p99 and max of a millisecond expression over the rows of a query's FROM/WHERE part. */
     static double[] percentiles(Statement statement, String msExpression, String fromWhere) throws SQLException {
         try (ResultSet rs = statement.executeQuery("SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
-                + "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM (SELECT " + msExpression + " AS ms " + fromWhere + ") l")) {
+                + "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM (SELECT " + msExpression + " AS ms "
+                + fromWhere + ") l")) {
             rs.next();
             return new double[] {rs.getLong(1), rs.getDouble(2), rs.getDouble(3), rs.getDouble(4)};
         }

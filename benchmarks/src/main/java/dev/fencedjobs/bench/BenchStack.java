@@ -57,12 +57,13 @@ final class BenchStack implements AutoCloseable {
     static final int PARTITIONS = 6;
     static final int RESOURCES = 1000;
     /** {@code n} jobs due at once, spread over {@link #RESOURCES} resources, as a producer would insert them. */
-    static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) "
-            + "SELECT 'account-' || mod(g, " + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
+    static final String INSERT_DUE = "INSERT INTO jobs (resource, payload, due_at) " + "SELECT 'account-' || mod(g, "
+            + RESOURCES + "), '{\"cents\": 100}', clock_timestamp() FROM generate_series(1, %d) g";
 
     private final Path repo;
     /** The relay signs with it and the consumers trust it, as in production. */
     private final RecordTrust trust = RecordTrust.generate();
+
     private final String serviceLogLevel;
     private final Path logs;
     private final BenchPostgres pg;
@@ -71,17 +72,21 @@ final class BenchStack implements AutoCloseable {
     private final Map<String, Map<String, String>> environments = new HashMap<>();
     /** Each service's ops port, given to it (not read from its log: a quieter log level hides that line). */
     private final Map<String, Integer> opsPorts = new HashMap<>();
+
     private final Map<String, Integer> restarts = new HashMap<>();
     private final Map<String, TcpProxy> proxies = new HashMap<>();
     /** A service run from another build's jars than {@code repo}'s ({@link #reconfigure(String, Map, Path)}). */
     private final Map<String, Path> otherRepos = new HashMap<>();
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+
+    private final HttpClient http =
+            HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     /** The first set-up's topic; later ones add their number. */
     private final String topicBase;
     /** The consumer's group, or null for the consumer's default. */
     private final String consumerGroup;
     /** Whether closing this stack stops the server and the broker: false for a {@link #sibling}. */
     private final boolean ownsServers;
+
     private String url;
     private String topic;
     private int setUps;
@@ -121,13 +126,15 @@ final class BenchStack implements AutoCloseable {
         return new BenchStack(this, name);
     }
 
-    private final Thread stopOnExit = new Thread(() -> {
-        try {
-            stop();
-        } catch (Exception e) {
-            System.err.println("stopping the benchmark's processes: " + e);
-        }
-    }, "bench-stack-stop");
+    private final Thread stopOnExit = new Thread(
+            () -> {
+                try {
+                    stop();
+                } catch (Exception e) {
+                    System.err.println("stopping the benchmark's processes: " + e);
+                }
+            },
+            "bench-stack-stop");
     private boolean stopped;
 
     BenchPostgres pg() {
@@ -160,15 +167,22 @@ final class BenchStack implements AutoCloseable {
         setUps++;
         topic = setUps == 1 ? topicBase : topicBase + "-" + setUps;
         url = pg.freshDatabase("e2e");
-        DatabaseConfig owner = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+        DatabaseConfig owner = DatabaseConfig.of(url, pg.user(), pg.password())
+                .withPoolSize(2)
+                .withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
         Bootstrap.all(owner, Bootstrap.everyRole("bench"), 0);
-        try (Connection c = owner(); Statement s = c.createStatement()) {
+        try (Connection c = owner();
+                Statement s = c.createStatement()) {
             s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-            for (String[] r : new String[][] {{"bench_dispatcher_1", Roles.DISPATCHER}, {"bench_dispatcher_2", Roles.DISPATCHER},
-                    {"bench_relay", Roles.RELAY}, {"bench_consumer", Roles.CONSUMER}}) {
-                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + r[0] + "') THEN CREATE ROLE " + r[0]
-                        + " LOGIN PASSWORD 'bench'; END IF; END $$");
+            for (String[] r : new String[][] {
+                {"bench_dispatcher_1", Roles.DISPATCHER},
+                {"bench_dispatcher_2", Roles.DISPATCHER},
+                {"bench_relay", Roles.RELAY},
+                {"bench_consumer", Roles.CONSUMER}
+            }) {
+                s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + r[0]
+                        + "') THEN CREATE ROLE " + r[0] + " LOGIN PASSWORD 'bench'; END IF; END $$");
                 s.execute("GRANT " + r[1] + " TO " + r[0]);
             }
         }
@@ -186,7 +200,8 @@ final class BenchStack implements AutoCloseable {
         start("consumer", "consumer", "bench_consumer", consumer);
         waitFor("a scheduler and a relay leader", () -> liveLeases() == 2, Duration.ofSeconds(60));
         // A first job through the whole pipeline: the consumer has joined its group.
-        try (Connection c = owner(); Statement s = c.createStatement()) {
+        try (Connection c = owner();
+                Statement s = c.createStatement()) {
             s.executeUpdate(String.format(INSERT_DUE, 1));
         }
         waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
@@ -214,9 +229,17 @@ final class BenchStack implements AutoCloseable {
 
     /** Starts a service; {@code extra} may name its {@code HTTP_PORT}, else it gets a free one, kept across restarts. */
     void start(String name, String kind, String user, Map<String, String> extra) {
-        int port = extra.containsKey(ServiceConfig.HTTP_PORT) ? Integer.parseInt(extra.get(ServiceConfig.HTTP_PORT)) : freePort();
-        Map<String, String> env = ServiceEnvironment.database(url, user, "bench").migrate(false).httpPort(port)
-                .kafka(kafka.bootstrapServers(), topic).recordTrust(trust).set("LOG_LEVEL", serviceLogLevel).setAll(extra).toMap();
+        int port = extra.containsKey(ServiceConfig.HTTP_PORT)
+                ? Integer.parseInt(extra.get(ServiceConfig.HTTP_PORT))
+                : freePort();
+        Map<String, String> env = ServiceEnvironment.database(url, user, "bench")
+                .migrate(false)
+                .httpPort(port)
+                .kafka(kafka.bootstrapServers(), topic)
+                .recordTrust(trust)
+                .set("LOG_LEVEL", serviceLogLevel)
+                .setAll(extra)
+                .toMap();
         environments.put(name, env);
         opsPorts.put(name, port);
         services.put(name, ServiceProcess.start(name, jar(kind), env, logs, jvm(name)));
@@ -225,8 +248,14 @@ final class BenchStack implements AutoCloseable {
     /** Starts {@code name} again with the same environment; a log per start: dispatcher-1.log, dispatcher-1.2.log, ... */
     void restart(String name) {
         int n = restarts.merge(name, 1, Integer::sum);
-        services.put(name, ServiceProcess.start(name + "." + (n + 1), jar(otherRepos.getOrDefault(name, repo), name.replaceAll("-\\d+$", "")),
-                environments.get(name), logs, jvm(name + "." + (n + 1))));
+        services.put(
+                name,
+                ServiceProcess.start(
+                        name + "." + (n + 1),
+                        jar(otherRepos.getOrDefault(name, repo), name.replaceAll("-\\d+$", "")),
+                        environments.get(name),
+                        logs,
+                        jvm(name + "." + (n + 1))));
     }
 
     /** As {@link #reconfigure(String, Map)}, and from now on run from the jars of the build in {@code from} (null: this one's). */
@@ -275,8 +304,12 @@ final class BenchStack implements AutoCloseable {
             URI pgUri = URI.create(url.substring("jdbc:".length()));
             proxy = new TcpProxy(name, pgUri.getPort());
             proxies.put(name, proxy);
-            reconfigure(name, Map.of(DatabaseConfig.URL, "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + pgUri.getRawPath()
-                    + (pgUri.getRawQuery() == null ? "" : "?" + pgUri.getRawQuery())));
+            reconfigure(
+                    name,
+                    Map.of(
+                            DatabaseConfig.URL,
+                            "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + pgUri.getRawPath()
+                                    + (pgUri.getRawQuery() == null ? "" : "?" + pgUri.getRawQuery())));
         }
         return proxy;
     }
@@ -302,7 +335,10 @@ final class BenchStack implements AutoCloseable {
      * and, for a dispatcher, its start-up warm-up is over.
      */
     void awaitAllReady(Duration timeout) throws InterruptedException {
-        waitFor("every service to report ready", () -> services.keySet().stream().allMatch(this::ready), timeout);
+        waitFor(
+                "every service to report ready",
+                () -> services.keySet().stream().allMatch(this::ready),
+                timeout);
     }
 
     private boolean ready(String name) {
@@ -310,8 +346,11 @@ final class BenchStack implements AutoCloseable {
             return false;
         }
         try {
-            HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + opsPorts.get(name) + "/health/ready"))
-                    .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
+            HttpResponse<Void> r = http.send(
+                    HttpRequest.newBuilder(URI.create("http://localhost:" + opsPorts.get(name) + "/health/ready"))
+                            .timeout(Duration.ofSeconds(2))
+                            .build(),
+                    HttpResponse.BodyHandlers.discarding());
             return r.statusCode() == 200;
         } catch (IOException e) {
             return false;
@@ -326,11 +365,15 @@ final class BenchStack implements AutoCloseable {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("date", LocalDate.now().toString());
         m.put("cores", Runtime.getRuntime().availableProcessors());
-        m.put("memoryGiB", Math.round(((OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
-                .getTotalMemorySize() / (1024.0 * 1024 * 1024)));
+        m.put(
+                "memoryGiB",
+                Math.round(((OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getTotalMemorySize()
+                        / (1024.0 * 1024 * 1024)));
         m.put("java", System.getProperty("java.version"));
         m.put("postgres", pg.describe());
-        m.put("kafka", "Apache Kafka 4.3 KRaft broker, a separate JVM (kafka.Kafka, -Xmx512m), " + PARTITIONS + " partitions");
+        m.put(
+                "kafka",
+                "Apache Kafka 4.3 KRaft broker, a separate JVM (kafka.Kafka, -Xmx512m), " + PARTITIONS + " partitions");
         m.put("serviceHeap", HEAP);
         return m;
     }
@@ -353,7 +396,8 @@ final class BenchStack implements AutoCloseable {
     }
 
     long scalar(String sql) {
-        try (Connection c = owner(); Statement s = c.createStatement()) {
+        try (Connection c = owner();
+                Statement s = c.createStatement()) {
             return scalar(s, sql);
         } catch (SQLException e) {
             throw new IllegalStateException(sql, e);
@@ -365,22 +409,24 @@ final class BenchStack implements AutoCloseable {
      * and effect, so that the pipeline never starves, until {@code stop}; a failure ends it and is
      * left in {@code failure}. Started by the caller.
      */
-    Thread saturatingLoader(String name, AtomicBoolean stop,
-            AtomicReference<Exception> failure) {
-        return new Thread(() -> {
-            try (Connection c = owner(); Statement s = c.createStatement()) {
-                long inserted = scalar(s, "SELECT count(*) FROM jobs");
-                while (!stop.get()) {
-                    if (inserted - scalar(s, "SELECT coalesce(max(id), 0) FROM ledger") < 50_000) {
-                        inserted += s.executeUpdate(String.format(INSERT_DUE, 5_000));
-                    } else {
-                        Thread.sleep(20);
+    Thread saturatingLoader(String name, AtomicBoolean stop, AtomicReference<Exception> failure) {
+        return new Thread(
+                () -> {
+                    try (Connection c = owner();
+                            Statement s = c.createStatement()) {
+                        long inserted = scalar(s, "SELECT count(*) FROM jobs");
+                        while (!stop.get()) {
+                            if (inserted - scalar(s, "SELECT coalesce(max(id), 0) FROM ledger") < 50_000) {
+                                inserted += s.executeUpdate(String.format(INSERT_DUE, 5_000));
+                            } else {
+                                Thread.sleep(20);
+                            }
+                        }
+                    } catch (Exception e) {
+                        failure.set(e);
                     }
-                }
-            } catch (Exception e) {
-                failure.set(e);
-            }
-        }, name);
+                },
+                name);
     }
 
     static long scalar(Statement s, String sql) throws SQLException {
@@ -405,21 +451,28 @@ final class BenchStack implements AutoCloseable {
      * what follows measures the pipeline rather than the clean-up of what came before.
      */
     void settle() throws Exception {
-        try (Connection c = pg.admin(); Statement s = c.createStatement()) {
+        try (Connection c = pg.admin();
+                Statement s = c.createStatement()) {
             long started = System.nanoTime();
             int quiet = 0;
             while (quiet < 5 && System.nanoTime() - started < TimeUnit.MINUTES.toNanos(5)) {
-                quiet = scalar(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == 0 ? quiet + 1 : 0;
+                quiet = scalar(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == 0
+                        ? quiet + 1
+                        : 0;
                 Thread.sleep(1000);
             }
             s.execute("CHECKPOINT");
-            System.out.printf(Locale.ROOT, "   settled in %.0f s (autovacuum finished, checkpoint taken)%n", (System.nanoTime() - started) / 1e9);
+            System.out.printf(
+                    Locale.ROOT,
+                    "   settled in %.0f s (autovacuum finished, checkpoint taken)%n",
+                    (System.nanoTime() - started) / 1e9);
         }
     }
 
     /** Autovacuum and autoanalyze runs on this database's tables, and checkpoints, so far. */
     static long[] backgroundWork(Statement s) throws SQLException {
-        long vacuums = scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");
+        long vacuums =
+                scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");
         long checkpoints;
         try {
             checkpoints = scalar(s, "SELECT num_timed + num_requested FROM pg_stat_checkpointer");
@@ -448,7 +501,8 @@ final class BenchStack implements AutoCloseable {
      */
     static Map<String, Long> cpuMicrosecondsEach(Map<String, Long> before, Map<String, Long> after, long units) {
         Map<String, Long> each = new TreeMap<>();
-        after.forEach((component, ticks) -> each.put(component,
+        after.forEach((component, ticks) -> each.put(
+                component,
                 Math.round((ticks - before.getOrDefault(component, ticks)) * 10_000.0 / Math.max(1, units))));
         return each;
     }
@@ -457,8 +511,8 @@ final class BenchStack implements AutoCloseable {
     static Map<String, Double> cpuShare(Map<String, Long> before, Map<String, Long> after, double seconds) {
         Map<String, Double> share = new LinkedHashMap<>();
         double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
-        after.forEach((component, ticks) -> share.put(component,
-                Math.round(1000.0 * (ticks - before.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        after.forEach((component, ticks) -> share.put(
+                component, Math.round(1000.0 * (ticks - before.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
         return share;
     }
 
@@ -567,13 +621,22 @@ final class BenchStack implements AutoCloseable {
                     continue;
                 }
                 try {
-                    String cmd = new String(Files.readAllBytes(dir.resolve("cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
-                    String component = Long.parseLong(name) == self ? "benchmark and loader"
-                            : cmd.contains("fenced-jobs-dispatcher.jar") ? "dispatchers"
-                            : cmd.contains("fenced-jobs-relay.jar") ? "relay"
-                            : cmd.contains("fenced-jobs-consumer.jar") ? "consumer"
-                            : cmd.contains("kafka.Kafka") ? "kafka broker"
-                            : cmd.startsWith("postgres") || cmd.contains("/bin/postgres") ? "postgresql" : null;
+                    String cmd = new String(Files.readAllBytes(dir.resolve("cmdline")), StandardCharsets.UTF_8)
+                            .replace('\0', ' ');
+                    String component = Long.parseLong(name) == self
+                            ? "benchmark and loader"
+                            : cmd.contains("fenced-jobs-dispatcher.jar")
+                                    ? "dispatchers"
+                                    : cmd.contains("fenced-jobs-relay.jar")
+                                            ? "relay"
+                                            : cmd.contains("fenced-jobs-consumer.jar")
+                                                    ? "consumer"
+                                                    : cmd.contains("kafka.Kafka")
+                                                            ? "kafka broker"
+                                                            : cmd.startsWith("postgres")
+                                                                            || cmd.contains("/bin/postgres")
+                                                                    ? "postgresql"
+                                                                    : null;
                     if (component != null) {
                         each.read(component, dir);
                     }
@@ -591,7 +654,9 @@ final class BenchStack implements AutoCloseable {
         Map<String, Long> ticks = new TreeMap<>();
         services.forEach((name, process) -> {
             try {
-                ticks.put(name, cpuTicks(Files.readString(Path.of("/proc", Long.toString(process.pid()), "stat")), false));
+                ticks.put(
+                        name,
+                        cpuTicks(Files.readString(Path.of("/proc", Long.toString(process.pid()), "stat")), false));
             } catch (Exception gone) {
                 // Not Linux, or the process ended.
             }

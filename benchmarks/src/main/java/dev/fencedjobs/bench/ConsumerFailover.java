@@ -47,10 +47,12 @@ final class ConsumerFailover {
     private final String topic;
     private final int partitions;
     private final List<String> resources;
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    private final HttpClient http =
+            HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
 
     /** {@code httpPorts}: each consumer's name and the ops port it was started with. */
-    ConsumerFailover(Services services, Map<String, Integer> httpPorts, String topic, int partitions, List<String> resources) {
+    ConsumerFailover(
+            Services services, Map<String, Integer> httpPorts, String topic, int partitions, List<String> resources) {
         this.services = services;
         this.httpPorts = httpPorts;
         this.topic = topic;
@@ -71,7 +73,9 @@ final class ConsumerFailover {
     private double trial(String victim, boolean sigkill) throws Exception {
         Set<Integer> held = awaitSharedAssignment().get(victim);
         List<String> affected = resources.stream()
-                .filter(r -> held.contains(BuiltInPartitioner.partitionForKey(r.getBytes(StandardCharsets.UTF_8), partitions))).toList();
+                .filter(r -> held.contains(
+                        BuiltInPartitioner.partitionForKey(r.getBytes(StandardCharsets.UTF_8), partitions)))
+                .toList();
         ServiceProcess process = services.get(victim);
         long signalledAt = System.currentTimeMillis();
         if (sigkill) {
@@ -85,8 +89,10 @@ final class ConsumerFailover {
         long exitedAt = System.currentTimeMillis();
         long first = 0;
         while (first == 0) {
-            try (Connection c = services.owner(); PreparedStatement s = c.prepareStatement("SELECT coalesce((extract(epoch FROM min(applied_at)) * 1000)::bigint, 0) "
-                    + "FROM ledger WHERE applied_at > to_timestamp(? / 1000.0) AND resource = ANY(?)")) {
+            try (Connection c = services.owner();
+                    PreparedStatement s = c.prepareStatement(
+                            "SELECT coalesce((extract(epoch FROM min(applied_at)) * 1000)::bigint, 0) "
+                                    + "FROM ledger WHERE applied_at > to_timestamp(? / 1000.0) AND resource = ANY(?)")) {
                 s.setLong(1, exitedAt);
                 s.setArray(2, c.createArrayOf("varchar", affected.toArray()));
                 try (ResultSet r = s.executeQuery()) {
@@ -95,7 +101,8 @@ final class ConsumerFailover {
                 }
             }
             if (System.currentTimeMillis() - signalledAt > 120_000) {
-                throw new IllegalStateException("no effect from partitions " + held + " within 120 s of stopping " + victim);
+                throw new IllegalStateException(
+                        "no effect from partitions " + held + " within 120 s of stopping " + victim);
             }
             Thread.sleep(20);
         }
@@ -118,7 +125,8 @@ final class ConsumerFailover {
                 return held;
             }
             if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("the consumers did not share the " + partitions + " partitions within 120 s: " + held);
+                throw new IllegalStateException(
+                        "the consumers did not share the " + partitions + " partitions within 120 s: " + held);
             }
             Thread.sleep(200);
         }
@@ -127,8 +135,11 @@ final class ConsumerFailover {
     /** The partitions a consumer's {@code /status} says it holds; none while it is not up and ready. */
     private Set<Integer> assignment(int port) {
         try {
-            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/status"))
-                    .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.ofString());
+            HttpResponse<String> r = http.send(
+                    HttpRequest.newBuilder(URI.create("http://localhost:" + port + "/status"))
+                            .timeout(Duration.ofSeconds(2))
+                            .build(),
+                    HttpResponse.BodyHandlers.ofString());
             JsonNode status = JSON.readTree(r.body());
             Set<Integer> held = new TreeSet<>();
             if (!status.path("ready").asBoolean()) {

@@ -55,8 +55,9 @@ public final class DispatcherBenchmark {
         try (BenchPostgres pg = BenchPostgres.start()) {
             DispatcherBenchmark bench = new DispatcherBenchmark(pg);
             System.out.printf("Dispatcher benchmark, %s%n", OffsetDateTime.now().withNano(0));
-            System.out.printf("Machine: %d cores, Java %s, %s%n%n", Runtime.getRuntime().availableProcessors(),
-                    System.getProperty("java.version"), pg.describe());
+            System.out.printf(
+                    "Machine: %d cores, Java %s, %s%n%n",
+                    Runtime.getRuntime().availableProcessors(), System.getProperty("java.version"), pg.describe());
 
             System.out.printf("1. Throughput: one leader drains a backlog of %,d due jobs%n", backlog);
             System.out.printf("%-10s %12s %12s %14s%n", "batch", "jobs", "seconds", "jobs/s");
@@ -65,8 +66,10 @@ public final class DispatcherBenchmark {
                 System.out.printf("%-10d %,12d %12.2f %,14.0f%n", batch, backlog, r[0], backlog / r[0]);
             }
 
-            System.out.printf("%n2. Due-to-completed latency at %d jobs/s offered for %d s (batch 500)%n", rate, seconds);
-            System.out.printf("%-28s %8s %8s %8s %8s %8s%n", "jobs", "count", "p50 ms", "p99 ms", "max ms", "offered/s");
+            System.out.printf(
+                    "%n2. Due-to-completed latency at %d jobs/s offered for %d s (batch 500)%n", rate, seconds);
+            System.out.printf(
+                    "%-28s %8s %8s %8s %8s %8s%n", "jobs", "count", "p50 ms", "p99 ms", "max ms", "offered/s");
             bench.latency(rate, seconds, 0);
             bench.latency(rate, seconds, 1000);
 
@@ -80,8 +83,11 @@ public final class DispatcherBenchmark {
     }
 
     static Dispatcher dispatcher(DatabaseConfig db, int batch) {
-        return Dispatcher.builder(new DispatcherConfig(new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), batch)).start();
+        return Dispatcher.builder(new DispatcherConfig(
+                        new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
+                        new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
+                        batch))
+                .start();
     }
 
     /** Returns seconds from the first to the last completion. */
@@ -89,8 +95,10 @@ public final class DispatcherBenchmark {
         String url = pg.freshDatabase("throughput");
         DatabaseConfig db = database(url, pg.user(), pg.password());
         migrate(db);
-        execute(db, "INSERT INTO jobs (resource, due_at, payload) SELECT 'r-' || (g % 100), clock_timestamp(), "
-                + "jsonb_build_object('n', g) FROM generate_series(1, " + backlog + ") g");
+        execute(
+                db,
+                "INSERT INTO jobs (resource, due_at, payload) SELECT 'r-' || (g % 100), clock_timestamp(), "
+                        + "jsonb_build_object('n', g) FROM generate_series(1, " + backlog + ") g");
         execute(db, "VACUUM ANALYZE jobs");
         try (Dispatcher d = dispatcher(db, batch)) {
             waitFor(() -> !exists(db, "SELECT 1 FROM jobs WHERE state = 'pending' LIMIT 1"), Duration.ofMinutes(10));
@@ -106,7 +114,9 @@ public final class DispatcherBenchmark {
         int perTick = Math.max(1, rate / 100);
         long tickNanos = TimeUnit.SECONDS.toNanos(1) * perTick / rate;
         int inserted = 0;
-        try (Dispatcher d = dispatcher(db, 500); Connection c = connect(db); Statement s = c.createStatement()) {
+        try (Dispatcher d = dispatcher(db, 500);
+                Connection c = connect(db);
+                Statement s = c.createStatement()) {
             waitFor(() -> d.state() == RunningService.State.LEADING, Duration.ofSeconds(30));
             String insert = "INSERT INTO jobs (due_at) SELECT clock_timestamp() + interval '" + dueAfterMillis
                     + " milliseconds' FROM generate_series(1, " + perTick + ")";
@@ -129,16 +139,22 @@ public final class DispatcherBenchmark {
                     + "FROM (SELECT extract(epoch FROM completed_at - due_at) * 1000 AS ms FROM jobs "
                     + "WHERE created_at > (SELECT min(created_at) FROM jobs) + interval '2 seconds') l")) {
                 rs.next();
-                System.out.printf("%-28s %8d %8.1f %8.1f %8.1f %8.0f%n",
+                System.out.printf(
+                        "%-28s %8d %8.1f %8.1f %8.1f %8.0f%n",
                         dueAfterMillis == 0 ? "due at insert" : "due " + dueAfterMillis + " ms after insert",
-                        rs.getLong(1), rs.getDouble(2), rs.getDouble(3), rs.getDouble(4), offered);
+                        rs.getLong(1),
+                        rs.getDouble(2),
+                        rs.getDouble(3),
+                        rs.getDouble(4),
+                        offered);
             }
         }
     }
 
     private void idle(int seconds) throws Exception {
         String url = pg.freshDatabase("idle");
-        try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password()); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password());
+                Statement s = c.createStatement()) {
             s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
             for (String role : List.of("bench_leader", "bench_follower")) {
                 s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + role + "') THEN "
@@ -154,19 +170,23 @@ public final class DispatcherBenchmark {
             waitFor(() -> replicas.get(0).state() == RunningService.State.LEADING, Duration.ofSeconds(30));
             replicas.add(dispatcher(followerDb, 500));
             Thread.sleep(5_000);
-            try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password()); Statement s = c.createStatement()) {
+            try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password());
+                    Statement s = c.createStatement()) {
                 s.execute("SELECT pg_stat_statements_reset()");
                 long start = System.nanoTime();
                 Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
                 double elapsed = (System.nanoTime() - start) / 1e9;
                 System.out.printf("%-16s %12s %14s   %s%n", "replica", "statements", "statements/s", "what");
                 for (String role : List.of("bench_leader", "bench_follower")) {
-                    try (ResultSet rs = s.executeQuery("SELECT coalesce(sum(calls), 0), coalesce(string_agg(left(regexp_replace(query, '\\s+', ' ', 'g'), 60) "
-                            + "|| ' x' || calls, '; '), '') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid "
-                            + "WHERE r.rolname = '" + role + "'")) {
+                    try (ResultSet rs = s.executeQuery(
+                            "SELECT coalesce(sum(calls), 0), coalesce(string_agg(left(regexp_replace(query, '\\s+', ' ', 'g'), 60) "
+                                    + "|| ' x' || calls, '; '), '') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid "
+                                    + "WHERE r.rolname = '" + role + "'")) {
                         rs.next();
                         long calls = rs.getLong(1);
-                        System.out.printf("%-16s %12d %14.2f   %s%n", role.replace("bench_", "idle "), calls, calls / elapsed, rs.getString(2));
+                        System.out.printf(
+                                "%-16s %12d %14.2f   %s%n",
+                                role.replace("bench_", "idle "), calls, calls / elapsed, rs.getString(2));
                     }
                 }
             }

@@ -45,6 +45,7 @@ final class EndToEndBenchmark {
     private BenchStack stack;
     /** Fixed ops ports of the consumers, whose {@code /status} the consumer failover reads. */
     private final Map<String, Integer> consumerPorts = new LinkedHashMap<>();
+
     private final String phases;
     private final String serviceLogLevel;
     private final int signatureRounds;
@@ -55,8 +56,20 @@ final class EndToEndBenchmark {
     /** A build from before tracing, or null. */
     private final Path tracingBase;
 
-    EndToEndBenchmark(Path repo, Path out, int windowSeconds, int trials, int idleSeconds, int[] loads, String phases,
-            String serviceLogLevel, int signatureRounds, int boundRepetitions, int tracingRounds, int sideBySideWindows, Path tracingBase) {
+    EndToEndBenchmark(
+            Path repo,
+            Path out,
+            int windowSeconds,
+            int trials,
+            int idleSeconds,
+            int[] loads,
+            String phases,
+            String serviceLogLevel,
+            int signatureRounds,
+            int boundRepetitions,
+            int tracingRounds,
+            int sideBySideWindows,
+            Path tracingBase) {
         this.tracingRounds = tracingRounds;
         this.sideBySideWindows = sideBySideWindows;
         this.tracingBase = tracingBase == null ? null : tracingBase.toAbsolutePath();
@@ -81,8 +94,11 @@ final class EndToEndBenchmark {
                 double bound = throughput.bound(boundRepetitions);
                 setUp();
                 double ours = throughput.throughput();
-                report.row("1. end to end, SQL INSERT to effect row", String.format(Locale.ROOT, "%,.0f jobs/s", ours),
-                        "target 12,000; " + String.format(Locale.ROOT, "%.2f", ours / bound) + " of the lower bound below");
+                report.row(
+                        "1. end to end, SQL INSERT to effect row",
+                        String.format(Locale.ROOT, "%,.0f jobs/s", ours),
+                        "target 12,000; " + String.format(Locale.ROOT, "%.2f", ours / bound)
+                                + " of the lower bound below");
                 report.put("ratioToBound", ours / bound);
                 throughput.memory();
             } else {
@@ -95,13 +111,25 @@ final class EndToEndBenchmark {
                 new FailoverPhase(stack, report, trials, phase("failover"), consumerPorts).run();
             }
             if (phase("signatures")) {
-                new SignaturesPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), signatureRounds).run();
+                new SignaturesPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), signatureRounds)
+                        .run();
             }
             if (phase("tracing")) {
-                new TracingPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), tracingRounds, tracingBase).run();
+                new TracingPhase(
+                                stack,
+                                report,
+                                new ThroughputPhase(stack, report, windowSeconds),
+                                tracingRounds,
+                                tracingBase)
+                        .run();
             }
             if (named("tracing-side-by-side")) { // not in "all": a second pipeline, about 25 minutes
-                new TracingPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), tracingRounds, tracingBase)
+                new TracingPhase(
+                                stack,
+                                report,
+                                new ThroughputPhase(stack, report, windowSeconds),
+                                tracingRounds,
+                                tracingBase)
                         .sideBySide(sideBySideWindows);
             }
             if (phase("idle")) {
@@ -135,5 +163,4 @@ final class EndToEndBenchmark {
         consumerPorts.put("consumer-2", KafkaProcess.freePort());
         stack.setUp(Map.of(), consumerPorts.get("consumer"));
     }
-
 }

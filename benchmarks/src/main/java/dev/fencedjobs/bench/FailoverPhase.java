@@ -36,7 +36,8 @@ final class FailoverPhase {
     private final Map<String, Integer> consumerPorts;
 
     /** {@code dispatcher}: the dispatcher's trials too, not only the consumer's. */
-    FailoverPhase(BenchStack stack, E2eReport report, int trials, boolean dispatcher, Map<String, Integer> consumerPorts) {
+    FailoverPhase(
+            BenchStack stack, E2eReport report, int trials, boolean dispatcher, Map<String, Integer> consumerPorts) {
         this.stack = stack;
         this.report = report;
         this.trials = trials;
@@ -46,18 +47,22 @@ final class FailoverPhase {
 
     void run() throws Exception {
         long leaseMs = 10_000; // the services run with the default LEASE_DURATION
-        System.out.println("4. failover, " + trials + " trials each, with 200 jobs/s due now; lease " + leaseMs + " ms");
+        System.out.println(
+                "4. failover, " + trials + " trials each, with 200 jobs/s due now; lease " + leaseMs + " ms");
         AtomicBoolean stop = new AtomicBoolean();
-        Thread background = new Thread(() -> {
-            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-                while (!stop.get()) {
-                    s.executeUpdate(String.format(BenchStack.INSERT_DUE, 2));
-                    Thread.sleep(10);
-                }
-            } catch (Exception e) {
-                System.err.println("background load: " + e);
-            }
-        }, "e2e-background");
+        Thread background = new Thread(
+                () -> {
+                    try (Connection c = stack.owner();
+                            Statement s = c.createStatement()) {
+                        while (!stop.get()) {
+                            s.executeUpdate(String.format(BenchStack.INSERT_DUE, 2));
+                            Thread.sleep(10);
+                        }
+                    } catch (Exception e) {
+                        System.err.println("background load: " + e);
+                    }
+                },
+                "e2e-background");
         background.start();
         try {
             if (dispatcher) {
@@ -73,7 +78,8 @@ final class FailoverPhase {
 
     /** How a trial stops the leader. */
     enum Fault {
-        SIGKILL, SIGTERM,
+        SIGKILL,
+        SIGTERM,
         /** Its database proxy holds every byte, both ways: its sessions stay open on the server. */
         PARTITION
     }
@@ -87,14 +93,16 @@ final class FailoverPhase {
     private void dispatcherFailover() throws Exception {
         long leaseMs = 10_000; // the services run with the default LEASE_DURATION
         List<String> replicas = List.of("dispatcher-1", "dispatcher-2");
-        String firstJob = "SELECT coalesce((extract(epoch FROM min(completed_at)) * 1000)::bigint, 0) FROM outbox WHERE id > %2$d AND fencing_token > %1$d";
+        String firstJob =
+                "SELECT coalesce((extract(epoch FROM min(completed_at)) * 1000)::bigint, 0) FROM outbox WHERE id > %2$d AND fencing_token > %1$d";
         List<Double> fast = trials("dispatcher SIGKILL, fast path", "scheduler", Fault.SIGKILL, firstJob, true);
         List<Double> term = trials("dispatcher SIGTERM", "scheduler", Fault.SIGTERM, firstJob, true);
         for (String name : replicas) {
             stack.reconfigure(name, Map.of(LeaseConfig.FAST_TAKEOVER, "false"));
         }
         List<Double> lease = trials("dispatcher SIGKILL, fast path off", "scheduler", Fault.SIGKILL, firstJob, false);
-        List<Double> termLease = trials("dispatcher SIGTERM, fast path off", "scheduler", Fault.SIGTERM, firstJob, false);
+        List<Double> termLease =
+                trials("dispatcher SIGTERM, fast path off", "scheduler", Fault.SIGTERM, firstJob, false);
         for (String name : replicas) {
             stack.reconfigure(name, Map.of(LeaseConfig.FAST_TAKEOVER, "true"));
             stack.behindProxy(name);
@@ -108,12 +116,22 @@ final class FailoverPhase {
         report.put("failoverPartitionMs", partition);
         String who = " of the dispatcher leader to the new leader's first job";
         report.row("4. SIGKILL" + who + ", fast path (default)", E2eReport.summary(fast), "target p99 < 1000 ms");
-        report.row("4. SIGKILL" + who + ", fast path off (LEASE_FAST_TAKEOVER=false)", E2eReport.summary(lease),
+        report.row(
+                "4. SIGKILL" + who + ", fast path off (LEASE_FAST_TAKEOVER=false)",
+                E2eReport.summary(lease),
                 "lease " + leaseMs + " ms (the floor)");
-        report.row("4. partition (proxy holding bytes)" + who + ", fast path on", E2eReport.summary(partition),
+        report.row(
+                "4. partition (proxy holding bytes)" + who + ", fast path on",
+                E2eReport.summary(partition),
                 "the session stays: the lease decides, " + leaseMs + " ms floor");
-        report.row("4. SIGTERM" + who + ", fast path (default)", E2eReport.summary(term), "released at once; target p99 < 200 ms");
-        report.row("4. SIGTERM" + who + ", fast path off", E2eReport.summary(termLease), "released at once, as before the fast path");
+        report.row(
+                "4. SIGTERM" + who + ", fast path (default)",
+                E2eReport.summary(term),
+                "released at once; target p99 < 200 ms");
+        report.row(
+                "4. SIGTERM" + who + ", fast path off",
+                E2eReport.summary(termLease),
+                "released at once, as before the fast path");
     }
 
     /**
@@ -123,10 +141,15 @@ final class FailoverPhase {
      */
     private void relayFailover() throws Exception {
         long leaseMs = 10_000;
-        stack.start("relay-2", "relay", "bench_relay", Map.of(RelayConfig.PARTITIONS, Integer.toString(BenchStack.PARTITIONS)));
-        String firstPublish = "SELECT coalesce((SELECT (extract(epoch FROM p.updated_at) * 1000)::bigint FROM outbox_position p"
-                + " JOIN leader_lease l ON l.role = p.role WHERE p.role = 'relay' AND l.fencing_token > %1$d AND p.updated_at >="
-                + " (SELECT t.acquired_at FROM lease_takeover t WHERE t.role = 'relay' AND t.fencing_token = l.fencing_token)), 0)";
+        stack.start(
+                "relay-2",
+                "relay",
+                "bench_relay",
+                Map.of(RelayConfig.PARTITIONS, Integer.toString(BenchStack.PARTITIONS)));
+        String firstPublish =
+                "SELECT coalesce((SELECT (extract(epoch FROM p.updated_at) * 1000)::bigint FROM outbox_position p"
+                        + " JOIN leader_lease l ON l.role = p.role WHERE p.role = 'relay' AND l.fencing_token > %1$d AND p.updated_at >="
+                        + " (SELECT t.acquired_at FROM lease_takeover t WHERE t.role = 'relay' AND t.fencing_token = l.fencing_token)), 0)";
         List<String> replicas = List.of("relay", "relay-2");
         try {
             List<Double> fast = trials("relay SIGKILL, fast path", "relay", Fault.SIGKILL, firstPublish, true);
@@ -138,7 +161,10 @@ final class FailoverPhase {
             report.put("relayFailoverSigkillLeaseOnlyMs", lease);
             String who = " of the relay leader to the new leader's first published batch";
             report.row("4. SIGKILL" + who + ", fast path (default)", E2eReport.summary(fast), "target p99 < 1000 ms");
-            report.row("4. SIGKILL" + who + ", fast path off", E2eReport.summary(lease), "lease " + leaseMs + " ms (the floor)");
+            report.row(
+                    "4. SIGKILL" + who + ", fast path off",
+                    E2eReport.summary(lease),
+                    "lease " + leaseMs + " ms (the floor)");
         } finally {
             ServiceProcess second = stack.services().remove("relay-2");
             second.terminate();
@@ -148,7 +174,8 @@ final class FailoverPhase {
     }
 
     /** {@code fastPath}: the replicas run with it now, so each trial first waits for the follower's wait. */
-    private List<Double> trials(String label, String role, Fault fault, String firstWorkSql, boolean fastPath) throws Exception {
+    private List<Double> trials(String label, String role, Fault fault, String firstWorkSql, boolean fastPath)
+            throws Exception {
         List<Double> ms = new ArrayList<>();
         for (int i = 0; i < trials; i++) {
             ms.add(takeover(role, fault, firstWorkSql, fastPath));
@@ -164,28 +191,36 @@ final class FailoverPhase {
      */
     private void consumerFailover() throws Exception {
         long sessionMs = GroupMembership.DEFAULT_SESSION_TIMEOUT.toMillis();
-        stack.start("consumer-2", "consumer", "bench_consumer",
+        stack.start(
+                "consumer-2",
+                "consumer",
+                "bench_consumer",
                 Map.of(ServiceConfig.HTTP_PORT, Integer.toString(consumerPorts.get("consumer-2"))));
         List<String> resources = new ArrayList<>();
         for (int i = 0; i < BenchStack.RESOURCES; i++) {
             resources.add("account-" + i);
         }
-        ConsumerFailover consumers = new ConsumerFailover(new ConsumerFailover.Services() {
-            @Override
-            public ServiceProcess get(String name) {
-                return stack.services().get(name);
-            }
+        ConsumerFailover consumers = new ConsumerFailover(
+                new ConsumerFailover.Services() {
+                    @Override
+                    public ServiceProcess get(String name) {
+                        return stack.services().get(name);
+                    }
 
-            @Override
-            public void restart(String name) {
-                stack.restart(name);
-            }
+                    @Override
+                    public void restart(String name) {
+                        stack.restart(name);
+                    }
 
-            @Override
-            public Connection owner() throws SQLException {
-                return stack.owner();
-            }
-        }, consumerPorts, BenchStack.TOPIC, BenchStack.PARTITIONS, resources);
+                    @Override
+                    public Connection owner() throws SQLException {
+                        return stack.owner();
+                    }
+                },
+                consumerPorts,
+                BenchStack.TOPIC,
+                BenchStack.PARTITIONS,
+                resources);
         try {
             List<Double> kill = consumers.trials(trials, true);
             for (int i = 0; i < kill.size(); i++) {
@@ -198,9 +233,13 @@ final class FailoverPhase {
             report.put("consumerSessionTimeoutMs", sessionMs);
             report.put("consumerFailoverSigkillMs", kill);
             report.put("consumerFailoverSigtermMs", term);
-            report.row("4. SIGKILL of one of two consumers to the first effect from its partitions", E2eReport.summary(kill),
+            report.row(
+                    "4. SIGKILL of one of two consumers to the first effect from its partitions",
+                    E2eReport.summary(kill),
                     "CONSUMER_SESSION_TIMEOUT " + sessionMs + " ms (the floor), then a rebalance");
-            report.row("4. SIGTERM of one of two consumers to the first effect from its partitions", E2eReport.summary(term),
+            report.row(
+                    "4. SIGTERM of one of two consumers to the first effect from its partitions",
+                    E2eReport.summary(term),
                     "it leaves the group at once");
         } finally {
             ServiceProcess second = stack.services().remove("consumer-2");
@@ -223,9 +262,13 @@ final class FailoverPhase {
         stack.awaitAllReady(Duration.ofSeconds(60));
         if (fastPath) {
             String watch = (role.equals("scheduler") ? "dispatcher" : "relay") + "-watch";
-            BenchStack.waitFor("a follower waiting for the " + role + " holder's session", () -> stack.scalar(
-                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND NOT l.granted"
-                            + " AND a.application_name = '" + watch + "'") > 0, Duration.ofSeconds(60));
+            BenchStack.waitFor(
+                    "a follower waiting for the " + role + " holder's session",
+                    () -> stack.scalar(
+                                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND NOT l.granted"
+                                            + " AND a.application_name = '" + watch + "'")
+                            > 0,
+                    Duration.ofSeconds(60));
         }
         String leaderName = null;
         long token = 0;

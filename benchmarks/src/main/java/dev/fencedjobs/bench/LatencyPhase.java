@@ -27,10 +27,12 @@ final class LatencyPhase {
     }
 
     void run() throws Exception {
-        System.out.println("3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
+        System.out.println(
+                "3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
         stack.settle();
         List<Map<String, Object>> points = new ArrayList<>();
-        try (Connection c = stack.owner(); Statement s = c.createStatement()) {
+        try (Connection c = stack.owner();
+                Statement s = c.createStatement()) {
             for (int load : loads) {
                 int perTick = Math.max(1, load / 100);
                 long before = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
@@ -41,12 +43,18 @@ final class LatencyPhase {
                 double offered = BenchSql.offer(s, String.format(BenchStack.INSERT_DUE, perTick), load, perTick, 17);
                 long to = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-                while (BenchStack.scalar(s, "SELECT count(*) FROM ledger WHERE job_id > " + before + " AND job_id <= " + to) < to - before
+                while (BenchStack.scalar(
+                                        s,
+                                        "SELECT count(*) FROM ledger WHERE job_id > " + before + " AND job_id <= " + to)
+                                < to - before
                         && System.nanoTime() < deadline) {
                     Thread.sleep(200);
                 }
-                double[] p = BenchSql.percentiles(s, "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
-                        "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE l.job_id > " + from + " AND l.job_id <= " + to);
+                double[] p = BenchSql.percentiles(
+                        s,
+                        "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
+                        "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE l.job_id > " + from + " AND l.job_id <= "
+                                + to);
                 boolean complete = p[0] == to - from;
                 long[] background1 = BenchStack.backgroundWork(s);
                 String background = (background1[0] - background0[0]) + " autovacuum/autoanalyze runs ended, "
@@ -61,11 +69,21 @@ final class LatencyPhase {
                 point.put("allApplied", complete);
                 point.put("meanwhile", background);
                 points.add(point);
-                System.out.printf(Locale.ROOT, "   %,6d jobs/s offered (%,.0f inserted/s): p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  (%s)%s%n", load,
-                        offered, p[1], p[2], p[3], background, complete ? "" : "  (not all applied within 2 min)");
-                report.row("3. due-to-effect latency at " + String.format(Locale.ROOT, "%,d", load) + " jobs/s",
+                System.out.printf(
+                        Locale.ROOT,
+                        "   %,6d jobs/s offered (%,.0f inserted/s): p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  (%s)%s%n",
+                        load,
+                        offered,
+                        p[1],
+                        p[2],
+                        p[3],
+                        background,
+                        complete ? "" : "  (not all applied within 2 min)");
+                report.row(
+                        "3. due-to-effect latency at " + String.format(Locale.ROOT, "%,d", load) + " jobs/s",
                         String.format(Locale.ROOT, "p50 %.1f / p99 %.1f / max %.1f ms", p[1], p[2], p[3]),
-                        (load == 1000 ? "target p99 < 100 ms; " : "") + (offered < load * 0.95 ? "insert rate reached " + Math.round(offered) + "; " : "")
+                        (load == 1000 ? "target p99 < 100 ms; " : "")
+                                + (offered < load * 0.95 ? "insert rate reached " + Math.round(offered) + "; " : "")
                                 + "meanwhile " + background);
                 Thread.sleep(2000);
             }

@@ -1,9 +1,9 @@
 package dev.fencedjobs.bench;
 
-import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.CompletedJobs;
 import dev.fencedjobs.testing.KafkaProcess;
@@ -64,7 +64,9 @@ final class PipelinedBound {
     /** Effect rows written per second over {@code seconds}, after {@code warmUpSeconds}. */
     static double postgresOnly(BenchPostgres pg, int warmUpSeconds, int seconds) throws Exception {
         String url = pg.freshDatabase("bound_pg");
-        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password()).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password())
+                .withPoolSize(2)
+                .withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(60));
         Database.migrate(db, Database.MIGRATIONS, Database.HISTORY_TABLE, 0);
         Database.migrate(db, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, 0);
@@ -73,7 +75,8 @@ final class PipelinedBound {
         BlockingQueue<List<Object[]>> published = new ArrayBlockingQueue<>(4);
         List<Thread> stages = new ArrayList<>();
         stages.add(stage("bound-producer", failure, () -> {
-            try (Connection c = connect(pg, url); Statement s = c.createStatement()) {
+            try (Connection c = connect(pg, url);
+                    Statement s = c.createStatement()) {
                 long inserted = 0;
                 while (!stop.get()) {
                     // At most 50,000 jobs between INSERT and effect, as e2e's loader keeps them.
@@ -86,8 +89,10 @@ final class PipelinedBound {
             }
         }));
         stages.add(stage("bound-dispatcher", failure, () -> {
-            try (Connection c = connect(pg, url); Statement s = c.createStatement();
-                    PreparedStatement guard = c.prepareStatement("SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' FOR UPDATE");
+            try (Connection c = connect(pg, url);
+                    Statement s = c.createStatement();
+                    PreparedStatement guard = c.prepareStatement(
+                            "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' FOR UPDATE");
                     // As the dispatcher does, each batch starts after the last job the one before completed
                     // (the jobs come due in insertion order here, so nothing is ever left behind it).
                     PreparedStatement complete = c.prepareStatement(
@@ -99,7 +104,8 @@ final class PipelinedBound {
                                     + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
                                     + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id"
                                     + " RETURNING job_id, due_at")) {
-                // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of its own.
+                // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of
+                // its own.
                 s.execute(CompletedJobs.LEASE);
                 c.setAutoCommit(false);
                 OffsetDateTime afterDue = OffsetDateTime.parse("2000-01-01T00:00:00Z");
@@ -131,15 +137,24 @@ final class PipelinedBound {
         }));
         stages.add(stage("bound-relay", failure, () -> {
             try (Connection c = connect(pg, url);
-                    PreparedStatement read = c.prepareStatement("SELECT id, job_id, resource, fencing_token, payload::text, job_created_at FROM outbox"
-                            + " WHERE id > (SELECT published_through FROM outbox_position WHERE role = 'relay') ORDER BY id LIMIT " + RELAY_BATCH);
-                    PreparedStatement mark = c.prepareStatement("UPDATE outbox_position SET published_through = ?, updated_at = clock_timestamp()"
-                            + " WHERE role = 'relay' AND published_through < ?")) {
+                    PreparedStatement read = c.prepareStatement(
+                            "SELECT id, job_id, resource, fencing_token, payload::text, job_created_at FROM outbox"
+                                    + " WHERE id > (SELECT published_through FROM outbox_position WHERE role = 'relay') ORDER BY id LIMIT "
+                                    + RELAY_BATCH);
+                    PreparedStatement mark = c.prepareStatement(
+                            "UPDATE outbox_position SET published_through = ?, updated_at = clock_timestamp()"
+                                    + " WHERE role = 'relay' AND published_through < ?")) {
                 while (!stop.get()) {
                     List<Object[]> rows = new ArrayList<>(RELAY_BATCH);
                     try (ResultSet r = read.executeQuery()) {
                         while (r.next()) {
-                            rows.add(new Object[] {r.getLong(2), r.getString(3), r.getLong(4), r.getString(5), r.getObject(6, OffsetDateTime.class)});
+                            rows.add(new Object[] {
+                                r.getLong(2),
+                                r.getString(3),
+                                r.getLong(4),
+                                r.getString(5),
+                                r.getObject(6, OffsetDateTime.class)
+                            });
                             mark.setLong(1, r.getLong(1));
                             mark.setLong(2, r.getLong(1));
                         }
@@ -159,17 +174,20 @@ final class PipelinedBound {
         }));
         stages.add(stage("bound-consumer", failure, () -> {
             try (Connection c = connect(pg, url);
-                    PreparedStatement claim = c.prepareStatement("INSERT INTO consumer_processed (job_id, job_created_at, resource, fencing_token, outcome,"
-                            + " processed_at) SELECT j, t0, r, t, 'applied', clock_timestamp()"
-                            + " FROM unnest(?::bigint[], ?::timestamptz[], ?::varchar[], ?::bigint[]) AS u(j, t0, r, t)"
-                            + " ON CONFLICT (job_id) DO NOTHING RETURNING job_id");
-                    PreparedStatement fence = c.prepareStatement("INSERT INTO consumer_resource_fence (resource, highest_token, updated_at)"
-                            + " SELECT r, max(t), clock_timestamp() FROM unnest(?::varchar[], ?::bigint[]) AS u(r, t) GROUP BY r ORDER BY r"
-                            + " ON CONFLICT (resource) DO UPDATE SET highest_token = greatest(consumer_resource_fence.highest_token,"
-                            + " excluded.highest_token), updated_at = excluded.updated_at");
-                    PreparedStatement effect = c.prepareStatement("INSERT INTO ledger (job_id, job_created_at, resource, fencing_token, payload, applied_at)"
-                            + " SELECT j, t0, r, t, p::jsonb, clock_timestamp()"
-                            + " FROM unnest(?::bigint[], ?::timestamptz[], ?::varchar[], ?::bigint[], ?::text[]) AS u(j, t0, r, t, p)")) {
+                    PreparedStatement claim = c.prepareStatement(
+                            "INSERT INTO consumer_processed (job_id, job_created_at, resource, fencing_token, outcome,"
+                                    + " processed_at) SELECT j, t0, r, t, 'applied', clock_timestamp()"
+                                    + " FROM unnest(?::bigint[], ?::timestamptz[], ?::varchar[], ?::bigint[]) AS u(j, t0, r, t)"
+                                    + " ON CONFLICT (job_id) DO NOTHING RETURNING job_id");
+                    PreparedStatement fence = c.prepareStatement(
+                            "INSERT INTO consumer_resource_fence (resource, highest_token, updated_at)"
+                                    + " SELECT r, max(t), clock_timestamp() FROM unnest(?::varchar[], ?::bigint[]) AS u(r, t) GROUP BY r ORDER BY r"
+                                    + " ON CONFLICT (resource) DO UPDATE SET highest_token = greatest(consumer_resource_fence.highest_token,"
+                                    + " excluded.highest_token), updated_at = excluded.updated_at");
+                    PreparedStatement effect = c.prepareStatement(
+                            "INSERT INTO ledger (job_id, job_created_at, resource, fencing_token, payload, applied_at)"
+                                    + " SELECT j, t0, r, t, p::jsonb, clock_timestamp()"
+                                    + " FROM unnest(?::bigint[], ?::timestamptz[], ?::varchar[], ?::bigint[], ?::text[]) AS u(j, t0, r, t, p)")) {
                 c.setAutoCommit(false);
                 while (!stop.get()) {
                     List<Object[]> rows = published.poll(100, TimeUnit.MILLISECONDS);
@@ -210,8 +228,16 @@ final class PipelinedBound {
             }
         }));
         stages.forEach(Thread::start);
-        try (Connection c = connect(pg, url); Statement s = c.createStatement()) {
-            return window(stop, failure, stages, warmUpSeconds, seconds, () -> BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger"), s);
+        try (Connection c = connect(pg, url);
+                Statement s = c.createStatement()) {
+            return window(
+                    stop,
+                    failure,
+                    stages,
+                    warmUpSeconds,
+                    seconds,
+                    () -> BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger"),
+                    s);
         }
     }
 
@@ -231,11 +257,23 @@ final class PipelinedBound {
             p.put("linger.ms", "2");
             p.put("batch.size", Integer.toString(256 * 1024));
             p.put("max.in.flight.requests.per.connection", "1");
-            try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            try (KafkaProducer<String, byte[]> producer =
+                    new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
                 OffsetDateTime now = OffsetDateTime.now();
                 for (long id = 1; !stop.get(); id++) {
                     String resource = "account-" + id % BenchStack.RESOURCES;
-                    Envelope e = new Envelope(Envelope.VERSION, id, id, resource, FencingToken.of(1), "{\"cents\": 100}", now, now, now, CompletedJobs.HOLDER, now);
+                    Envelope e = new Envelope(
+                            Envelope.VERSION,
+                            id,
+                            id,
+                            resource,
+                            FencingToken.of(1),
+                            "{\"cents\": 100}",
+                            now,
+                            now,
+                            now,
+                            CompletedJobs.HOLDER,
+                            now);
                     ProducerRecord<String, byte[]> record = new ProducerRecord<>(topic, resource, e.toJson());
                     record.headers().add(Envelope.JOB_ID_HEADER, Envelope.header(id));
                     record.headers().add(Envelope.TOKEN_HEADER, Envelope.header(1));
@@ -257,7 +295,8 @@ final class PipelinedBound {
             p.put("isolation.level", "read_committed");
             p.put("auto.offset.reset", "earliest");
             p.put("max.poll.records", Integer.toString(RELAY_BATCH));
-            try (KafkaConsumer<String, byte[]> consumer = new KafkaConsumer<>(p, new StringDeserializer(), new ByteArrayDeserializer())) {
+            try (KafkaConsumer<String, byte[]> consumer =
+                    new KafkaConsumer<>(p, new StringDeserializer(), new ByteArrayDeserializer())) {
                 consumer.subscribe(List.of(topic));
                 while (!stop.get()) {
                     ConsumerRecords<String, byte[]> records = consumer.poll(Duration.ofMillis(100));
@@ -284,17 +323,26 @@ final class PipelinedBound {
     }
 
     private static Thread stage(String name, AtomicReference<Exception> failure, Body body) {
-        return new Thread(() -> {
-            try {
-                body.run();
-            } catch (Exception e) {
-                failure.compareAndSet(null, e);
-            }
-        }, name);
+        return new Thread(
+                () -> {
+                    try {
+                        body.run();
+                    } catch (Exception e) {
+                        failure.compareAndSet(null, e);
+                    }
+                },
+                name);
     }
 
-    private static double window(AtomicBoolean stop, AtomicReference<Exception> failure, List<Thread> stages, int warmUpSeconds, int seconds,
-            Counter counter, Statement server) throws Exception {
+    private static double window(
+            AtomicBoolean stop,
+            AtomicReference<Exception> failure,
+            List<Thread> stages,
+            int warmUpSeconds,
+            int seconds,
+            Counter counter,
+            Statement server)
+            throws Exception {
         try {
             warmUp(warmUpSeconds);
             long jit0 = BenchStack.ownCompilerTicks();
@@ -305,7 +353,11 @@ final class PipelinedBound {
             int vacuuming = 0;
             for (int i = 0; i < seconds; i++) {
                 Thread.sleep(1000L);
-                if (server != null && BenchStack.scalar(server, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") > 0) {
+                if (server != null
+                        && BenchStack.scalar(
+                                        server,
+                                        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
+                                > 0) {
                     vacuuming++;
                 }
             }
@@ -319,11 +371,21 @@ final class PipelinedBound {
             String background = "";
             if (server != null) {
                 long[] background1 = BenchStack.backgroundWork(server);
-                background = String.format(Locale.ROOT, "; autovacuum at work in %d of its %d seconds, %d checkpoint(s)", vacuuming, seconds,
+                background = String.format(
+                        Locale.ROOT,
+                        "; autovacuum at work in %d of its %d seconds, %d checkpoint(s)",
+                        vacuuming,
+                        seconds,
                         background1[1] - background0[1]);
             }
-            System.out.printf(Locale.ROOT, "   %,d in %.1f s: %,.0f per second (this JVM's JIT compilers meanwhile: %.1f s of CPU%s)%n", c1 - c0,
-                    (t1 - t0) / 1e9, rate, jit / 100.0, background);
+            System.out.printf(
+                    Locale.ROOT,
+                    "   %,d in %.1f s: %,.0f per second (this JVM's JIT compilers meanwhile: %.1f s of CPU%s)%n",
+                    c1 - c0,
+                    (t1 - t0) / 1e9,
+                    rate,
+                    jit / 100.0,
+                    background);
             return rate;
         } finally {
             stop.set(true);
@@ -340,7 +402,9 @@ final class PipelinedBound {
      * the bound's windows differ by up to twice: see docs/performance.md.)
      */
     private static void warmUp(int seconds) throws InterruptedException {
-        System.out.printf(Locale.ROOT, "   warmed up for %.0f s (this JVM's JIT compilers quiet)%n",
+        System.out.printf(
+                Locale.ROOT,
+                "   warmed up for %.0f s (this JVM's JIT compilers quiet)%n",
                 BenchStack.untilCompilersQuiet(seconds, BenchStack::ownCompilerTicks));
     }
 

@@ -31,15 +31,26 @@ public final class SdkAgent {
 
     public static void premain(String arguments, Instrumentation instrumentation) {
         KeptSpans exporter = new KeptSpans();
-        // A queue deep enough for a batch of thousands of records: a full queue drops spans, which would cost less than keeping them.
-        SdkTracerProvider tracerProvider = SdkTracerProvider.builder().addSpanProcessor(BatchSpanProcessor.builder(exporter)
-                .setMaxQueueSize(65_536).setMaxExportBatchSize(2_048).setScheduleDelay(Duration.ofMillis(200)).build()).build();
-        OpenTelemetrySdk sdk = OpenTelemetrySdk.builder().setTracerProvider(tracerProvider)
-                .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance())).buildAndRegisterGlobal();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            sdk.getSdkTracerProvider().shutdown().join(5, java.util.concurrent.TimeUnit.SECONDS);
-            System.out.println(EXPORTED + exporter.exported.get());
-        }, "sdk-agent-exit"));
+        // A queue deep enough for a batch of thousands of records: a full queue drops spans, which would cost less than
+        // keeping them.
+        SdkTracerProvider tracerProvider = SdkTracerProvider.builder()
+                .addSpanProcessor(BatchSpanProcessor.builder(exporter)
+                        .setMaxQueueSize(65_536)
+                        .setMaxExportBatchSize(2_048)
+                        .setScheduleDelay(Duration.ofMillis(200))
+                        .build())
+                .build();
+        OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
+                .setTracerProvider(tracerProvider)
+                .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
+                .buildAndRegisterGlobal();
+        Runtime.getRuntime()
+                .addShutdownHook(new Thread(
+                        () -> {
+                            sdk.getSdkTracerProvider().shutdown().join(5, java.util.concurrent.TimeUnit.SECONDS);
+                            System.out.println(EXPORTED + exporter.exported.get());
+                        },
+                        "sdk-agent-exit"));
     }
 
     /** An in-memory exporter that keeps the last {@value #KEPT} spans and counts them all. */

@@ -28,8 +28,15 @@ final class SignaturesPhase {
         Path properties = Files.createTempFile("fenced-jobs-uncompressed", ".properties");
         properties.toFile().deleteOnExit();
         Files.writeString(properties, "compression.type=none\n");
-        return Map.of(RecordTrust.SIGNATURES, RecordTrust.Mode.ACCEPT_UNSIGNED.setting(), RecordTrust.SIGNING_KEY, "",
-                RecordTrust.VERIFY_KEYS, "", KafkaSettings.CLIENT_PROPERTIES, properties.toString());
+        return Map.of(
+                RecordTrust.SIGNATURES,
+                RecordTrust.Mode.ACCEPT_UNSIGNED.setting(),
+                RecordTrust.SIGNING_KEY,
+                "",
+                RecordTrust.VERIFY_KEYS,
+                "",
+                KafkaSettings.CLIENT_PROPERTIES,
+                properties.toString());
     }
 
     private final BenchStack stack;
@@ -45,7 +52,8 @@ final class SignaturesPhase {
     }
 
     void run() throws Exception {
-        System.out.println("7. record signatures: sustained throughput signed and unsigned, alternating, " + rounds + " rounds each");
+        System.out.println("7. record signatures: sustained throughput signed and unsigned, alternating, " + rounds
+                + " rounds each");
         // The relay as it is now: signed, and its default compression (an empty variable is unset).
         Map<String, String> signed = new HashMap<>(stack.recordTrustEnvironment());
         signed.put(KafkaSettings.CLIENT_PROPERTIES, "");
@@ -62,7 +70,10 @@ final class SignaturesPhase {
                 // before the switch, not dead-lettered by the next one as unauthenticated.
                 throughput.awaitDrained();
                 configure(signedNow ? signed : unsigned);
-                System.out.println(signedNow ? "   signed (the default, compressed):" : "   unsigned (no key, accept-unsigned, uncompressed):");
+                System.out.println(
+                        signedNow
+                                ? "   signed (the default, compressed):"
+                                : "   unsigned (no key, accept-unsigned, uncompressed):");
                 ThroughputPhase.Costed measured = throughput.sustainedWithCpu();
                 (signedNow ? withSignatures : without).add(measured.rate());
                 (signedNow ? cpuSigned : cpuUnsigned).add(measured.cpuPerJob());
@@ -74,12 +85,20 @@ final class SignaturesPhase {
         report.put("unsignedJobsPerSecond", without);
         report.put("signaturesCpuMicrosecondsPerJob", cpuSigned);
         report.put("unsignedCpuMicrosecondsPerJob", cpuUnsigned);
-        report.row("7. end to end, signed (relay signs a Merkle root for each partition's share of a batch, consumer verifies)",
+        report.row(
+                "7. end to end, signed (relay signs a Merkle root for each partition's share of a batch, consumer verifies)",
                 String.format(Locale.ROOT, "median %,.0f jobs/s of %s", a, E2eReport.rates(withSignatures)),
                 String.format(Locale.ROOT, "%.1f %% of unsigned; target within 10 %%", 100 * a / b));
-        report.row("7. end to end, unsigned (as before signatures)", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, E2eReport.rates(without)),
+        report.row(
+                "7. end to end, unsigned (as before signatures)",
+                String.format(Locale.ROOT, "median %,.0f jobs/s of %s", b, E2eReport.rates(without)),
                 "same run, same stack, alternating");
-        System.out.printf(Locale.ROOT, "   signed median %,.0f jobs/s, unsigned median %,.0f jobs/s: %.1f %%%n", a, b, 100 * a / b);
+        System.out.printf(
+                Locale.ROOT,
+                "   signed median %,.0f jobs/s, unsigned median %,.0f jobs/s: %.1f %%%n",
+                a,
+                b,
+                100 * a / b);
     }
 
     private void configure(Map<String, String> environment) {

@@ -70,10 +70,20 @@ final class SoakBenchmark {
     private final List<Map<String, Object>> windows = new ArrayList<>();
     /** Each producer INSERT's round trip (statement and commit) since the last window, ms. */
     private final ConcurrentLinkedQueue<Double> insertMillis = new ConcurrentLinkedQueue<>();
+
     private BenchStack stack;
 
-    SoakBenchmark(Path repo, Path out, int minutes, int warmUpSeconds, int windowSeconds, Duration retention, int fixedRate,
-            long history, boolean defaultAutovacuum, String serviceLogLevel) {
+    SoakBenchmark(
+            Path repo,
+            Path out,
+            int minutes,
+            int warmUpSeconds,
+            int windowSeconds,
+            Duration retention,
+            int fixedRate,
+            long history,
+            boolean defaultAutovacuum,
+            String serviceLogLevel) {
         this.repo = repo;
         this.out = out;
         this.minutes = minutes;
@@ -91,8 +101,17 @@ final class SoakBenchmark {
     static void redraw(Path json) throws Exception {
         Map<String, Object> saved = new ObjectMapper().readValue(json.toFile(), Map.class);
         Map<String, String> retentions = (Map<String, String>) saved.get("retentions");
-        SoakBenchmark b = new SoakBenchmark(Path.of("."), json.toAbsolutePath().getParent(), 0, 0, 20,
-                Settings.parseDuration("JOBS_RETENTION", retentions.get("JOBS_RETENTION")), 0, 0, false, "INFO");
+        SoakBenchmark b = new SoakBenchmark(
+                Path.of("."),
+                json.toAbsolutePath().getParent(),
+                0,
+                0,
+                20,
+                Settings.parseDuration("JOBS_RETENTION", retentions.get("JOBS_RETENTION")),
+                0,
+                0,
+                false,
+                "INFO");
         b.report.putAll(saved);
         for (Map<String, Object> w : (List<Map<String, Object>>) saved.get("windows")) {
             Map<String, Object> copy = new LinkedHashMap<>(w);
@@ -114,7 +133,8 @@ final class SoakBenchmark {
             machine();
             String r = retention.toSeconds() + "s";
             // Every retention shortened, so that every purge runs the whole time.
-            Map<String, String> env = Map.of("JOBS_RETENTION", r, "OUTBOX_RETENTION", r, "PROCESSED_RETENTION", r, "RECORDS_RETENTION", r);
+            Map<String, String> env = Map.of(
+                    "JOBS_RETENTION", r, "OUTBOX_RETENTION", r, "PROCESSED_RETENTION", r, "RECORDS_RETENTION", r);
             report.put("retentions", env);
             int saturation = 0;
             if (fixedRate <= 0) {
@@ -137,10 +157,12 @@ final class SoakBenchmark {
 
     private void machine() throws SQLException {
         Map<String, Object> m = stack.machine();
-        try (Connection c = stack.pg().admin(); Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery("SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings"
-                        + " WHERE name IN ('autovacuum_naptime', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_cost_limit',"
-                        + " 'autovacuum_vacuum_cost_delay', 'max_wal_size', 'checkpoint_timeout')")) {
+        try (Connection c = stack.pg().admin();
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(
+                        "SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings"
+                                + " WHERE name IN ('autovacuum_naptime', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_cost_limit',"
+                                + " 'autovacuum_vacuum_cost_delay', 'max_wal_size', 'checkpoint_timeout')")) {
             rs.next();
             m.put("postgresSettings", rs.getString(1));
         }
@@ -157,24 +179,36 @@ final class SoakBenchmark {
      * indexes large, which is what PostgreSQL's default autovacuum threshold scales with.
      */
     private void prepareTables() throws Exception {
-        try (Connection c = stack.owner(); Statement s = c.createStatement()) {
+        try (Connection c = stack.owner();
+                Statement s = c.createStatement()) {
             if (defaultAutovacuum) {
                 for (String table : List.of("jobs", "outbox", "consumer_processed")) {
-                    s.execute("ALTER TABLE " + table + " RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, vacuum_index_cleanup)");
+                    s.execute(
+                            "ALTER TABLE " + table
+                                    + " RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, vacuum_index_cleanup)");
                 }
             }
             if (history > 0) {
                 long t = System.nanoTime();
-                s.execute("SET session_replication_role = replica"); // the completion triggers want a lease token; this is ballast
-                s.execute("INSERT INTO jobs (due_at, state, completed_by_token, resource, payload, unique_key, created_at, completed_at)"
-                        + " SELECT now() - interval '1 day', 'completed', 1, 'account-' || mod(g, " + BenchStack.RESOURCES + "), '{\"cents\": 100}',"
-                        + " 'history-' || g, now() - interval '1 day', now() + interval '1 day' FROM generate_series(1, " + history + ") g");
+                s.execute("SET session_replication_role = replica"); // the completion triggers want a lease token; this
+                // is ballast
+                s.execute(
+                        "INSERT INTO jobs (due_at, state, completed_by_token, resource, payload, unique_key, created_at, completed_at)"
+                                + " SELECT now() - interval '1 day', 'completed', 1, 'account-' || mod(g, "
+                                + BenchStack.RESOURCES + "), '{\"cents\": 100}',"
+                                + " 'history-' || g, now() - interval '1 day', now() + interval '1 day' FROM generate_series(1, "
+                                + history + ") g");
                 s.execute("RESET session_replication_role");
                 s.execute("VACUUM ANALYZE jobs");
-                System.out.printf(Locale.ROOT, "   %,d completed jobs of history added in %.0f s%n", history, (System.nanoTime() - t) / 1e9);
+                System.out.printf(
+                        Locale.ROOT,
+                        "   %,d completed jobs of history added in %.0f s%n",
+                        history,
+                        (System.nanoTime() - t) / 1e9);
             }
-            try (ResultSet r = s.executeQuery("SELECT string_agg(relname || coalesce(' ' || array_to_string(reloptions, ' '), ''), '; ' ORDER BY relname)"
-                    + " FROM pg_class WHERE relname IN ('jobs', 'outbox', 'consumer_processed')")) {
+            try (ResultSet r = s.executeQuery(
+                    "SELECT string_agg(relname || coalesce(' ' || array_to_string(reloptions, ' '), ''), '; ' ORDER BY relname)"
+                            + " FROM pg_class WHERE relname IN ('jobs', 'outbox', 'consumer_processed')")) {
                 r.next();
                 report.put("tableSettings", r.getString(1));
                 report.put("history", history);
@@ -191,7 +225,8 @@ final class SoakBenchmark {
      * of warm-up. On a database and topic of its own, dropped before the soak.
      */
     private int saturation() throws Exception {
-        System.out.println("1. saturation: a standing backlog of up to 50,000 due jobs, effects counted over 30 s after 15 s");
+        System.out.println(
+                "1. saturation: a standing backlog of up to 50,000 due jobs, effects counted over 30 s after 15 s");
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         Thread loader = stack.saturatingLoader("saturation-loader", stop, failure);
@@ -218,35 +253,46 @@ final class SoakBenchmark {
     // ------------------------------------------------------------------ the soak
 
     private void soak(int rate) throws Exception {
-        System.out.printf(Locale.ROOT, "2. soak: %,d jobs/s offered for %d minutes after %d s of warm-up rising to it, retentions %s, %d s windows%n",
-                rate, minutes, warmUpSeconds, retention, windowSeconds);
+        System.out.printf(
+                Locale.ROOT,
+                "2. soak: %,d jobs/s offered for %d minutes after %d s of warm-up rising to it, retentions %s, %d s windows%n",
+                rate,
+                minutes,
+                warmUpSeconds,
+                retention,
+                windowSeconds);
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
         AtomicLong inserted = new AtomicLong();
         AtomicLong currentRate = new AtomicLong(Math.max(100, rate / 4));
-        Thread loader = new Thread(() -> {
-            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-                long next = System.nanoTime();
-                while (!stop.get()) {
-                    long wait = next - System.nanoTime();
-                    if (wait > 0) {
-                        Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+        Thread loader = new Thread(
+                () -> {
+                    try (Connection c = stack.owner();
+                            Statement s = c.createStatement()) {
+                        long next = System.nanoTime();
+                        while (!stop.get()) {
+                            long wait = next - System.nanoTime();
+                            if (wait > 0) {
+                                Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                            }
+                            long r = currentRate.get();
+                            int perTick = (int) Math.max(1, r / 100);
+                            long t = System.nanoTime();
+                            inserted.addAndGet(s.executeUpdate(String.format(BenchStack.INSERT_DUE, perTick)));
+                            insertMillis.add((System.nanoTime() - t) / 1e6);
+                            next += 1_000_000_000L * perTick / r;
+                        }
+                    } catch (Exception e) {
+                        failure.set(e);
                     }
-                    long r = currentRate.get();
-                    int perTick = (int) Math.max(1, r / 100);
-                    long t = System.nanoTime();
-                    inserted.addAndGet(s.executeUpdate(String.format(BenchStack.INSERT_DUE, perTick)));
-                    insertMillis.add((System.nanoTime() - t) / 1e6);
-                    next += 1_000_000_000L * perTick / r;
-                }
-            } catch (Exception e) {
-                failure.set(e);
-            }
-        }, "soak-loader");
+                },
+                "soak-loader");
         Activity activity = new Activity();
         Thread watcher = new Thread(() -> activity.watch(stop), "soak-activity");
-        try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-            // A minute (--warm-up-seconds) rising to the soak rate first, not measured (started at full rate on services
+        try (Connection c = stack.owner();
+                Statement s = c.createStatement()) {
+            // A minute (--warm-up-seconds) rising to the soak rate first, not measured (started at full rate on
+            // services
             // just started, the pipeline fell behind for over a minute); then until what that left is applied.
             loader.start();
             for (int quarter = 1; quarter <= 4; quarter++) {
@@ -254,8 +300,12 @@ final class SoakBenchmark {
                 Thread.sleep(warmUpSeconds * 250L);
             }
             // Jobs inserted less effects applied (both numbered from 1): under half a second's worth.
-            BenchStack.waitFor("the warm-up's backlog to be applied", () -> stack.scalar("SELECT coalesce(max(id), 0) FROM jobs")
-                    - stack.scalar("SELECT coalesce(max(id), 0) FROM ledger") < rate / 2, Duration.ofMinutes(5));
+            BenchStack.waitFor(
+                    "the warm-up's backlog to be applied",
+                    () -> stack.scalar("SELECT coalesce(max(id), 0) FROM jobs")
+                                    - stack.scalar("SELECT coalesce(max(id), 0) FROM ledger")
+                            < rate / 2,
+                    Duration.ofMinutes(5));
             if (failure.get() != null) {
                 throw failure.get();
             }
@@ -285,8 +335,17 @@ final class SoakBenchmark {
                 double[] p = latencies(s, ledgerMark, ledgerNow);
                 double[] completion = completionLatencies(s, outboxMark, outboxNow);
                 Snapshot now = Snapshot.take(s);
-                windows.add(window(w, (ledgerNow - ledgerMark) / (double) windowSeconds, (insertedNow - insertedMark) / (double) windowSeconds,
-                        (long) p[0], p, completion, insert, previous, now, seen));
+                windows.add(window(
+                        w,
+                        (ledgerNow - ledgerMark) / (double) windowSeconds,
+                        (insertedNow - insertedMark) / (double) windowSeconds,
+                        (long) p[0],
+                        p,
+                        completion,
+                        insert,
+                        previous,
+                        now,
+                        seen));
                 ledgerMark = ledgerNow;
                 outboxMark = outboxNow;
                 insertedMark = insertedNow;
@@ -301,12 +360,19 @@ final class SoakBenchmark {
             long jobs = windows.stream().mapToLong(m -> (Long) m.get("jobs")).sum();
             report.put("jobsApplied", jobs);
             List<String> top = new ArrayList<>();
-            try (ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, st.total_exec_time / 1000,"
-                    + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 100)"
-                    + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 10")) {
+            try (ResultSet r = s.executeQuery(
+                    "SELECT r.rolname, st.calls, st.total_exec_time / 1000,"
+                            + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 100)"
+                            + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 10")) {
                 while (r.next()) {
-                    top.add(String.format(Locale.ROOT, "%-20s %9d calls %8.1f s %6.1f µs/job  %s", r.getString(1), r.getLong(2), r.getDouble(3),
-                            r.getDouble(3) * 1e6 / Math.max(1, jobs), r.getString(4)));
+                    top.add(String.format(
+                            Locale.ROOT,
+                            "%-20s %9d calls %8.1f s %6.1f µs/job  %s",
+                            r.getString(1),
+                            r.getLong(2),
+                            r.getDouble(3),
+                            r.getDouble(3) * 1e6 / Math.max(1, jobs),
+                            r.getString(4)));
                 }
             }
             report.put("topStatementsByExecutionTime", top);
@@ -335,7 +401,8 @@ final class SoakBenchmark {
         return latencies(s, "completed_at - job_created_at", "outbox", from, to);
     }
 
-    private static double[] latencies(Statement s, String interval, String table, long from, long to) throws SQLException {
+    private static double[] latencies(Statement s, String interval, String table, long from, long to)
+            throws SQLException {
         double[] ms = new double[(int) Math.max(0, to - from)];
         int n = 0;
         try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM " + interval + ")::float8 * 1000 FROM " + table
@@ -376,8 +443,17 @@ final class SoakBenchmark {
         return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
     }
 
-    private Map<String, Object> window(int n, double appliedPerSecond, double insertedPerSecond, long jobs, double[] p, double[] completion,
-            double[] insert, Snapshot before, Snapshot now, Set<String> seen) {
+    private Map<String, Object> window(
+            int n,
+            double appliedPerSecond,
+            double insertedPerSecond,
+            long jobs,
+            double[] p,
+            double[] completion,
+            double[] insert,
+            Snapshot before,
+            Snapshot now,
+            Set<String> seen) {
         Map<String, Object> w = new LinkedHashMap<>();
         w.put("window", n);
         w.put("endSeconds", n * windowSeconds);
@@ -399,8 +475,17 @@ final class SoakBenchmark {
             }
         });
         w.put("autovacuumRunsEnded", vacuumed);
-        w.put("autovacuumSeenOn", new TreeSet<>(seen.stream().filter(x -> !x.equals("checkpoint") && !x.startsWith("wait ")).toList()));
-        w.put("waitsSeen", new TreeSet<>(seen.stream().filter(x -> x.startsWith("wait ")).map(x -> x.substring(5)).toList()));
+        w.put(
+                "autovacuumSeenOn",
+                new TreeSet<>(seen.stream()
+                        .filter(x -> !x.equals("checkpoint") && !x.startsWith("wait "))
+                        .toList()));
+        w.put(
+                "waitsSeen",
+                new TreeSet<>(seen.stream()
+                        .filter(x -> x.startsWith("wait "))
+                        .map(x -> x.substring(5))
+                        .toList()));
         w.put("checkpoints", now.checkpoints - before.checkpoints);
         w.put("checkpointWriting", seen.contains("checkpoint"));
         w.put("walMB", round((now.walBytes - before.walBytes) / 1e6));
@@ -411,24 +496,51 @@ final class SoakBenchmark {
         w.put("relationMb", now.relationMb);
         w.put("liveRows", now.liveRows);
         w.put("deadRows", now.deadRows);
-        System.out.printf(Locale.ROOT, "   %5d s  %,7.0f jobs/s  p50 %6.1f  p99 %6.1f  max %7.1f ms (to completed: p99 %6.1f  max %7.1f ms; producer's INSERT: p99 %6.1f  max %6.1f ms)"
+        System.out.printf(
+                Locale.ROOT,
+                "   %5d s  %,7.0f jobs/s  p50 %6.1f  p99 %6.1f  max %7.1f ms (to completed: p99 %6.1f  max %7.1f ms; producer's INSERT: p99 %6.1f  max %6.1f ms)"
                         + "  jobs %6.1f MB  outbox %6.1f MB  processed %6.1f MB  ledger %7.1f MB  autovacuum %s%s%s%n",
-                n * windowSeconds, appliedPerSecond, p[1], p[2], p[3], completion[2], completion[3], insert[2], insert[3], now.tableMb.getOrDefault("jobs", 0.0), now.tableMb.getOrDefault("outbox", 0.0),
-                now.tableMb.getOrDefault("consumer_processed", 0.0), now.tableMb.getOrDefault("ledger", 0.0), w.get("autovacuumSeenOn"),
-                (long) w.get("checkpoints") > 0 ? "  checkpoints " + w.get("checkpoints") : "", seen.contains("checkpoint") ? " (checkpoint writing)" : "");
+                n * windowSeconds,
+                appliedPerSecond,
+                p[1],
+                p[2],
+                p[3],
+                completion[2],
+                completion[3],
+                insert[2],
+                insert[3],
+                now.tableMb.getOrDefault("jobs", 0.0),
+                now.tableMb.getOrDefault("outbox", 0.0),
+                now.tableMb.getOrDefault("consumer_processed", 0.0),
+                now.tableMb.getOrDefault("ledger", 0.0),
+                w.get("autovacuumSeenOn"),
+                (long) w.get("checkpoints") > 0 ? "  checkpoints " + w.get("checkpoints") : "",
+                seen.contains("checkpoint") ? " (checkpoint writing)" : "");
         if (!((Set<?>) w.get("waitsSeen")).isEmpty()) {
             System.out.println("          waits seen: " + w.get("waitsSeen"));
         }
         if ((long) w.get("walRecords") > 0) {
-            System.out.printf(Locale.ROOT, "          WAL: %.1f MB, %,d records, %,d full-page images%n", w.get("walMB"), w.get("walRecords"),
+            System.out.printf(
+                    Locale.ROOT,
+                    "          WAL: %.1f MB, %,d records, %,d full-page images%n",
+                    w.get("walMB"),
+                    w.get("walRecords"),
                     w.get("walFullPageImages"));
         }
         return w;
     }
 
     /** What the database's statistics say at one moment. */
-    private record Snapshot(Map<String, Double> tableMb, Map<String, Double> relationMb, Map<String, Long> liveRows, Map<String, Long> deadRows,
-            Map<String, Long> vacuums, long checkpoints, long walBytes, long walRecords, long walFullPageImages) {
+    private record Snapshot(
+            Map<String, Double> tableMb,
+            Map<String, Double> relationMb,
+            Map<String, Long> liveRows,
+            Map<String, Long> deadRows,
+            Map<String, Long> vacuums,
+            long checkpoints,
+            long walBytes,
+            long walRecords,
+            long walFullPageImages) {
 
         static Snapshot take(Statement s) throws SQLException {
             Map<String, Double> tables = new TreeMap<>();
@@ -436,8 +548,9 @@ final class SoakBenchmark {
             Map<String, Long> live = new TreeMap<>();
             Map<String, Long> dead = new TreeMap<>();
             Map<String, Long> vacuums = new TreeMap<>();
-            try (ResultSet r = s.executeQuery("SELECT c.relname, c.relkind, pg_relation_size(c.oid), pg_total_relation_size(c.oid)"
-                    + " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')")) {
+            try (ResultSet r = s.executeQuery(
+                    "SELECT c.relname, c.relkind, pg_relation_size(c.oid), pg_total_relation_size(c.oid)"
+                            + " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')")) {
                 while (r.next()) {
                     relations.put(r.getString(1), round(r.getLong(3) / 1e6));
                     if (r.getString(2).equals("r")) {
@@ -445,7 +558,8 @@ final class SoakBenchmark {
                     }
                 }
             }
-            try (ResultSet r = s.executeQuery("SELECT relname, n_live_tup, n_dead_tup, autovacuum_count + autoanalyze_count FROM pg_stat_user_tables")) {
+            try (ResultSet r = s.executeQuery(
+                    "SELECT relname, n_live_tup, n_dead_tup, autovacuum_count + autoanalyze_count FROM pg_stat_user_tables")) {
                 while (r.next()) {
                     live.put(r.getString(1), r.getLong(2));
                     dead.put(r.getString(1), r.getLong(3));
@@ -465,7 +579,8 @@ final class SoakBenchmark {
         private final Set<String> seen = new TreeSet<>();
 
         void watch(AtomicBoolean stop) {
-            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
+            try (Connection c = stack.owner();
+                    Statement s = c.createStatement()) {
                 while (!stop.get()) {
                     Set<String> now = new TreeSet<>();
                     try (ResultSet r = s.executeQuery("SELECT backend_type, query, wait_event FROM pg_stat_activity"
@@ -477,7 +592,10 @@ final class SoakBenchmark {
                                     now.add("checkpoint");
                                 }
                             } else if (r.getString(2) != null) {
-                                now.add(r.getString(2).replaceFirst("^autovacuum: ", "").replace("public.", "").replaceAll("\\s+\\(to prevent wraparound\\)", ""));
+                                now.add(r.getString(2)
+                                        .replaceFirst("^autovacuum: ", "")
+                                        .replace("public.", "")
+                                        .replaceAll("\\s+\\(to prevent wraparound\\)", ""));
                             }
                         }
                     }
@@ -514,8 +632,13 @@ final class SoakBenchmark {
         report.put("windows", windows);
         StringBuilder md = new StringBuilder();
         md.append("# Soak benchmark\n\n");
-        md.append("`java -jar benchmarks/target/fenced-jobs-benchmarks.jar soak --minutes ").append(minutes).append(" --window-seconds ")
-                .append(windowSeconds).append(" --retention ").append(retention.toSeconds()).append("s");
+        md.append("`java -jar benchmarks/target/fenced-jobs-benchmarks.jar soak --minutes ")
+                .append(minutes)
+                .append(" --window-seconds ")
+                .append(windowSeconds)
+                .append(" --retention ")
+                .append(retention.toSeconds())
+                .append("s");
         if (warmUpSeconds != 60) {
             md.append(" --warm-up-seconds ").append(warmUpSeconds);
         }
@@ -530,40 +653,78 @@ final class SoakBenchmark {
         }
         md.append("` on ").append(report.get("machine")).append("\n\n");
         int saturation = (int) report.get("saturationJobsPerSecond");
-        md.append(saturation > 0 ? String.format(Locale.ROOT, "Saturation %,d jobs/s", saturation) : "Saturation not measured (--rate)")
+        md.append(
+                        saturation > 0
+                                ? String.format(Locale.ROOT, "Saturation %,d jobs/s", saturation)
+                                : "Saturation not measured (--rate)")
                 .append("; offered ")
-                .append(String.format(Locale.ROOT, "%,d", (int) report.get("offeredJobsPerSecond"))).append(" jobs/s; retentions ")
-                .append(report.get("retentions")).append("; table settings: ").append(report.get("tableSettings")).append(".\n\n");
+                .append(String.format(Locale.ROOT, "%,d", (int) report.get("offeredJobsPerSecond")))
+                .append(" jobs/s; retentions ")
+                .append(report.get("retentions"))
+                .append("; table settings: ")
+                .append(report.get("tableSettings"))
+                .append(".\n\n");
         md.append(summary()).append("\n\n");
         md.append("![table sizes and due-to-effect latency against time](soak.svg)\n\n");
-        md.append("| end of window | applied jobs/s | p50 ms | p99 ms | max ms | of which to completed: p99 / max ms | producer's INSERT: p99 / max ms"
-                + " | jobs MB | outbox MB | consumer_processed MB | other tables MB | ledger MB | autovacuum seen on | checkpoints |\n"
-                + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.append(
+                "| end of window | applied jobs/s | p50 ms | p99 ms | max ms | of which to completed: p99 / max ms | producer's INSERT: p99 / max ms"
+                        + " | jobs MB | outbox MB | consumer_processed MB | other tables MB | ledger MB | autovacuum seen on | checkpoints |\n"
+                        + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (Map<String, Object> w : windows) {
             @SuppressWarnings("unchecked")
             Map<String, Double> t = (Map<String, Double>) w.get("tableMb");
-            double other = t.entrySet().stream().filter(e -> !Set.of("jobs", "outbox", "consumer_processed", "ledger").contains(e.getKey()))
-                    .mapToDouble(Map.Entry::getValue).sum();
-            md.append(String.format(Locale.ROOT, "| %s | %,d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |%n",
-                    clock((int) w.get("endSeconds")), (long) w.get("appliedPerSecond"), w.get("p50Ms"), w.get("p99Ms"), w.get("maxMs"),
-                    w.containsKey("toCompletedP99Ms") ? String.format(Locale.ROOT, "%.1f / %.1f", ((Number) w.get("toCompletedP99Ms")).doubleValue(),
-                            ((Number) w.get("toCompletedMaxMs")).doubleValue()) : "",
-                    w.containsKey("producerInsertP99Ms") ? String.format(Locale.ROOT, "%.1f / %.1f", ((Number) w.get("producerInsertP99Ms")).doubleValue(),
-                            ((Number) w.get("producerInsertMaxMs")).doubleValue()) : "",
-                    t.getOrDefault("jobs", 0.0), t.getOrDefault("outbox", 0.0), t.getOrDefault("consumer_processed", 0.0), other,
-                    t.getOrDefault("ledger", 0.0), String.join(", ", (Set<String>) w.get("autovacuumSeenOn")),
+            double other = t.entrySet().stream()
+                    .filter(e -> !Set.of("jobs", "outbox", "consumer_processed", "ledger")
+                            .contains(e.getKey()))
+                    .mapToDouble(Map.Entry::getValue)
+                    .sum();
+            md.append(String.format(
+                    Locale.ROOT,
+                    "| %s | %,d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |%n",
+                    clock((int) w.get("endSeconds")),
+                    (long) w.get("appliedPerSecond"),
+                    w.get("p50Ms"),
+                    w.get("p99Ms"),
+                    w.get("maxMs"),
+                    w.containsKey("toCompletedP99Ms")
+                            ? String.format(
+                                    Locale.ROOT,
+                                    "%.1f / %.1f",
+                                    ((Number) w.get("toCompletedP99Ms")).doubleValue(),
+                                    ((Number) w.get("toCompletedMaxMs")).doubleValue())
+                            : "",
+                    w.containsKey("producerInsertP99Ms")
+                            ? String.format(
+                                    Locale.ROOT,
+                                    "%.1f / %.1f",
+                                    ((Number) w.get("producerInsertP99Ms")).doubleValue(),
+                                    ((Number) w.get("producerInsertMaxMs")).doubleValue())
+                            : "",
+                    t.getOrDefault("jobs", 0.0),
+                    t.getOrDefault("outbox", 0.0),
+                    t.getOrDefault("consumer_processed", 0.0),
+                    other,
+                    t.getOrDefault("ledger", 0.0),
+                    String.join(", ", (Set<String>) w.get("autovacuumSeenOn")),
                     (long) w.get("checkpoints") + ((boolean) w.get("checkpointWriting") ? " (writing)" : "")));
         }
-        md.append("\nSizes are `pg_total_relation_size` (table, its indexes and TOAST); every relation's own size per window is in `soak.json`.\n");
+        md.append(
+                "\nSizes are `pg_total_relation_size` (table, its indexes and TOAST); every relation's own size per window is in `soak.json`.\n");
         md.append("\nStatements by database time over the soak (pg_stat_statements):\n\n```\n");
-        ((List<?>) report.get("topStatementsByExecutionTime")).forEach(l -> md.append(l).append('\n'));
-        md.append("```\n\nShare of the two cores over the soak, %: ").append(report.get("cpuSharePercent")).append('\n');
+        ((List<?>) report.get("topStatementsByExecutionTime"))
+                .forEach(l -> md.append(l).append('\n'));
+        md.append("```\n\nShare of the two cores over the soak, %: ")
+                .append(report.get("cpuSharePercent"))
+                .append('\n');
         Files.writeString(out.resolve("soak.md"), md.toString(), StandardCharsets.UTF_8);
-        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.resolve("soak.json").toFile(), report);
+        new ObjectMapper()
+                .enable(SerializationFeature.INDENT_OUTPUT)
+                .writeValue(out.resolve("soak.json").toFile(), report);
         writeChart();
         System.out.println();
         System.out.println(md);
-        System.out.println("Written: " + out.resolve("soak.md") + ", " + out.resolve("soak.json") + ", " + out.resolve("soak.svg"));
+        System.out.println("Written: " + out.resolve("soak.md") + ", " + out.resolve("soak.json") + ", "
+                + out.resolve("soak.svg"));
     }
 
     /** Sizes after the first two retention periods against the end, and the worst window. */
@@ -574,27 +735,45 @@ final class SoakBenchmark {
         }
         int settled = (int) Math.min(windows.size() - 1, 2 * retention.toSeconds() / windowSeconds);
         Map<String, Double> from = (Map<String, Double>) windows.get(settled).get("tableMb");
-        Map<String, Double> to = (Map<String, Double>) windows.get(windows.size() - 1).get("tableMb");
+        Map<String, Double> to =
+                (Map<String, Double>) windows.get(windows.size() - 1).get("tableMb");
         Map<String, Double> peak = new TreeMap<>();
         for (Map<String, Object> w : windows.subList(settled, windows.size())) {
             ((Map<String, Double>) w.get("tableMb")).forEach((k, v) -> peak.merge(k, v, Math::max));
         }
-        StringBuilder sb = new StringBuilder("Sizes from the end of the first two retention periods (" + clock((int) windows.get(settled).get("endSeconds"))
-                + ") to the end (largest in between): ");
+        StringBuilder sb = new StringBuilder("Sizes from the end of the first two retention periods ("
+                + clock((int) windows.get(settled).get("endSeconds")) + ") to the end (largest in between): ");
         List<String> parts = new ArrayList<>();
-        to.entrySet().stream().filter(e -> e.getValue() >= 0.1 || from.getOrDefault(e.getKey(), 0.0) >= 0.1)
+        to.entrySet().stream()
+                .filter(e -> e.getValue() >= 0.1 || from.getOrDefault(e.getKey(), 0.0) >= 0.1)
                 .sorted((a, b) -> Double.compare(b.getValue(), a.getValue()))
-                .forEach(e -> parts.add(String.format(Locale.ROOT, "%s %.1f → %.1f MB (%.1f)", e.getKey(), from.getOrDefault(e.getKey(), 0.0), e.getValue(),
+                .forEach(e -> parts.add(String.format(
+                        Locale.ROOT,
+                        "%s %.1f → %.1f MB (%.1f)",
+                        e.getKey(),
+                        from.getOrDefault(e.getKey(), 0.0),
+                        e.getValue(),
                         peak.getOrDefault(e.getKey(), 0.0))));
         sb.append(String.join("; ", parts)).append(".\n\n");
-        Map<String, Object> worst = windows.stream().max((a, b) -> Double.compare((double) a.get("p99Ms"), (double) b.get("p99Ms"))).orElseThrow();
+        Map<String, Object> worst = windows.stream()
+                .max((a, b) -> Double.compare((double) a.get("p99Ms"), (double) b.get("p99Ms")))
+                .orElseThrow();
         long over = windows.stream().filter(w -> (double) w.get("p99Ms") >= 100).count();
-        sb.append(String.format(Locale.ROOT, "Due-to-effect p99 under 100 ms in %d of %d windows; the worst window ended at %s: p99 %.1f ms, max %.1f ms"
+        sb.append(String.format(
+                Locale.ROOT,
+                "Due-to-effect p99 under 100 ms in %d of %d windows; the worst window ended at %s: p99 %.1f ms, max %.1f ms"
                         + " (to completed: p99 %s ms), autovacuum seen on %s, %d checkpoints%s, %.1f MB of WAL; waits seen: %s.",
-                windows.size() - over, windows.size(), clock((int) worst.get("endSeconds")), worst.get("p99Ms"), worst.get("maxMs"),
+                windows.size() - over,
+                windows.size(),
+                clock((int) worst.get("endSeconds")),
+                worst.get("p99Ms"),
+                worst.get("maxMs"),
                 worst.getOrDefault("toCompletedP99Ms", "not measured"),
-                worst.get("autovacuumSeenOn"), worst.get("checkpoints"), (boolean) worst.get("checkpointWriting") ? " (one being written)" : "",
-                worst.get("walMB"), worst.get("waitsSeen")));
+                worst.get("autovacuumSeenOn"),
+                worst.get("checkpoints"),
+                (boolean) worst.get("checkpointWriting") ? " (one being written)" : "",
+                worst.get("walMB"),
+                worst.get("waitsSeen")));
         return sb.toString();
     }
 
@@ -608,19 +787,38 @@ final class SoakBenchmark {
         int top = 40;
         int gap = 60;
         int h = top + 2 * panel + gap + 50;
-        double maxT = windows.isEmpty() ? 1 : (int) windows.get(windows.size() - 1).get("endSeconds") / 60.0;
+        double maxT =
+                windows.isEmpty() ? 1 : (int) windows.get(windows.size() - 1).get("endSeconds") / 60.0;
         StringBuilder svg = new StringBuilder();
-        svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"").append(w).append("\" height=\"").append(h)
-                .append("\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-        svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">Soak: %,d jobs/s offered, retentions %d s</text>%n",
-                w / 2, (int) report.get("offeredJobsPerSecond"), retention.toSeconds()));
+        svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
+                .append(w)
+                .append("\" height=\"")
+                .append(h)
+                .append(
+                        "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+        svg.append(String.format(
+                Locale.ROOT,
+                "<text x=\"%d\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">Soak: %,d jobs/s offered, retentions %d s</text>%n",
+                w / 2,
+                (int) report.get("offeredJobsPerSecond"),
+                retention.toSeconds()));
         // Panel 1: sizes.
-        Map<String, Double> last = windows.isEmpty() ? Map.of() : (Map<String, Double>) windows.get(windows.size() - 1).get("tableMb");
+        Map<String, Double> last = windows.isEmpty()
+                ? Map.of()
+                : (Map<String, Double>) windows.get(windows.size() - 1).get("tableMb");
         // The ledger is the example effect's own data and grows by design: left out, so that the scale shows ours.
-        List<String> tables = last.entrySet().stream().filter(e -> !e.getKey().equals("ledger") && e.getValue() >= 1)
-                .sorted((a, b) -> Double.compare(b.getValue(), a.getValue())).limit(6).map(Map.Entry::getKey).toList();
-        double maxMb = windows.stream().flatMap(x -> ((Map<String, Double>) x.get("tableMb")).entrySet().stream())
-                .filter(e -> tables.contains(e.getKey())).mapToDouble(Map.Entry::getValue).max().orElse(1);
+        List<String> tables = last.entrySet().stream()
+                .filter(e -> !e.getKey().equals("ledger") && e.getValue() >= 1)
+                .sorted((a, b) -> Double.compare(b.getValue(), a.getValue()))
+                .limit(6)
+                .map(Map.Entry::getKey)
+                .toList();
+        double maxMb = windows.stream()
+                .flatMap(x -> ((Map<String, Double>) x.get("tableMb")).entrySet().stream())
+                .filter(e -> tables.contains(e.getKey()))
+                .mapToDouble(Map.Entry::getValue)
+                .max()
+                .orElse(1);
         double mbTop = niceCeiling(maxMb);
         int y0 = top;
         axes(svg, left, y0, w - left - right, panel, maxT, "MB", mbTop, false);
@@ -634,20 +832,45 @@ final class SoakBenchmark {
                 double py = y0 + panel * (1 - mb / mbTop);
                 path.append(path.length() == 0 ? "M" : " L").append(String.format(Locale.ROOT, "%.1f %.1f", px, py));
             }
-            svg.append("<path d=\"").append(path).append("\" fill=\"none\" stroke=\"").append(colours[i]).append("\" stroke-width=\"2\"/>\n");
-            svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>%n", w - right + 10, y0 + 14 + 16 * i, colours[i], t));
+            svg.append("<path d=\"")
+                    .append(path)
+                    .append("\" fill=\"none\" stroke=\"")
+                    .append(colours[i])
+                    .append("\" stroke-width=\"2\"/>\n");
+            svg.append(String.format(
+                    Locale.ROOT,
+                    "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>%n",
+                    w - right + 10,
+                    y0 + 14 + 16 * i,
+                    colours[i],
+                    t));
         }
-        svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\">table + indexes, MB (ledger, the example effect's table, not drawn:"
-                + " %,.0f MB at the end)</text>%n", left, y0 - 6, last.getOrDefault("ledger", 0.0)));
+        svg.append(String.format(
+                Locale.ROOT,
+                "<text x=\"%d\" y=\"%d\">table + indexes, MB (ledger, the example effect's table, not drawn:"
+                        + " %,.0f MB at the end)</text>%n",
+                left,
+                y0 - 6,
+                last.getOrDefault("ledger", 0.0)));
         // Panel 2: latency, log scale from 1 ms.
         int y1 = top + panel + gap;
-        double maxMs = windows.stream().mapToDouble(x -> (double) x.get("maxMs")).max().orElse(10);
+        double maxMs =
+                windows.stream().mapToDouble(x -> (double) x.get("maxMs")).max().orElse(10);
         double logMax = Math.ceil(Math.log10(Math.max(100, maxMs)));
         axes(svg, left, y1, w - left - right, panel, maxT, "ms", logMax, true);
         double target = y1 + panel * (1 - 2 / logMax);
-        svg.append(String.format(Locale.ROOT, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-dasharray=\"4 4\"/>%n", left,
-                w - right, target, target));
-        svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\">target p99 100 ms</text>%n", w - right + 10, target + 4));
+        svg.append(String.format(
+                Locale.ROOT,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-dasharray=\"4 4\"/>%n",
+                left,
+                w - right,
+                target,
+                target));
+        svg.append(String.format(
+                Locale.ROOT,
+                "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\">target p99 100 ms</text>%n",
+                w - right + 10,
+                target + 4));
         String[][] series = {{"p50Ms", "#1f77b4", "p50"}, {"p99Ms", "#d62728", "p99"}, {"maxMs", "#7f7f7f", "max"}};
         for (int i = 0; i < series.length; i++) {
             StringBuilder path = new StringBuilder();
@@ -657,31 +880,83 @@ final class SoakBenchmark {
                 double py = y1 + panel * (1 - Math.log10(ms) / logMax);
                 path.append(path.length() == 0 ? "M" : " L").append(String.format(Locale.ROOT, "%.1f %.1f", px, py));
             }
-            svg.append("<path d=\"").append(path).append("\" fill=\"none\" stroke=\"").append(series[i][1]).append("\" stroke-width=\"")
-                    .append(i == 2 ? "1" : "2").append("\"/>\n");
-            svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>%n", w - right + 10, y1 + 14 + 16 * i, series[i][1],
+            svg.append("<path d=\"")
+                    .append(path)
+                    .append("\" fill=\"none\" stroke=\"")
+                    .append(series[i][1])
+                    .append("\" stroke-width=\"")
+                    .append(i == 2 ? "1" : "2")
+                    .append("\"/>\n");
+            svg.append(String.format(
+                    Locale.ROOT,
+                    "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>%n",
+                    w - right + 10,
+                    y1 + 14 + 16 * i,
+                    series[i][1],
                     series[i][2]));
         }
-        svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\">due-to-effect latency per %d s window, ms (log scale)</text>%n", left, y1 - 6,
+        svg.append(String.format(
+                Locale.ROOT,
+                "<text x=\"%d\" y=\"%d\">due-to-effect latency per %d s window, ms (log scale)</text>%n",
+                left,
+                y1 - 6,
                 windowSeconds));
-        svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">minutes</text>%n", left + (w - left - right) / 2, h - 12));
+        svg.append(String.format(
+                Locale.ROOT,
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">minutes</text>%n",
+                left + (w - left - right) / 2,
+                h - 12));
         svg.append("</svg>\n");
         Files.writeString(out.resolve("soak.svg"), svg.toString(), StandardCharsets.UTF_8);
     }
 
-    private static void axes(StringBuilder svg, int x, int y, int width, int height, double maxMinutes, String unit, double top, boolean log) {
-        svg.append(String.format(Locale.ROOT, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>%n", x, y, width, height));
+    private static void axes(
+            StringBuilder svg,
+            int x,
+            int y,
+            int width,
+            int height,
+            double maxMinutes,
+            String unit,
+            double top,
+            boolean log) {
+        svg.append(String.format(
+                Locale.ROOT,
+                "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>%n",
+                x,
+                y,
+                width,
+                height));
         int ticks = log ? (int) top : 4;
         for (int i = 0; i <= ticks; i++) {
             double py = y + height * (1 - i / (double) ticks);
-            String label = log ? String.format(Locale.ROOT, "%,.0f", Math.pow(10, i)) : String.format(Locale.ROOT, "%,.0f", top * i / ticks);
-            svg.append(String.format(Locale.ROOT, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>", x, x + width, py, py));
-            svg.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s %s</text>%n", x - 6, py + 4, label, unit));
+            String label = log
+                    ? String.format(Locale.ROOT, "%,.0f", Math.pow(10, i))
+                    : String.format(Locale.ROOT, "%,.0f", top * i / ticks);
+            svg.append(String.format(
+                    Locale.ROOT,
+                    "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>",
+                    x,
+                    x + width,
+                    py,
+                    py));
+            svg.append(String.format(
+                    Locale.ROOT,
+                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s %s</text>%n",
+                    x - 6,
+                    py + 4,
+                    label,
+                    unit));
         }
         int step = maxMinutes > 20 ? 5 : maxMinutes > 8 ? 2 : 1;
         for (int m = 0; m <= maxMinutes; m += step) {
             double px = x + width * m / maxMinutes;
-            svg.append(String.format(Locale.ROOT, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>%n", px, y + height + 16, m));
+            svg.append(String.format(
+                    Locale.ROOT,
+                    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>%n",
+                    px,
+                    y + height + 16,
+                    m));
         }
     }
 

@@ -47,8 +47,10 @@ final class ThroughputPhase {
     Costed sustainedWithCpu() throws Exception {
         Map<String, Long> cpu0 = new TreeMap<>();
         Map<String, Long> perJob = new TreeMap<>();
-        double rate = sustained(() -> cpu0.putAll(BenchStack.cpuTicksByComponent()), window ->
-                perJob.putAll(BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
+        double rate = sustained(
+                () -> cpu0.putAll(BenchStack.cpuTicksByComponent()),
+                window -> perJob.putAll(
+                        BenchStack.cpuMicrosecondsEach(cpu0, BenchStack.cpuTicksByComponent(), window.effects())));
         System.out.println("   CPU per job, microseconds: " + perJob);
         return new Costed(rate, perJob);
     }
@@ -63,35 +65,52 @@ final class ThroughputPhase {
         long flushes = Math.round(DiskFlushProbe.flushesPerSecond(2000));
         System.out.printf(Locale.ROOT, "   disk before the warm-up: %,d synced 8 KB writes a second%n", flushes);
         report.put("throughputDiskFlushesPerSecond", flushes);
-        System.out.println("1. end-to-end throughput: " + windowSeconds + " s window after a warm-up under load (at least 15 s, until the JIT compilers are quiet)");
+        System.out.println("1. end-to-end throughput: " + windowSeconds
+                + " s window after a warm-up under load (at least 15 s, until the JIT compilers are quiet)");
         Map<String, Long> cpu0 = new LinkedHashMap<>();
-        double rate = sustained(() -> {
-            cpu0.putAll(BenchStack.cpuTicksByComponent());
-            try (Connection c = stack.owner(); Statement s = c.createStatement()) {
-                s.execute("SELECT pg_stat_statements_reset()");
-            }
-        }, window -> {
-            Map<String, Double> cpuShare = BenchStack.cpuShare(cpu0, BenchStack.cpuTicksByComponent(), window.seconds());
-            report.put("cpuShareDuringThroughputPercent", cpuShare);
-            List<String> top = new ArrayList<>();
-            try (Connection c = stack.owner(); Statement s = c.createStatement();
-                    ResultSet r = s.executeQuery("SELECT r.rolname, st.calls, round(st.total_exec_time::numeric / 1000, 1),"
-                            + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
-                            + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
-                while (r.next()) {
-                    top.add(String.format(Locale.ROOT, "%-20s %8d calls %7.1f s  %s", r.getString(1), r.getLong(2), r.getDouble(3), r.getString(4)));
-                }
-            }
-            report.put("topStatementsByExecutionTime", top);
-            System.out.println("   statements that took the most database time in the window:");
-            top.forEach(t -> System.out.println("     " + t));
-            System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
-            report.row("1. where the CPU went during run 1 (% of " + Runtime.getRuntime().availableProcessors() + " cores)",
-                    E2eReport.listing(cpuShare), "from /proc/<pid>/stat");
-            for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
-                peakRss.put(e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
-            }
-        });
+        double rate = sustained(
+                () -> {
+                    cpu0.putAll(BenchStack.cpuTicksByComponent());
+                    try (Connection c = stack.owner();
+                            Statement s = c.createStatement()) {
+                        s.execute("SELECT pg_stat_statements_reset()");
+                    }
+                },
+                window -> {
+                    Map<String, Double> cpuShare =
+                            BenchStack.cpuShare(cpu0, BenchStack.cpuTicksByComponent(), window.seconds());
+                    report.put("cpuShareDuringThroughputPercent", cpuShare);
+                    List<String> top = new ArrayList<>();
+                    try (Connection c = stack.owner();
+                            Statement s = c.createStatement();
+                            ResultSet r = s.executeQuery(
+                                    "SELECT r.rolname, st.calls, round(st.total_exec_time::numeric / 1000, 1),"
+                                            + " left(regexp_replace(st.query, '\\s+', ' ', 'g'), 90)"
+                                            + " FROM pg_stat_statements st JOIN pg_roles r ON r.oid = st.userid ORDER BY st.total_exec_time DESC LIMIT 6")) {
+                        while (r.next()) {
+                            top.add(String.format(
+                                    Locale.ROOT,
+                                    "%-20s %8d calls %7.1f s  %s",
+                                    r.getString(1),
+                                    r.getLong(2),
+                                    r.getDouble(3),
+                                    r.getString(4)));
+                        }
+                    }
+                    report.put("topStatementsByExecutionTime", top);
+                    System.out.println("   statements that took the most database time in the window:");
+                    top.forEach(t -> System.out.println("     " + t));
+                    System.out.println("   share of the machine's CPU during the window, %: " + cpuShare);
+                    report.row(
+                            "1. where the CPU went during run 1 (% of "
+                                    + Runtime.getRuntime().availableProcessors() + " cores)",
+                            E2eReport.listing(cpuShare),
+                            "from /proc/<pid>/stat");
+                    for (Map.Entry<String, ServiceProcess> e : stack.services().entrySet()) {
+                        peakRss.put(
+                                e.getKey(), BenchStack.peakRssMb(e.getValue().pid()));
+                    }
+                });
         report.put("throughputJobsPerSecond", rate);
         return rate;
     }
@@ -133,8 +152,11 @@ final class ThroughputPhase {
             // Where the work waits at the window's end: which stage the others outran.
             long published = stack.scalar("SELECT published_through FROM outbox_position WHERE role = 'relay'");
             long outboxEnd = stack.scalar("SELECT coalesce(max(id), 0) FROM outbox");
-            System.out.printf(Locale.ROOT, "   waiting at the window's end: %,d due jobs for the dispatchers, %,d outbox rows for the relay%n",
-                    stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending' AND due_at <= now()"), outboxEnd - published);
+            System.out.printf(
+                    Locale.ROOT,
+                    "   waiting at the window's end: %,d due jobs for the dispatchers, %,d outbox rows for the relay%n",
+                    stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending' AND due_at <= now()"),
+                    outboxEnd - published);
             atEnd.run(new Window((t1 - t0) / 1e9, a1 - a0));
         } finally {
             stop.set(true);
@@ -159,7 +181,8 @@ final class ThroughputPhase {
     List<Paired> sideBySide(ThroughputPhase other, int windows) throws Exception {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Exception> failure = new AtomicReference<>();
-        List<Thread> loaders = List.of(stack.saturatingLoader("e2e-loader-1", stop, failure),
+        List<Thread> loaders = List.of(
+                stack.saturatingLoader("e2e-loader-1", stop, failure),
                 other.stack.saturatingLoader("e2e-loader-2", stop, failure));
         List<Paired> rates = new ArrayList<>();
         loaders.forEach(Thread::start);
@@ -175,13 +198,23 @@ final class ThroughputPhase {
                 List<Map<String, Long>> cpuAfter = List.of(stack.serviceCpuTicks(), other.stack.serviceCpuTicks());
                 long t1 = System.nanoTime();
                 double seconds = (t1 - t0) / 1e9;
-                Paired window = new Paired((after[0] - before[0]) / seconds, (after[1] - before[1]) / seconds,
+                Paired window = new Paired(
+                        (after[0] - before[0]) / seconds,
+                        (after[1] - before[1]) / seconds,
                         cpuNanosEach(cpuBefore.get(0), cpuAfter.get(0), after[0] - before[0]),
                         cpuNanosEach(cpuBefore.get(1), cpuAfter.get(1), after[1] - before[1]));
                 rates.add(window);
-                System.out.printf(Locale.ROOT, "   window %d, %.1f s: pipeline 1 %,.0f jobs/s, pipeline 2 %,.0f jobs/s; 2 / 1: %.3f;"
-                        + " services' CPU per job, ns: %s, %s%n", w, seconds, window.rate1(), window.rate2(), window.rate2() / window.rate1(),
-                        window.cpu1(), window.cpu2());
+                System.out.printf(
+                        Locale.ROOT,
+                        "   window %d, %.1f s: pipeline 1 %,.0f jobs/s, pipeline 2 %,.0f jobs/s; 2 / 1: %.3f;"
+                                + " services' CPU per job, ns: %s, %s%n",
+                        w,
+                        seconds,
+                        window.rate1(),
+                        window.rate2(),
+                        window.rate2() / window.rate1(),
+                        window.cpu1(),
+                        window.cpu2());
                 before = after;
                 cpuBefore = cpuAfter;
                 t0 = t1;
@@ -209,7 +242,8 @@ final class ThroughputPhase {
      */
     private static Map<String, Long> cpuNanosEach(Map<String, Long> before, Map<String, Long> after, long jobs) {
         Map<String, Long> ticks = new TreeMap<>();
-        after.forEach((service, t) -> ticks.merge(service.replaceAll("-\\d+$", ""), t - before.getOrDefault(service, t), Long::sum));
+        after.forEach((service, t) ->
+                ticks.merge(service.replaceAll("-\\d+$", ""), t - before.getOrDefault(service, t), Long::sum));
         Map<String, Long> each = new TreeMap<>();
         ticks.forEach((kind, t) -> each.put(kind, Math.round(t * 1e7 / Math.max(1, jobs))));
         return each;
@@ -221,9 +255,12 @@ final class ThroughputPhase {
 
     /** Waits until every job inserted so far has its effect: none pending, the outbox published, the ledger caught up. */
     void awaitDrained() throws InterruptedException {
-        BenchStack.waitFor("the backlog to drain", () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
-                && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
-                && ledgerEnd(stack) >= stack.scalar("SELECT count(*) FROM jobs"), Duration.ofMinutes(5));
+        BenchStack.waitFor(
+                "the backlog to drain",
+                () -> stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 0
+                        && stack.scalar("SELECT count(*) FROM outbox_unpublished") == 0
+                        && ledgerEnd(stack) >= stack.scalar("SELECT count(*) FROM jobs"),
+                Duration.ofMinutes(5));
     }
 
     /**
@@ -234,13 +271,18 @@ final class ThroughputPhase {
      * pipeline.
      */
     private static void warmUp() throws InterruptedException {
-        System.out.printf(Locale.ROOT, "   warmed up under load for %.0f s (JIT compilers quiet)%n",
+        System.out.printf(
+                Locale.ROOT,
+                "   warmed up under load for %.0f s (JIT compilers quiet)%n",
                 BenchStack.untilCompilersQuiet(15, BenchStack::compilerTicks));
     }
 
     void memory() {
         report.put("peakRssMb", peakRss);
-        report.row("6. peak RSS during run 1 (" + BenchStack.HEAP + ")", E2eReport.listing(peakRss) + " MB", "heap " + BenchStack.HEAP + " each");
+        report.row(
+                "6. peak RSS during run 1 (" + BenchStack.HEAP + ")",
+                E2eReport.listing(peakRss) + " MB",
+                "heap " + BenchStack.HEAP + " each");
     }
 
     /**
@@ -253,32 +295,49 @@ final class ThroughputPhase {
      * autovacuum ran and the checkpoints, none of which explained the spread on 2026-12-02.
      */
     double bound(int repetitions) throws Exception {
-        System.out.println("2. the bound: PostgreSQL alone doing the same row writes, stages pipelined, " + windowSeconds
-                + " s window after 10 s of warm-up, " + repetitions + " time(s), each after the server settled");
+        System.out.println("2. the bound: PostgreSQL alone doing the same row writes, stages pipelined, "
+                + windowSeconds + " s window after 10 s of warm-up, " + repetitions
+                + " time(s), each after the server settled");
         List<Double> windows = new ArrayList<>();
         List<Long> flushes = new ArrayList<>();
         for (int i = 0; i < repetitions; i++) {
             stack.settle();
             flushes.add(Math.round(DiskFlushProbe.flushesPerSecond(2000)));
-            System.out.printf(Locale.ROOT, "   disk before window %d: %,d synced 8 KB writes a second%n", i + 1, flushes.get(i));
+            System.out.printf(
+                    Locale.ROOT, "   disk before window %d: %,d synced 8 KB writes a second%n", i + 1, flushes.get(i));
             windows.add(PipelinedBound.postgresOnly(stack.pg(), 10, windowSeconds));
         }
         report.put("boundDiskFlushesPerSecond", flushes);
         double postgres = BenchSql.median(windows);
         double low = windows.stream().mapToDouble(Double::doubleValue).min().orElseThrow();
         double high = windows.stream().mapToDouble(Double::doubleValue).max().orElseThrow();
-        System.out.printf(Locale.ROOT, "   PostgreSQL alone: median %,.0f per second, spread %,.0f to %,.0f (%d windows)%n", postgres, low, high,
+        System.out.printf(
+                Locale.ROOT,
+                "   PostgreSQL alone: median %,.0f per second, spread %,.0f to %,.0f (%d windows)%n",
+                postgres,
+                low,
+                high,
                 windows.size());
-        System.out.println("   Kafka alone doing the produce and the consume, " + windowSeconds + " s window after 10 s of warm-up");
+        System.out.println("   Kafka alone doing the produce and the consume, " + windowSeconds
+                + " s window after 10 s of warm-up");
         double kafkaOnly = PipelinedBound.kafkaOnly(stack.kafka(), 10, windowSeconds);
         report.put("boundPostgresOnlyJobsPerSecond", postgres);
         report.put("boundPostgresOnlyWindows", windows);
         report.put("boundKafkaOnlyRecordsPerSecond", kafkaOnly);
-        report.row("2. bound: PostgreSQL alone, the same row writes in the services' batch sizes, four stages at once",
-                String.format(Locale.ROOT, "%,.0f jobs/s (median of %d; %,.0f to %,.0f)", postgres, windows.size(), low, high),
+        report.row(
+                "2. bound: PostgreSQL alone, the same row writes in the services' batch sizes, four stages at once",
+                String.format(
+                        Locale.ROOT,
+                        "%,.0f jobs/s (median of %d; %,.0f to %,.0f)",
+                        postgres,
+                        windows.size(),
+                        low,
+                        high),
                 "same run, same server, settled before each; no service, lease, LISTEN, purge or Kafka");
-        report.row("2. bound: Kafka alone, envelopes produced with the relay's settings and consumed with offset commits",
-                String.format(Locale.ROOT, "%,.0f records/s", kafkaOnly), "same run, same broker");
+        report.row(
+                "2. bound: Kafka alone, envelopes produced with the relay's settings and consumed with offset commits",
+                String.format(Locale.ROOT, "%,.0f records/s", kafkaOnly),
+                "same run, same broker");
         return Math.min(postgres, kafkaOnly);
     }
 }

@@ -29,7 +29,9 @@ import java.util.stream.Stream;
 final class TracingPhase {
 
     private enum Side {
-        BEFORE("before tracing"), NO_SDK("no SDK (as shipped)"), SDK("SDK, in-memory exporter");
+        BEFORE("before tracing"),
+        NO_SDK("no SDK (as shipped)"),
+        SDK("SDK, in-memory exporter");
 
         final String label;
 
@@ -56,12 +58,20 @@ final class TracingPhase {
     }
 
     void run() throws Exception {
-        List<Side> sides = new ArrayList<>(base == null ? List.of(Side.NO_SDK, Side.SDK) : List.of(Side.BEFORE, Side.NO_SDK, Side.SDK));
-        System.out.println("8. tracing: sustained throughput " + sides.stream().map(s -> s.label).toList() + ", alternating, " + rounds
-                + " rounds each" + (base == null ? "" : "; before tracing: the services of " + base));
-        // Logs written from now on: the log directory outlives a run, and an earlier run's logs of more restarts stay in it.
+        List<Side> sides = new ArrayList<>(
+                base == null ? List.of(Side.NO_SDK, Side.SDK) : List.of(Side.BEFORE, Side.NO_SDK, Side.SDK));
+        System.out.println("8. tracing: sustained throughput "
+                + sides.stream().map(s -> s.label).toList() + ", alternating, " + rounds + " rounds each"
+                + (base == null ? "" : "; before tracing: the services of " + base));
+        // Logs written from now on: the log directory outlives a run, and an earlier run's logs of more restarts stay
+        // in it.
         FileTime started = FileTime.from(Instant.now().minusSeconds(1));
-        String agent = "-javaagent:" + Path.of(SdkAgent.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        String agent = "-javaagent:"
+                + Path.of(SdkAgent.class
+                        .getProtectionDomain()
+                        .getCodeSource()
+                        .getLocation()
+                        .toURI());
         Map<Side, List<Double>> rates = new LinkedHashMap<>();
         Map<Side, List<Map<String, Long>>> cpu = new LinkedHashMap<>();
         sides.forEach(s -> {
@@ -87,14 +97,20 @@ final class TracingPhase {
             }
         }
         throughput.awaitDrained();
-        configure(Side.NO_SDK, agent); // the later phases run the services as shipped; the SDK's services print their counts as they stop
+        configure(
+                Side.NO_SDK,
+                agent); // the later phases run the services as shipped; the SDK's services print their counts as they
+        // stop
         long spans = exportedSpans(started);
 
         // Each round's sides ran back to back: their ratios within a round see the least drift of the machine.
         List<Double> sdkToNone = paired(rates.get(Side.SDK), rates.get(Side.NO_SDK));
         report.put("tracingSdkToNoSdkByRound", sdkToNone);
-        System.out.println("   by round, SDK / no SDK: " + ratios(sdkToNone) + (base == null ? ""
-                : "; no SDK / before tracing: " + ratios(paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE)))));
+        System.out.println("   by round, SDK / no SDK: " + ratios(sdkToNone)
+                + (base == null
+                        ? ""
+                        : "; no SDK / before tracing: "
+                                + ratios(paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE)))));
         double none = BenchSql.median(rates.get(Side.NO_SDK));
         double sdk = BenchSql.median(rates.get(Side.SDK));
         rates.forEach((side, values) -> report.put("tracing " + side.label + " jobsPerSecond", values));
@@ -102,23 +118,53 @@ final class TracingPhase {
         report.put("tracingSpansExported", spans);
         if (base != null) {
             double before = BenchSql.median(rates.get(Side.BEFORE));
-            report.row("8. end to end, before tracing (" + base.getFileName() + ")", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", before,
-                    E2eReport.rates(rates.get(Side.BEFORE))), "same run, same stack, alternating");
+            report.row(
+                    "8. end to end, before tracing (" + base.getFileName() + ")",
+                    String.format(
+                            Locale.ROOT, "median %,.0f jobs/s of %s", before, E2eReport.rates(rates.get(Side.BEFORE))),
+                    "same run, same stack, alternating");
             List<Double> noneToBefore = paired(rates.get(Side.NO_SDK), rates.get(Side.BEFORE));
             report.put("tracingNoSdkToBeforeByRound", noneToBefore);
-            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
-                    String.format(Locale.ROOT, "%.1f %% of before tracing (by round %s, median %.2f); target within 3 %%", 100 * none / before,
-                            ratios(noneToBefore), BenchSql.median(noneToBefore)));
-            System.out.printf(Locale.ROOT, "   before tracing median %,.0f jobs/s, no SDK median %,.0f jobs/s: %.1f %%%n", before, none, 100 * none / before);
+            report.row(
+                    "8. end to end, tracing, no SDK",
+                    String.format(
+                            Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
+                    String.format(
+                            Locale.ROOT,
+                            "%.1f %% of before tracing (by round %s, median %.2f); target within 3 %%",
+                            100 * none / before,
+                            ratios(noneToBefore),
+                            BenchSql.median(noneToBefore)));
+            System.out.printf(
+                    Locale.ROOT,
+                    "   before tracing median %,.0f jobs/s, no SDK median %,.0f jobs/s: %.1f %%%n",
+                    before,
+                    none,
+                    100 * none / before);
         } else {
-            report.row("8. end to end, tracing, no SDK", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
+            report.row(
+                    "8. end to end, tracing, no SDK",
+                    String.format(
+                            Locale.ROOT, "median %,.0f jobs/s of %s", none, E2eReport.rates(rates.get(Side.NO_SDK))),
                     "no build from before tracing given (--tracing-base)");
         }
-        report.row("8. end to end, tracing, SDK with an in-memory exporter", String.format(Locale.ROOT, "median %,.0f jobs/s of %s", sdk,
-                E2eReport.rates(rates.get(Side.SDK))), String.format(Locale.ROOT, "%.1f %% of no SDK (by round %s, median %.2f); %,d spans exported",
-                        100 * sdk / none, ratios(sdkToNone), BenchSql.median(sdkToNone), spans));
-        System.out.printf(Locale.ROOT, "   no SDK median %,.0f jobs/s, SDK median %,.0f jobs/s: %.1f %%; %,d spans exported%n", none, sdk,
-                100 * sdk / none, spans);
+        report.row(
+                "8. end to end, tracing, SDK with an in-memory exporter",
+                String.format(Locale.ROOT, "median %,.0f jobs/s of %s", sdk, E2eReport.rates(rates.get(Side.SDK))),
+                String.format(
+                        Locale.ROOT,
+                        "%.1f %% of no SDK (by round %s, median %.2f); %,d spans exported",
+                        100 * sdk / none,
+                        ratios(sdkToNone),
+                        BenchSql.median(sdkToNone),
+                        spans));
+        System.out.printf(
+                Locale.ROOT,
+                "   no SDK median %,.0f jobs/s, SDK median %,.0f jobs/s: %.1f %%; %,d spans exported%n",
+                none,
+                sdk,
+                100 * sdk / none,
+                spans);
     }
 
     /**
@@ -133,10 +179,16 @@ final class TracingPhase {
     void sideBySide(int windows) throws Exception {
         Side x = base == null ? Side.NO_SDK : Side.BEFORE;
         Side y = base == null ? Side.SDK : Side.NO_SDK;
-        System.out.println("8b. tracing, side by side: " + y.label + " against " + x.label + ", two pipelines on one server and broker, "
-                + rounds + " round(s) of " + windows + " windows each way" + (base == null ? "" : "; before tracing: the services of " + base));
+        System.out.println("8b. tracing, side by side: " + y.label + " against " + x.label
+                + ", two pipelines on one server and broker, " + rounds + " round(s) of " + windows
+                + " windows each way" + (base == null ? "" : "; before tracing: the services of " + base));
         FileTime started = FileTime.from(Instant.now().minusSeconds(1));
-        String agent = "-javaagent:" + Path.of(SdkAgent.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        String agent = "-javaagent:"
+                + Path.of(SdkAgent.class
+                        .getProtectionDomain()
+                        .getCodeSource()
+                        .getLocation()
+                        .toURI());
         List<Double> ratios = new ArrayList<>();
         List<Double> roundRatios = new ArrayList<>();
         Map<Side, List<Double>> rates = new LinkedHashMap<>();
@@ -162,7 +214,8 @@ final class TracingPhase {
                     stack.awaitAllReady(Duration.ofMinutes(2));
                     second.awaitAllReady(Duration.ofMinutes(2));
                     stack.settle();
-                    System.out.println("   round " + round + ": pipeline 1 " + first.label + ", pipeline 2 " + other.label);
+                    System.out.println(
+                            "   round " + round + ": pipeline 1 " + first.label + ", pipeline 2 " + other.label);
                     List<Double> arrangement = new ArrayList<>();
                     for (ThroughputPhase.Paired window : throughput.sideBySide(secondThroughput, windows)) {
                         double rateX = swapped ? window.rate2() : window.rate1();
@@ -185,8 +238,16 @@ final class TracingPhase {
                 }
                 double roundRatio = Math.sqrt(arrangementMedians.get(0) * arrangementMedians.get(1));
                 roundRatios.add(roundRatio);
-                System.out.printf(Locale.ROOT, "   round %d: %s / %s: %.3f with %s on pipeline 2, %.3f on pipeline 1; geometric mean %.3f%n", round,
-                        y.label, x.label, arrangementMedians.get(0), y.label, arrangementMedians.get(1), roundRatio);
+                System.out.printf(
+                        Locale.ROOT,
+                        "   round %d: %s / %s: %.3f with %s on pipeline 2, %.3f on pipeline 1; geometric mean %.3f%n",
+                        round,
+                        y.label,
+                        x.label,
+                        arrangementMedians.get(0),
+                        y.label,
+                        arrangementMedians.get(1),
+                        roundRatio);
             }
             throughput.awaitDrained();
             secondThroughput.awaitDrained();
@@ -202,21 +263,43 @@ final class TracingPhase {
         Map<Side, Map<String, Double>> cpuMedians = new LinkedHashMap<>();
         cpu.forEach((side, windowsCpu) -> {
             Map<String, List<Double>> byService = new TreeMap<>();
-            windowsCpu.forEach(m -> m.forEach((service, nanos) -> byService.computeIfAbsent(service, k -> new ArrayList<>()).add((double) nanos)));
+            windowsCpu.forEach(m -> m.forEach((service, nanos) ->
+                    byService.computeIfAbsent(service, k -> new ArrayList<>()).add((double) nanos)));
             Map<String, Double> medians = new TreeMap<>();
             byService.forEach((service, values) -> medians.put(service, BenchSql.median(values)));
             cpuMedians.put(side, medians);
             report.put("tracing side by side " + side.label + " serviceCpuNanosecondsPerJob", windowsCpu);
         });
-        System.out.println("   services' CPU per job, ns, medians of the windows: " + cpuMedians.entrySet().stream()
-                .map(e -> e.getKey().label + " " + e.getValue()).toList());
-        report.row("8b. end to end, side by side, " + y.label + " / " + x.label, String.format(Locale.ROOT, "%.1f %% (median of %d rounds %s)",
-                100 * ratio, roundRatios.size(), precise(roundRatios)), String.format(Locale.ROOT,
-                        "each window's ratio %s; median %,.0f against %,.0f jobs/s a pipeline%s", precise(ratios),
-                        BenchSql.median(rates.get(y)), BenchSql.median(rates.get(x)), y == Side.SDK ? String.format(Locale.ROOT, "; %,d spans exported", spans)
+        System.out.println("   services' CPU per job, ns, medians of the windows: "
+                + cpuMedians.entrySet().stream()
+                        .map(e -> e.getKey().label + " " + e.getValue())
+                        .toList());
+        report.row(
+                "8b. end to end, side by side, " + y.label + " / " + x.label,
+                String.format(
+                        Locale.ROOT,
+                        "%.1f %% (median of %d rounds %s)",
+                        100 * ratio,
+                        roundRatios.size(),
+                        precise(roundRatios)),
+                String.format(
+                        Locale.ROOT,
+                        "each window's ratio %s; median %,.0f against %,.0f jobs/s a pipeline%s",
+                        precise(ratios),
+                        BenchSql.median(rates.get(y)),
+                        BenchSql.median(rates.get(x)),
+                        y == Side.SDK
+                                ? String.format(Locale.ROOT, "; %,d spans exported", spans)
                                 : "; target within 3 %"));
-        System.out.printf(Locale.ROOT, "   side by side, %s / %s: %.1f %% (rounds %s; windows %s)%s%n", y.label, x.label, 100 * ratio,
-                precise(roundRatios), precise(ratios), y == Side.SDK ? String.format(Locale.ROOT, "; %,d spans exported", spans) : "");
+        System.out.printf(
+                Locale.ROOT,
+                "   side by side, %s / %s: %.1f %% (rounds %s; windows %s)%s%n",
+                y.label,
+                x.label,
+                100 * ratio,
+                precise(roundRatios),
+                precise(ratios),
+                y == Side.SDK ? String.format(Locale.ROOT, "; %,d spans exported", spans) : "");
     }
 
     /** Every service of the stack as {@code side} runs it: from the build before tracing, or this one with or without the SDK. */
@@ -263,10 +346,16 @@ final class TracingPhase {
 
     /** Ratios to three places: a side-by-side ratio resolves a percent. */
     private static String precise(List<Double> values) {
-        return values.stream().map(v -> String.format(Locale.ROOT, "%.3f", v)).toList().toString();
+        return values.stream()
+                .map(v -> String.format(Locale.ROOT, "%.3f", v))
+                .toList()
+                .toString();
     }
 
     private static String ratios(List<Double> values) {
-        return values.stream().map(v -> String.format(Locale.ROOT, "%.2f", v)).toList().toString();
+        return values.stream()
+                .map(v -> String.format(Locale.ROOT, "%.2f", v))
+                .toList()
+                .toString();
     }
 }

@@ -26,8 +26,13 @@ class BenchCommandLineTest {
     void e2eHelpPrintsItsUsageAndRunsNothing() {
         Run help = run("e2e", "--help");
         assertThat(help.code()).isZero();
-        assertThat(help.out()).contains("Usage: fenced-jobs-benchmarks e2e", "--trials=<trials>", "failover trials of each kind",
-                "Default: 10", "--phases=<phases>");
+        assertThat(help.out())
+                .contains(
+                        "Usage: fenced-jobs-benchmarks e2e",
+                        "--trials=<trials>",
+                        "failover trials of each kind",
+                        "Default: 10",
+                        "--phases=<phases>");
         assertThat(help.err()).isEmpty();
     }
 

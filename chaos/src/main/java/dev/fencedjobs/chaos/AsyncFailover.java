@@ -61,21 +61,49 @@ import java.util.concurrent.TimeUnit;
 public final class AsyncFailover {
 
     static final String DATABASE = "fencedjobs";
-    private static final Map<String, String> PASSWORDS = Map.of(Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay",
-            Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer");
+    private static final Map<String, String> PASSWORDS = Map.of(
+            Roles.DISPATCHER,
+            "dispatcher",
+            Roles.RELAY,
+            "relay",
+            Roles.CONSUMER,
+            "consumer",
+            Roles.PRODUCER,
+            "producer");
 
     /** What the scenario measured. */
-    public record Figures(int acknowledged, int lost, int lostWithEffect, int inPromoted, int withoutOwnEffect, int withSeveralOwnEffects,
-            int idsReissued, long jobIdReusesReported, long tokenReusesReported, int tokensReissued, long highestTokenLost,
+    public record Figures(
+            int acknowledged,
+            int lost,
+            int lostWithEffect,
+            int inPromoted,
+            int withoutOwnEffect,
+            int withSeveralOwnEffects,
+            int idsReissued,
+            long jobIdReusesReported,
+            long tokenReusesReported,
+            int tokensReissued,
+            long highestTokenLost,
             long lowestTokenAfterPromotion) {
 
         String summary() {
-            return String.format("async failover: %d jobs acknowledged, %d lost with the old primary (%d of them had had their effect); "
-                    + "%d jobs in the promoted database, %d without an effect of their own, %d with more than one; %d job ids handed out again, "
-                    + "%d job-id reuses and %d token reuses reported by the consumer; %d tokens issued again to another tenure "
-                    + "(highest token of the lost primary %d, lowest issued after the promotion %d)",
-                    acknowledged, lost, lostWithEffect, inPromoted, withoutOwnEffect, withSeveralOwnEffects, idsReissued, jobIdReusesReported,
-                    tokenReusesReported, tokensReissued, highestTokenLost, lowestTokenAfterPromotion);
+            return String.format(
+                    "async failover: %d jobs acknowledged, %d lost with the old primary (%d of them had had their effect); "
+                            + "%d jobs in the promoted database, %d without an effect of their own, %d with more than one; %d job ids handed out again, "
+                            + "%d job-id reuses and %d token reuses reported by the consumer; %d tokens issued again to another tenure "
+                            + "(highest token of the lost primary %d, lowest issued after the promotion %d)",
+                    acknowledged,
+                    lost,
+                    lostWithEffect,
+                    inPromoted,
+                    withoutOwnEffect,
+                    withSeveralOwnEffects,
+                    idsReissued,
+                    jobIdReusesReported,
+                    tokenReusesReported,
+                    tokensReissued,
+                    highestTokenLost,
+                    lowestTokenAfterPromotion);
         }
     }
 
@@ -106,10 +134,28 @@ public final class AsyncFailover {
             DispatcherConfig dispatcher = new DispatcherConfig(service(url, Roles.DISPATCHER), lease, 200);
             services.add(Dispatcher.builder(dispatcher).start());
             services.add(Dispatcher.builder(dispatcher).start());
-            services.add(Relay.builder(new RelayConfig(service(url, Roles.RELAY), lease, kafka, 3, (short) 1, 500,
-                    Duration.ofSeconds(1), 100_000, Duration.ofHours(1))).start());
-            services.add(FencedConsumer.builder(new ConsumerConfig(service(consumerDb.url(), Roles.CONSUMER), kafka,
-                    "async-failover", 500, 3, Duration.ofMillis(10), Duration.ofDays(7)), new LedgerEffect()).start());
+            services.add(Relay.builder(new RelayConfig(
+                            service(url, Roles.RELAY),
+                            lease,
+                            kafka,
+                            3,
+                            (short) 1,
+                            500,
+                            Duration.ofSeconds(1),
+                            100_000,
+                            Duration.ofHours(1)))
+                    .start());
+            services.add(FencedConsumer.builder(
+                            new ConsumerConfig(
+                                    service(consumerDb.url(), Roles.CONSUMER),
+                                    kafka,
+                                    "async-failover",
+                                    500,
+                                    3,
+                                    Duration.ofMillis(10),
+                                    Duration.ofDays(7)),
+                            new LedgerEffect())
+                    .start());
 
             Producer producer = new Producer(url);
             producer.start();
@@ -162,13 +208,18 @@ public final class AsyncFailover {
             long open;
             long decided;
             try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password())) {
-                open = single(c, "SELECT (SELECT count(*) FROM jobs WHERE state = 'pending') + (SELECT count(*) FROM outbox_unpublished)");
+                open = single(
+                        c,
+                        "SELECT (SELECT count(*) FROM jobs WHERE state = 'pending') + (SELECT count(*) FROM outbox_unpublished)");
             } catch (SQLException e) {
                 open = -1;
             }
-            try (Connection c = DriverManager.getConnection(consumerDb.url(), consumerDb.user(), consumerDb.password())) {
+            try (Connection c =
+                    DriverManager.getConnection(consumerDb.url(), consumerDb.user(), consumerDb.password())) {
                 decided = single(c, "SELECT count(*) FROM consumer_processed")
-                        + (exists(c, "consumer_processed_reissued") ? single(c, "SELECT count(*) FROM consumer_processed_reissued") : 0);
+                        + (exists(c, "consumer_processed_reissued")
+                                ? single(c, "SELECT count(*) FROM consumer_processed_reissued")
+                                : 0);
             }
             if (decided != lastDecided || open != 0) {
                 lastDecided = decided;
@@ -181,12 +232,14 @@ public final class AsyncFailover {
         throw new IllegalStateException("the system did not drain in 120 s after the failover");
     }
 
-    private static Figures measure(StreamingPostgres pg, String url, TestDatabase consumerDb, List<String> acknowledged) throws Exception {
+    private static Figures measure(StreamingPostgres pg, String url, TestDatabase consumerDb, List<String> acknowledged)
+            throws Exception {
         Map<String, Long> promotedIdByKey = new HashMap<>();
         Map<Long, String> promotedKeyById = new HashMap<>();
         List<long[]> tokensAfter = new ArrayList<>();
         Map<Long, String> tenureAfter = new HashMap<>();
-        try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password()); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password());
+                Statement s = c.createStatement()) {
             try (ResultSet r = s.executeQuery("SELECT id, unique_key FROM jobs")) {
                 while (r.next()) {
                     promotedIdByKey.put(r.getString(2), r.getLong(1));
@@ -200,11 +253,13 @@ public final class AsyncFailover {
         Set<String> keysWithEffect = new HashSet<>();
         long jobIdReuses = 0;
         long tokenReuses = 0;
-        try (Connection c = DriverManager.getConnection(consumerDb.url(), consumerDb.user(), consumerDb.password()); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(consumerDb.url(), consumerDb.user(), consumerDb.password());
+                Statement s = c.createStatement()) {
             try (ResultSet r = s.executeQuery("SELECT job_id, payload->>'key' FROM ledger")) {
                 while (r.next()) {
                     effectsByKeyAndId.merge(r.getLong(1) + "/" + r.getString(2), 1, Integer::sum);
-                    keysById.computeIfAbsent(r.getLong(1), id -> new HashSet<>()).add(r.getString(2));
+                    keysById.computeIfAbsent(r.getLong(1), id -> new HashSet<>())
+                            .add(r.getString(2));
                     keysWithEffect.add(r.getString(2));
                 }
             }
@@ -215,7 +270,8 @@ public final class AsyncFailover {
         }
         Map<Long, String> tenureLost = new HashMap<>();
         String lostUrl = pg.startLostPrimaryAlone(DATABASE);
-        try (Connection c = DriverManager.getConnection(lostUrl, pg.user(), pg.password()); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(lostUrl, pg.user(), pg.password());
+                Statement s = c.createStatement()) {
             readTenures(s, tenureLost);
         }
         int lost = 0;
@@ -249,15 +305,31 @@ public final class AsyncFailover {
                 tokensReissued++;
             }
         }
-        long highestLost = tenureLost.keySet().stream().mapToLong(Long::longValue).max().orElse(0);
-        long lowestAfter = tenureAfter.keySet().stream().filter(t -> !tenureLost.containsKey(t) || !tenureLost.get(t).equals(tenureAfter.get(t)))
-                .mapToLong(Long::longValue).min().orElse(0);
-        return new Figures(acknowledged.size(), lost, lostWithEffect, promotedIdByKey.size(), without, several, reissued, jobIdReuses, tokenReuses,
-                tokensReissued, highestLost, lowestAfter);
+        long highestLost =
+                tenureLost.keySet().stream().mapToLong(Long::longValue).max().orElse(0);
+        long lowestAfter = tenureAfter.keySet().stream()
+                .filter(t -> !tenureLost.containsKey(t) || !tenureLost.get(t).equals(tenureAfter.get(t)))
+                .mapToLong(Long::longValue)
+                .min()
+                .orElse(0);
+        return new Figures(
+                acknowledged.size(),
+                lost,
+                lostWithEffect,
+                promotedIdByKey.size(),
+                without,
+                several,
+                reissued,
+                jobIdReuses,
+                tokenReuses,
+                tokensReissued,
+                highestLost,
+                lowestAfter);
     }
 
     private static void readTenures(Statement s, Map<Long, String> into) throws SQLException {
-        try (ResultSet r = s.executeQuery("SELECT fencing_token, holder_id, acquired_at FROM lease_takeover WHERE role = 'scheduler'")) {
+        try (ResultSet r = s.executeQuery(
+                "SELECT fencing_token, holder_id, acquired_at FROM lease_takeover WHERE role = 'scheduler'")) {
             while (r.next()) {
                 into.put(r.getLong(1), r.getString(2) + "@" + r.getString(3));
             }
@@ -275,14 +347,16 @@ public final class AsyncFailover {
     }
 
     private static long single(Connection c, String sql) throws SQLException {
-        try (Statement s = c.createStatement(); ResultSet r = s.executeQuery(sql)) {
+        try (Statement s = c.createStatement();
+                ResultSet r = s.executeQuery(sql)) {
             r.next();
             return r.getLong(1);
         }
     }
 
     private static DatabaseConfig database(String url, String user, String password) {
-        return DatabaseConfig.of(url, user, password).withConnectTimeout(Duration.ofSeconds(1))
+        return DatabaseConfig.of(url, user, password)
+                .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(800), Duration.ofMillis(800), Duration.ofSeconds(1));
     }
 
@@ -321,9 +395,10 @@ public final class AsyncFailover {
                             p.setProperty("socketTimeout", "5");
                             c = DriverManager.getConnection(url, p);
                         }
-                        try (PreparedStatement s = c.prepareStatement("INSERT INTO jobs (unique_key, resource, payload, due_at)"
-                                + " SELECT k, 'resource-' || (abs(hashtext(k)) % 10), jsonb_build_object('key', k), clock_timestamp()"
-                                + " FROM unnest(?::varchar[]) AS t(k) ON CONFLICT (unique_key) DO NOTHING")) {
+                        try (PreparedStatement s =
+                                c.prepareStatement("INSERT INTO jobs (unique_key, resource, payload, due_at)"
+                                        + " SELECT k, 'resource-' || (abs(hashtext(k)) % 10), jsonb_build_object('key', k), clock_timestamp()"
+                                        + " FROM unnest(?::varchar[]) AS t(k) ON CONFLICT (unique_key) DO NOTHING")) {
                             s.setArray(1, c.createArrayOf("varchar", keys.toArray()));
                             s.executeUpdate();
                         }

@@ -47,6 +47,7 @@ final class ChaosCluster {
     private final ChaosRun.Options options;
     /** The relays sign with it and the consumers trust it; the forger signs its "relay's bug" records with it too. */
     final RecordTrust trust = RecordTrust.generate();
+
     private final Path out;
     private final RunLog log;
     final List<Service> services = new ArrayList<>();
@@ -71,9 +72,22 @@ final class ChaosCluster {
         postgres.executeOnPrimary("postgres", "GRANT pg_signal_backend TO " + OWNER);
         postgres.executeOnPrimary("postgres", "CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
         ownerUrl = postgres.url(DATABASE);
-        DatabaseConfig owner = DatabaseConfig.of(ownerUrl, OWNER, OWNER).withPoolSize(2).withConnectTimeout(Duration.ofSeconds(5))
+        DatabaseConfig owner = DatabaseConfig.of(ownerUrl, OWNER, OWNER)
+                .withPoolSize(2)
+                .withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(10), Duration.ofSeconds(30));
-        Bootstrap.all(owner, Map.of(Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay", Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer"), 0);
+        Bootstrap.all(
+                owner,
+                Map.of(
+                        Roles.DISPATCHER,
+                        "dispatcher",
+                        Roles.RELAY,
+                        "relay",
+                        Roles.CONSUMER,
+                        "consumer",
+                        Roles.PRODUCER,
+                        "producer"),
+                0);
         kafka = new KafkaCluster(options.brokers());
         TestKafka.createTopic(kafka.bootstrapServers(), TOPIC, PARTITIONS, (short) kafka.size());
     }
@@ -87,24 +101,50 @@ final class ChaosCluster {
             addService("dispatcher-" + i, "dispatcher", dispatcherJar, Roles.DISPATCHER, "dispatcher", Map.of());
         }
         for (int i = 1; i <= 2; i++) {
-            addService("relay-" + i, "relay", relayJar, Roles.RELAY, "relay",
-                    Map.of(RelayConfig.RETENTION, "1000h", RelayConfig.PARTITIONS, Integer.toString(PARTITIONS),
-                            RelayConfig.REPLICATION, Integer.toString(kafka.size())));
+            addService(
+                    "relay-" + i,
+                    "relay",
+                    relayJar,
+                    Roles.RELAY,
+                    "relay",
+                    Map.of(
+                            RelayConfig.RETENTION,
+                            "1000h",
+                            RelayConfig.PARTITIONS,
+                            Integer.toString(PARTITIONS),
+                            RelayConfig.REPLICATION,
+                            Integer.toString(kafka.size())));
         }
         for (int i = 1; i <= 2; i++) {
-            addService("consumer-" + i, "consumer", consumerJar, Roles.CONSUMER, "consumer", Map.of(ConsumerConfig.PROCESSED_RETENTION, "1000h"));
+            addService(
+                    "consumer-" + i,
+                    "consumer",
+                    consumerJar,
+                    Roles.CONSUMER,
+                    "consumer",
+                    Map.of(ConsumerConfig.PROCESSED_RETENTION, "1000h"));
         }
         log.log("starting " + services.size() + " services: 3 dispatchers, 2 relays, 2 consumers");
         services.forEach(Service::start);
     }
 
-    private void addService(String name, String kind, Path jar, String role, String password, Map<String, String> extra) throws IOException {
+    private void addService(String name, String kind, Path jar, String role, String password, Map<String, String> extra)
+            throws IOException {
         TcpProxy proxy = new TcpProxy(name, postgres.port(0), postgres.port(1));
         Map<String, String> env = ServiceEnvironment.database(
-                "jdbc:postgresql://" + proxy.hosts() + "/" + DATABASE + "?targetServerType=primary&hostRecheckSeconds=1", role, password)
-                .migrate(false).httpPort(0).kafka(kafka.bootstrapServers(), TOPIC).recordTrust(trust)
-                .lease(Duration.ofMillis(options.leaseMillis()), Duration.ofMillis(Math.max(100, options.leaseMillis() / 5)))
-                .setAll(extra).toMap();
+                        "jdbc:postgresql://" + proxy.hosts() + "/" + DATABASE
+                                + "?targetServerType=primary&hostRecheckSeconds=1",
+                        role,
+                        password)
+                .migrate(false)
+                .httpPort(0)
+                .kafka(kafka.bootstrapServers(), TOPIC)
+                .recordTrust(trust)
+                .lease(
+                        Duration.ofMillis(options.leaseMillis()),
+                        Duration.ofMillis(Math.max(100, options.leaseMillis() / 5)))
+                .setAll(extra)
+                .toMap();
         services.add(new Service(name, kind, jar, env, proxy, out, List.of("-Xmx128m", "-XX:+UseSerialGC")));
     }
 
@@ -114,11 +154,12 @@ final class ChaosCluster {
      * as between a takeover and the new holder's lock).
      */
     int endLeaseSession(String role) throws SQLException {
-        try (Connection c = owner(); PreparedStatement s = c.prepareStatement(
-                "SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k JOIN leader_lease l ON l.role = ?"
-                        + " WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 AND k.classid = ?::bigint::oid"
-                        + " AND k.objid = (l.fencing_token & 4294967295)::oid"
-                        + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
+        try (Connection c = owner();
+                PreparedStatement s = c.prepareStatement(
+                        "SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k JOIN leader_lease l ON l.role = ?"
+                                + " WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 AND k.classid = ?::bigint::oid"
+                                + " AND k.objid = (l.fencing_token & 4294967295)::oid"
+                                + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
             s.setString(1, role);
             s.setLong(2, Integer.toUnsignedLong(Lease.signOfLifeKey(role)));
             try (ResultSet r = s.executeQuery()) {
@@ -155,12 +196,13 @@ final class ChaosCluster {
             for (Service s : services) {
                 synchronized (s) {
                     if (s.crashed() && s.exitCode() == 2) {
-                        log.stop(s.name + " refused its configuration (exit code 2); see " + out.resolve(s.name + ".log"));
+                        log.stop(s.name + " refused its configuration (exit code 2); see "
+                                + out.resolve(s.name + ".log"));
                         return;
                     }
                     if (s.crashed()) {
-                        String crash = s.name + " exited by itself with code " + s.exitCode() + " at +" + log.elapsedSeconds() + " s; see "
-                                + out.resolve(s.name + ".log");
+                        String crash = s.name + " exited by itself with code " + s.exitCode() + " at +"
+                                + log.elapsedSeconds() + " s; see " + out.resolve(s.name + ".log");
                         log.log("CRASH: " + crash + "; starting it again");
                         crashes.add(crash);
                         s.start();
@@ -181,7 +223,9 @@ final class ChaosCluster {
     }
 
     Service pick(String kind, Random random) {
-        List<Service> candidates = services.stream().filter(s -> kind == null || s.kind.equals(kind)).toList();
+        List<Service> candidates = services.stream()
+                .filter(s -> kind == null || s.kind.equals(kind))
+                .toList();
         return candidates.get(random.nextInt(candidates.size()));
     }
 
@@ -203,7 +247,8 @@ final class ChaosCluster {
             }
             log.sleep(200);
         }
-        throw new IllegalStateException("no live " + role + " leader for 60 s: the system is stuck; see the logs in " + out);
+        throw new IllegalStateException(
+                "no live " + role + " leader for 60 s: the system is stuck; see the logs in " + out);
     }
 
     void healAll() {
@@ -220,7 +265,8 @@ final class ChaosCluster {
             Thread t = new Thread(() -> {
                 int code = s.terminate();
                 if (!graceful(code)) {
-                    crashes.add(s.name + " exited with code " + code + " after the final SIGTERM (a graceful stop exits 0 or 143)");
+                    crashes.add(s.name + " exited with code " + code
+                            + " after the final SIGTERM (a graceful stop exits 0 or 143)");
                 }
             });
             t.start();
@@ -243,8 +289,10 @@ final class ChaosCluster {
         if (kafka != null && keepKafka) {
             kafka.killAll();
             for (int i = 0; i < kafka.size(); i++) {
-                log.log("broker " + (i + 1) + " log and data kept in " + kafka.directory(i) + "; print the topic's batches and markers with"
-                        + " java -cp fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump " + kafka.directory(i).resolve("data") + " "
+                log.log("broker " + (i + 1) + " log and data kept in " + kafka.directory(i)
+                        + "; print the topic's batches and markers with"
+                        + " java -cp fenced-jobs-chaos.jar dev.fencedjobs.chaos.LogDump "
+                        + kafka.directory(i).resolve("data") + " "
                         + TOPIC + " [OUTBOX_ID...]");
             }
         } else if (kafka != null) {

@@ -45,7 +45,8 @@ final class ChaosLimits {
     void start() throws SQLException {
         int backlogJobs = (int) Math.min(200_000, backlogPerSecond() * options.seconds() / 2);
         try (Connection c = cluster.owner()) {
-            try (PreparedStatement s = c.prepareStatement("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES (?, ?, ?)")) {
+            try (PreparedStatement s = c.prepareStatement(
+                    "INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES (?, ?, ?)")) {
                 s.setString(1, BACKLOG_KEY);
                 s.setDouble(2, backlogPerSecond());
                 s.setInt(3, backlogPerSecond() / 2);
@@ -60,9 +61,11 @@ final class ChaosLimits {
             }
             // The backlog, due at once, with priorities from -60 to 60 s so that rank order is not due order.
             String prefix = "chaos-" + options.seed() + "-backlog-";
-            try (PreparedStatement s = c.prepareStatement("INSERT INTO jobs (unique_key, resource, dispatch_key, priority, payload, due_at)"
-                    + " SELECT ? || g, 'resource-' || (g % " + ChaosRun.RESOURCES + "), ?, (g % 121) - 60, jsonb_build_object('key', ? || g), now()"
-                    + " FROM generate_series(1, ?) g")) {
+            try (PreparedStatement s = c.prepareStatement(
+                    "INSERT INTO jobs (unique_key, resource, dispatch_key, priority, payload, due_at)"
+                            + " SELECT ? || g, 'resource-' || (g % " + ChaosRun.RESOURCES
+                            + "), ?, (g % 121) - 60, jsonb_build_object('key', ? || g), now()"
+                            + " FROM generate_series(1, ?) g")) {
                 s.setString(1, prefix);
                 s.setString(2, BACKLOG_KEY);
                 s.setString(3, prefix);
@@ -73,7 +76,7 @@ final class ChaosLimits {
                 backlog.add(prefix + g);
             }
         }
-        log.log("limits: " + BACKLOG_KEY + " " + backlogPerSecond() + "/s with a backlog of " + backlogJobs + " jobs; " + TENANTS + " "
-                + tenantPerSecond() + "/s each, one load job in " + TENANT_SHARE + " among them");
+        log.log("limits: " + BACKLOG_KEY + " " + backlogPerSecond() + "/s with a backlog of " + backlogJobs + " jobs; "
+                + TENANTS + " " + tenantPerSecond() + "/s each, one load job in " + TENANT_SHARE + " among them");
     }
 }

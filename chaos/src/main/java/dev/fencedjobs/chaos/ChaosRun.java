@@ -65,8 +65,17 @@ public final class ChaosRun {
     }
 
     /** How a run is shaped. */
-    public record Options(long seconds, long seed, int rate, long leaseMillis, Path out, Path record, Path repo, Duration drainTimeout,
-            List<Kind> faults, int brokers) {
+    public record Options(
+            long seconds,
+            long seed,
+            int rate,
+            long leaseMillis,
+            Path out,
+            Path record,
+            Path repo,
+            Duration drainTimeout,
+            List<Kind> faults,
+            int brokers) {
 
         public Options {
             faults = List.copyOf(faults);
@@ -84,8 +93,17 @@ public final class ChaosRun {
         }
 
         static Options defaults() {
-            return new Options(120, System.nanoTime() & 0xffffff, 200, 5000, Path.of("target", "chaos"), null, Path.of("."),
-                    Duration.ofMinutes(4), Kind.all(3), 3);
+            return new Options(
+                    120,
+                    System.nanoTime() & 0xffffff,
+                    200,
+                    5000,
+                    Path.of("target", "chaos"),
+                    null,
+                    Path.of("."),
+                    Duration.ofMinutes(4),
+                    Kind.all(3),
+                    3);
         }
     }
 
@@ -94,7 +112,9 @@ public final class ChaosRun {
         List<Kind> kinds = new ArrayList<>();
         for (String label : labels.split(",")) {
             String l = label.strip();
-            kinds.add(Arrays.stream(Kind.values()).filter(k -> k.label.equals(l)).findFirst()
+            kinds.add(Arrays.stream(Kind.values())
+                    .filter(k -> k.label.equals(l))
+                    .findFirst()
                     .orElseThrow(() -> new IllegalArgumentException("unknown fault '" + l + "'; the kinds are "
                             + Arrays.stream(Kind.values()).map(k -> k.label).toList())));
         }
@@ -126,8 +146,9 @@ public final class ChaosRun {
 
     /** Runs the whole suite once and returns the checker's verdict (already printed). */
     public Checker.Result run() throws Exception {
-        log.log("seed " + options.seed() + ", " + options.seconds() + " s of faults, " + options.rate() + " jobs/s, lease "
-                + options.leaseMillis() + " ms, " + options.brokers() + " Kafka broker(s); logs in " + options.out().toAbsolutePath());
+        log.log("seed " + options.seed() + ", " + options.seconds() + " s of faults, " + options.rate()
+                + " jobs/s, lease " + options.leaseMillis() + " ms, " + options.brokers() + " Kafka broker(s); logs in "
+                + options.out().toAbsolutePath());
         Files.createDirectories(options.out());
         LoadGenerator load = null;
         Checker.Result result = null;
@@ -149,7 +170,8 @@ public final class ChaosRun {
             schedules.pause(SCHEDULES, true);
             List<String> submitted = new ArrayList<>(limits.backlog);
             submitted.addAll(load.submitted);
-            log.log("load stopped: " + submitted.size() + " jobs inserted (" + limits.backlog.size() + " of them the backlog), schedules paused; draining");
+            log.log("load stopped: " + submitted.size() + " jobs inserted (" + limits.backlog.size()
+                    + " of them the backlog), schedules paused; draining");
             drain(submitted.size());
             cluster.stopServices();
             cluster.stopWatching();
@@ -168,7 +190,9 @@ public final class ChaosRun {
             cluster.close(result != null && !result.ok());
         }
         if (options.record() != null || !result.ok()) {
-            Path file = options.record() != null ? options.record() : options.out().resolve("history-" + options.seed() + ".json.gz");
+            Path file = options.record() != null
+                    ? options.record()
+                    : options.out().resolve("history-" + options.seed() + ".json.gz");
             history.save(file);
             log.log("history saved to " + file.toAbsolutePath() + " (check it again with --check)");
         }
@@ -192,7 +216,9 @@ public final class ChaosRun {
 
     /** Waits until every job is completed, published and decided by a consumer, or the drain timeout. */
     private void drain(int submitted) throws Exception {
-        long forgedJobs = history.forged.stream().filter(f -> f.kind().equals("fresh") || f.kind().equals("stale")).count();
+        long forgedJobs = history.forged.stream()
+                .filter(f -> f.kind().equals("fresh") || f.kind().equals("stale"))
+                .count();
         long deadline = System.nanoTime() + options.drainTimeout().toNanos();
         long lastReport = 0;
         while (true) {
@@ -200,7 +226,8 @@ public final class ChaosRun {
             long unpublished = -1;
             long decided = -1;
             long scheduled = 0;
-            try (Connection c = cluster.owner(); Statement s = c.createStatement();
+            try (Connection c = cluster.owner();
+                    Statement s = c.createStatement();
                     ResultSet r = s.executeQuery("SELECT (SELECT count(*) FROM jobs WHERE state = 'pending'),"
                             + " (SELECT count(*) FROM outbox_unpublished),"
                             + " (SELECT count(*) FROM consumer_processed),"
@@ -218,14 +245,15 @@ public final class ChaosRun {
                 return;
             }
             if (System.nanoTime() > deadline) {
-                log.log("NOT DRAINED after " + options.drainTimeout().toSeconds() + " s: " + pending + " pending, " + unpublished
-                        + " unpublished, " + decided + " of " + (submitted + forgedJobs + scheduled) + " decided; checking what is there");
+                log.log("NOT DRAINED after " + options.drainTimeout().toSeconds() + " s: " + pending + " pending, "
+                        + unpublished + " unpublished, " + decided + " of " + (submitted + forgedJobs + scheduled)
+                        + " decided; checking what is there");
                 return;
             }
             if (System.nanoTime() - lastReport > TimeUnit.SECONDS.toNanos(10)) {
                 lastReport = System.nanoTime();
-                log.log("draining: " + pending + " pending, " + unpublished + " unpublished, " + decided + " of " + (submitted + forgedJobs + scheduled)
-                        + " decided");
+                log.log("draining: " + pending + " pending, " + unpublished + " unpublished, " + decided + " of "
+                        + (submitted + forgedJobs + scheduled) + " decided");
             }
             log.sleep(500);
         }

@@ -28,10 +28,14 @@ final class ChaosSchedules {
     }
 
     void start() throws SQLException {
-        try (Connection c = cluster.owner(); Statement s = c.createStatement()) {
-            s.execute("INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-fast', interval '250 milliseconds', 'all', 'sched-fast')");
-            s.execute("INSERT INTO schedules (name, cron, misfire, resource) VALUES ('chaos-cron', '* * * * *', 'latest', 'sched-cron')");
-            s.execute("INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-toggled', interval '400 milliseconds', 'skip', 'sched-toggled')");
+        try (Connection c = cluster.owner();
+                Statement s = c.createStatement()) {
+            s.execute(
+                    "INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-fast', interval '250 milliseconds', 'all', 'sched-fast')");
+            s.execute(
+                    "INSERT INTO schedules (name, cron, misfire, resource) VALUES ('chaos-cron', '* * * * *', 'latest', 'sched-cron')");
+            s.execute(
+                    "INSERT INTO schedules (name, every, misfire, resource) VALUES ('chaos-toggled', interval '400 milliseconds', 'skip', 'sched-toggled')");
         }
         log.log("schedules: " + NAMES);
     }
@@ -39,8 +43,9 @@ final class ChaosSchedules {
     /** Pauses or resumes, and records the database time of each change for the checker. */
     void pause(List<String> names, boolean paused) throws SQLException {
         try (Connection c = cluster.owner();
-                PreparedStatement ps = c.prepareStatement("UPDATE schedules SET paused = ? WHERE name = ANY (?) AND paused <> ? "
-                        + "RETURNING name, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")) {
+                PreparedStatement ps =
+                        c.prepareStatement("UPDATE schedules SET paused = ? WHERE name = ANY (?) AND paused <> ? "
+                                + "RETURNING name, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")) {
             ps.setBoolean(1, paused);
             ps.setArray(2, c.createArrayOf("varchar", names.toArray()));
             ps.setBoolean(3, paused);

@@ -39,7 +39,10 @@ public final class Checker {
     public record Violation(String invariant, String message, List<String> evidence) {
         @Override
         public String toString() {
-            StringBuilder sb = new StringBuilder("VIOLATION [").append(invariant).append("] ").append(message);
+            StringBuilder sb = new StringBuilder("VIOLATION [")
+                    .append(invariant)
+                    .append("] ")
+                    .append(message);
             for (String line : evidence) {
                 sb.append("\n    ").append(line);
             }
@@ -49,9 +52,22 @@ public final class Checker {
 
     /** What the checker counted and found. */
     public record Result(
-            String seed, int submitted, int scheduled, int jobs, int completed, int effects, Map<String, Integer> faults,
-            Map<String, Integer> takeovers, long duplicatesAbsorbed, int staleRejected, int deadLetters, int forged,
-            int unauthenticated, int limitedKeys, int limitedJobs, List<Violation> violations) {
+            String seed,
+            int submitted,
+            int scheduled,
+            int jobs,
+            int completed,
+            int effects,
+            Map<String, Integer> faults,
+            Map<String, Integer> takeovers,
+            long duplicatesAbsorbed,
+            int staleRejected,
+            int deadLetters,
+            int forged,
+            int unauthenticated,
+            int limitedKeys,
+            int limitedJobs,
+            List<Violation> violations) {
 
         public boolean ok() {
             return violations.isEmpty();
@@ -59,7 +75,8 @@ public final class Checker {
 
         /** The one summary line of a run. */
         public String summary() {
-            int faultTotal = faults.values().stream().mapToInt(Integer::intValue).sum();
+            int faultTotal =
+                    faults.values().stream().mapToInt(Integer::intValue).sum();
             return "chaos " + (ok() ? "PASS" : "FAIL") + " seed=" + seed
                     + " jobs=" + jobs + " (inserted " + submitted + ", from schedules " + scheduled + ")"
                     + " completed=" + completed + " effects=" + effects
@@ -88,11 +105,14 @@ public final class Checker {
 
     private Checker(History h) {
         this.h = h;
-        this.jobs = h.jobs.stream().collect(Collectors.toMap(Job::id, Function.identity(), (a, b) -> a, LinkedHashMap::new));
+        this.jobs = h.jobs.stream()
+                .collect(Collectors.toMap(Job::id, Function.identity(), (a, b) -> a, LinkedHashMap::new));
         this.outboxByJob = h.outbox.stream().collect(Collectors.groupingBy(OutboxRow::jobId));
-        this.topicByJob = h.topic.stream().filter(r -> r.jobId() != null).collect(Collectors.groupingBy(TopicRecord::jobId));
+        this.topicByJob =
+                h.topic.stream().filter(r -> r.jobId() != null).collect(Collectors.groupingBy(TopicRecord::jobId));
         this.effectsByJob = h.effects.stream().collect(Collectors.groupingBy(Effect::jobId));
-        this.processedByJob = h.processed.stream().collect(Collectors.toMap(Processed::jobId, Function.identity(), (a, b) -> a));
+        this.processedByJob =
+                h.processed.stream().collect(Collectors.toMap(Processed::jobId, Function.identity(), (a, b) -> a));
         this.rejectionsByJob = h.rejections.stream().collect(Collectors.groupingBy(Rejection::jobId));
         this.takeovers = new TreeMap<>();
         for (Takeover t : h.takeovers) {
@@ -120,17 +140,41 @@ public final class Checker {
         c.checkRankOrder();
         Map<String, Integer> takeoverCounts = new TreeMap<>();
         c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
-        long validRecords = history.topic.stream().filter(r -> r.jobId() != null).count();
-        long distinctJobs = history.topic.stream().map(TopicRecord::jobId).filter(Objects::nonNull).distinct().count();
-        int completed = (int) history.jobs.stream().filter(j -> "completed".equals(j.state())).count();
-        int scheduled = (int) history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")).count();
-        Set<String> limited = history.limits.stream().map(History.Limit::dispatchKey).collect(Collectors.toSet());
-        int limitedJobs = (int) history.jobs.stream().filter(j -> limited.contains(j.key())).count();
-        return new Result(history.seed, history.submitted.size(), scheduled, history.jobs.size(), completed, history.effects.size(),
-                history.faultCounts(), takeoverCounts, validRecords - distinctJobs, history.rejections.size(),
-                history.deadLetters.size(), history.forged.size(),
-                (int) history.deadLetters.stream().filter(d -> d.reason() != null && d.reason().startsWith("unauthenticated")).count(),
-                limited.size(), limitedJobs, List.copyOf(c.violations));
+        long validRecords =
+                history.topic.stream().filter(r -> r.jobId() != null).count();
+        long distinctJobs = history.topic.stream()
+                .map(TopicRecord::jobId)
+                .filter(Objects::nonNull)
+                .distinct()
+                .count();
+        int completed = (int)
+                history.jobs.stream().filter(j -> "completed".equals(j.state())).count();
+        int scheduled = (int) history.jobs.stream()
+                .filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:"))
+                .count();
+        Set<String> limited =
+                history.limits.stream().map(History.Limit::dispatchKey).collect(Collectors.toSet());
+        int limitedJobs = (int)
+                history.jobs.stream().filter(j -> limited.contains(j.key())).count();
+        return new Result(
+                history.seed,
+                history.submitted.size(),
+                scheduled,
+                history.jobs.size(),
+                completed,
+                history.effects.size(),
+                history.faultCounts(),
+                takeoverCounts,
+                validRecords - distinctJobs,
+                history.rejections.size(),
+                history.deadLetters.size(),
+                history.forged.size(),
+                (int) history.deadLetters.stream()
+                        .filter(d -> d.reason() != null && d.reason().startsWith("unauthenticated"))
+                        .count(),
+                limited.size(),
+                limitedJobs,
+                List.copyOf(c.violations));
     }
 
     // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded. A database
@@ -146,13 +190,19 @@ public final class Checker {
                     expected = (epoch << 32) + 1;
                 }
                 if (t.fencingToken() != expected) {
-                    violation("2 tokens", "role " + role + ": token " + t.fencingToken() + " follows "
-                            + (previous == null ? "no token" : previous.fencingToken()) + " where " + expected
-                            + " was due, so a takeover is missing from the history", List.of(show(t)));
+                    violation(
+                            "2 tokens",
+                            "role " + role + ": token " + t.fencingToken() + " follows "
+                                    + (previous == null ? "no token" : previous.fencingToken()) + " where " + expected
+                                    + " was due, so a takeover is missing from the history",
+                            List.of(show(t)));
                 }
                 if (previous != null && t.acquiredAt() <= previous.acquiredAt()) {
-                    violation("1-2 one holder, tokens grow", "role " + role + ": token " + t.fencingToken()
-                            + " was granted no later than token " + previous.fencingToken(), List.of(show(previous), show(t)));
+                    violation(
+                            "1-2 one holder, tokens grow",
+                            "role " + role + ": token " + t.fencingToken() + " was granted no later than token "
+                                    + previous.fencingToken(),
+                            List.of(show(previous), show(t)));
                 }
                 expected = t.fencingToken() + 1;
                 previous = t;
@@ -162,8 +212,11 @@ public final class Checker {
             TreeMap<Long, Takeover> byToken = takeovers.getOrDefault(lease.role(), new TreeMap<>());
             long max = byToken.isEmpty() ? 0 : byToken.lastKey();
             if (lease.fencingToken() != max) {
-                violation("2 tokens", "role " + lease.role() + ": the lease holds token " + lease.fencingToken()
-                        + " but the takeover history ends at " + max, List.of(lease.toString()));
+                violation(
+                        "2 tokens",
+                        "role " + lease.role() + ": the lease holds token " + lease.fencingToken()
+                                + " but the takeover history ends at " + max,
+                        List.of(lease.toString()));
             }
         }
     }
@@ -178,49 +231,72 @@ public final class Checker {
         }
         for (String key : h.submitted) {
             if (!keys.contains(key)) {
-                violation("nothing lost", "the insert of job " + key + " was acknowledged but no such job exists", List.of());
+                violation(
+                        "nothing lost",
+                        "the insert of job " + key + " was acknowledged but no such job exists",
+                        List.of());
             }
         }
         TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
         for (Job j : jobs.values()) {
             List<OutboxRow> rows = outboxByJob.getOrDefault(j.id(), List.of());
             if (!"completed".equals(j.state())) {
-                violation("nothing lost", "job " + j.id() + " is still " + j.state() + " after the drain", evidence(j.id()));
+                violation(
+                        "nothing lost",
+                        "job " + j.id() + " is still " + j.state() + " after the drain",
+                        evidence(j.id()));
                 if (!rows.isEmpty()) {
-                    violation("4 outbox", "job " + j.id() + " is not completed but has an outbox row", evidence(j.id()));
+                    violation(
+                            "4 outbox", "job " + j.id() + " is not completed but has an outbox row", evidence(j.id()));
                 }
                 continue;
             }
             if (rows.isEmpty()) {
                 violation("4 outbox", "completed job " + j.id() + " has no outbox row", evidence(j.id()));
             } else if (rows.size() > 1) {
-                violation("3 completed once", "job " + j.id() + " was completed " + rows.size() + " times (outbox rows with tokens "
-                        + rows.stream().map(OutboxRow::fencingToken).toList() + ")", evidence(j.id()));
+                violation(
+                        "3 completed once",
+                        "job " + j.id() + " was completed " + rows.size() + " times (outbox rows with tokens "
+                                + rows.stream().map(OutboxRow::fencingToken).toList() + ")",
+                        evidence(j.id()));
             }
             for (OutboxRow r : rows) {
                 if (!Objects.equals(r.fencingToken(), j.completedByToken())) {
-                    violation("4 outbox", "job " + j.id() + " was completed with token " + j.completedByToken()
-                            + " but its outbox row carries " + r.fencingToken(), evidence(j.id()));
+                    violation(
+                            "4 outbox",
+                            "job " + j.id() + " was completed with token " + j.completedByToken()
+                                    + " but its outbox row carries " + r.fencingToken(),
+                            evidence(j.id()));
                 }
             }
             Long token = j.completedByToken();
             Takeover granted = token == null ? null : scheduler.get(token);
             if (granted == null) {
-                violation("3 valid token", "job " + j.id() + " was completed with token " + token
-                        + ", which the scheduler lease never granted", evidence(j.id()));
+                violation(
+                        "3 valid token",
+                        "job " + j.id() + " was completed with token " + token
+                                + ", which the scheduler lease never granted",
+                        evidence(j.id()));
                 continue;
             }
             Map.Entry<Long, Takeover> following = scheduler.higherEntry(token);
             Takeover next = following == null ? null : following.getValue();
             if (j.completedAt() < granted.acquiredAt() || (next != null && j.completedAt() >= next.acquiredAt())) {
-                violation("3/8 fenced writes", "job " + j.id() + " was completed with token " + token + " at " + j.completedAt()
-                        + ", outside that token's tenure [" + granted.acquiredAt() + ", "
-                        + (next == null ? "now" : String.valueOf(next.acquiredAt())) + "): a stale leader wrote", evidence(j.id()));
+                violation(
+                        "3/8 fenced writes",
+                        "job " + j.id() + " was completed with token " + token + " at " + j.completedAt()
+                                + ", outside that token's tenure [" + granted.acquiredAt() + ", "
+                                + (next == null ? "now" : String.valueOf(next.acquiredAt()))
+                                + "): a stale leader wrote",
+                        evidence(j.id()));
             }
         }
         for (OutboxRow r : h.outbox) {
             if (!jobs.containsKey(r.jobId())) {
-                violation("4 outbox", "outbox row " + r.id() + " is for job " + r.jobId() + ", which does not exist", List.of(show(r)));
+                violation(
+                        "4 outbox",
+                        "outbox row " + r.id() + " is for job " + r.jobId() + ", which does not exist",
+                        List.of(show(r)));
             }
         }
     }
@@ -233,7 +309,10 @@ public final class Checker {
             }
             List<TopicRecord> records = topicByJob.getOrDefault(r.jobId(), List.of());
             if (records.stream().noneMatch(t -> Objects.equals(t.outboxId(), r.id()))) {
-                violation("5 published", "outbox row " + r.id() + " (job " + r.jobId() + ") never reached the topic", evidence(r.jobId()));
+                violation(
+                        "5 published",
+                        "outbox row " + r.id() + " (job " + r.jobId() + ") never reached the topic",
+                        evidence(r.jobId()));
             }
         }
         for (Map.Entry<Long, List<TopicRecord>> e : topicByJob.entrySet()) {
@@ -244,8 +323,11 @@ public final class Checker {
             List<OutboxRow> rows = outboxByJob.getOrDefault(jobId, List.of());
             for (TopicRecord t : e.getValue()) {
                 if (rows.stream().noneMatch(r -> r.id() == t.outboxId() && r.fencingToken() == t.fencingToken())) {
-                    violation("5 published", "the topic holds a record for job " + jobId + " (outbox " + t.outboxId() + ", token "
-                            + t.fencingToken() + ") that matches no outbox row", evidence(jobId));
+                    violation(
+                            "5 published",
+                            "the topic holds a record for job " + jobId + " (outbox " + t.outboxId() + ", token "
+                                    + t.fencingToken() + ") that matches no outbox row",
+                            evidence(jobId));
                     break;
                 }
             }
@@ -254,33 +336,48 @@ public final class Checker {
         // every record of that resource before it (re-sent copies of earlier rows are fine).
         Map<String, Long> highest = new HashMap<>();
         Set<Long> seen = new HashSet<>();
-        List<TopicRecord> ordered = h.topic.stream().filter(r -> r.outboxId() != null && !forgedByJob.containsKey(r.jobId()))
-                .sorted(Comparator.comparingInt(TopicRecord::partition).thenComparingLong(TopicRecord::offset)).toList();
+        List<TopicRecord> ordered = h.topic.stream()
+                .filter(r -> r.outboxId() != null && !forgedByJob.containsKey(r.jobId()))
+                .sorted(Comparator.comparingInt(TopicRecord::partition).thenComparingLong(TopicRecord::offset))
+                .toList();
         Map<String, Integer> partitionOf = new HashMap<>();
         for (TopicRecord r : ordered) {
             Integer p = partitionOf.putIfAbsent(r.resource(), r.partition());
             if (p != null && p != r.partition()) {
-                violation("5 order", "resource " + r.resource() + " has records in partitions " + p + " and " + r.partition(), List.of(show(r)));
+                violation(
+                        "5 order",
+                        "resource " + r.resource() + " has records in partitions " + p + " and " + r.partition(),
+                        List.of(show(r)));
             }
             if (!seen.add(r.outboxId())) {
                 continue;
             }
             Long before = highest.get(r.resource());
             if (before != null && r.outboxId() < before) {
-                violation("5 order", "resource " + r.resource() + ": outbox row " + r.outboxId() + " reached the topic after row " + before
-                        + ", against commit order", evidence(r.jobId()));
+                violation(
+                        "5 order",
+                        "resource " + r.resource() + ": outbox row " + r.outboxId() + " reached the topic after row "
+                                + before + ", against commit order",
+                        evidence(r.jobId()));
             }
             highest.merge(r.resource(), r.outboxId(), Math::max);
         }
         // What the consumer saw of it: a record it had to apply late.
         for (History.Late l : h.late) {
-            violation("5 order", "the consumer applied job " + l.jobId() + " (outbox " + l.outboxId() + ") of resource " + l.resource()
-                    + " late, after outbox row " + l.highestOutboxId(), evidence(l.jobId()));
+            violation(
+                    "5 order",
+                    "the consumer applied job " + l.jobId() + " (outbox " + l.outboxId() + ") of resource "
+                            + l.resource() + " late, after outbox row " + l.highestOutboxId(),
+                    evidence(l.jobId()));
         }
         // A reuse is what a rolled-back database leaves; the suite's standby is synchronous, so nothing may roll back.
         for (History.Reused u : h.reused) {
-            violation("2/6 identities", "the consumer saw " + (u.kind().equals("token") ? "token " + u.fencingToken() : "job id " + u.jobId())
-                    + " reused (" + u.resource() + ", after " + u.previous() + "): the database rolled back", evidence(u.jobId()));
+            violation(
+                    "2/6 identities",
+                    "the consumer saw "
+                            + (u.kind().equals("token") ? "token " + u.fencingToken() : "job id " + u.jobId())
+                            + " reused (" + u.resource() + ", after " + u.previous() + "): the database rolled back",
+                    evidence(u.jobId()));
         }
     }
 
@@ -297,9 +394,14 @@ public final class Checker {
                 violation("6 exactly once", "job " + j.id() + " has " + effects.size() + " effects", evidence(j.id()));
             }
             for (Effect e : effects) {
-                if (!Objects.equals(e.fencingToken(), j.completedByToken()) || !e.resource().equals(j.resource())) {
-                    violation("6 exactly once", "the effect of job " + j.id() + " carries resource " + e.resource() + ", token "
-                            + e.fencingToken() + "; the job has " + j.resource() + ", token " + j.completedByToken(), evidence(j.id()));
+                if (!Objects.equals(e.fencingToken(), j.completedByToken())
+                        || !e.resource().equals(j.resource())) {
+                    violation(
+                            "6 exactly once",
+                            "the effect of job " + j.id() + " carries resource " + e.resource() + ", token "
+                                    + e.fencingToken() + "; the job has " + j.resource() + ", token "
+                                    + j.completedByToken(),
+                            evidence(j.id()));
                 }
             }
         }
@@ -310,21 +412,34 @@ public final class Checker {
             }
             Forged f = forgedByJob.get(jobId);
             if (f != null && Forger.UNAUTHENTICATED.contains(f.kind())) {
-                violation("13 authenticated", "an effect was applied for job " + jobId + ", a forged " + f.kind()
-                        + " record that no trusted key signed", evidence(jobId));
+                violation(
+                        "13 authenticated",
+                        "an effect was applied for job " + jobId + ", a forged " + f.kind()
+                                + " record that no trusted key signed",
+                        evidence(jobId));
             } else if (f == null || !f.kind().equals("fresh")) {
-                violation("6 exactly once", "an effect was applied for job " + jobId + ", which was never completed"
-                        + (f == null ? "" : " (a forged " + f.kind() + " record)"), evidence(jobId));
+                violation(
+                        "6 exactly once",
+                        "an effect was applied for job " + jobId + ", which was never completed"
+                                + (f == null ? "" : " (a forged " + f.kind() + " record)"),
+                        evidence(jobId));
             } else if (e.getValue().size() != 1) {
-                violation("6 exactly once", "forged job " + jobId + " has " + e.getValue().size() + " effects", evidence(jobId));
+                violation(
+                        "6 exactly once",
+                        "forged job " + jobId + " has " + e.getValue().size() + " effects",
+                        evidence(jobId));
             }
         }
         Map<String, Effect> highest = new HashMap<>();
-        for (Effect e : h.effects.stream().sorted(Comparator.comparingLong(Effect::id)).toList()) {
+        for (Effect e :
+                h.effects.stream().sorted(Comparator.comparingLong(Effect::id)).toList()) {
             Effect before = highest.get(e.resource());
             if (before != null && e.fencingToken() < before.fencingToken()) {
-                violation("7 fence", "effect of job " + e.jobId() + " on " + e.resource() + " was applied with token " + e.fencingToken()
-                        + " after token " + before.fencingToken() + " (job " + before.jobId() + ") had been accepted",
+                violation(
+                        "7 fence",
+                        "effect of job " + e.jobId() + " on " + e.resource() + " was applied with token "
+                                + e.fencingToken() + " after token " + before.fencingToken() + " (job " + before.jobId()
+                                + ") had been accepted",
                         List.of(show(before), show(e)));
             }
             if (before == null || e.fencingToken() >= before.fencingToken()) {
@@ -342,8 +457,11 @@ public final class Checker {
         for (TopicRecord r : h.topic) {
             if (r.jobId() == null) {
                 if (!deadByPosition.containsKey(r.partition() + "@" + r.offset())) {
-                    violation("9 bad input", "the malformed record at partition " + r.partition() + " offset " + r.offset()
-                            + " was neither dead-lettered nor reported", List.of(show(r)));
+                    violation(
+                            "9 bad input",
+                            "the malformed record at partition " + r.partition() + " offset " + r.offset()
+                                    + " was neither dead-lettered nor reported",
+                            List.of(show(r)));
                 }
                 continue;
             }
@@ -353,8 +471,11 @@ public final class Checker {
             }
             Processed p = processedByJob.get(r.jobId());
             if (p == null) {
-                violation("6 exactly once", "the record of job " + r.jobId() + " at partition " + r.partition() + " offset " + r.offset()
-                        + " was never decided by the consumer", evidence(r.jobId()));
+                violation(
+                        "6 exactly once",
+                        "the record of job " + r.jobId() + " at partition " + r.partition() + " offset " + r.offset()
+                                + " was never decided by the consumer",
+                        evidence(r.jobId()));
                 continue;
             }
             boolean accounted = switch (p.outcome()) {
@@ -364,35 +485,50 @@ public final class Checker {
                 default -> false;
             };
             if (!accounted) {
-                violation("7/9 accounted", "job " + r.jobId() + " is recorded as " + p.outcome() + " but no matching row exists", evidence(r.jobId()));
+                violation(
+                        "7/9 accounted",
+                        "job " + r.jobId() + " is recorded as " + p.outcome() + " but no matching row exists",
+                        evidence(r.jobId()));
             }
         }
         for (Forged f : h.forged) {
             if (Forger.UNAUTHENTICATED.contains(f.kind())) {
                 DeadLetter d = deadByPosition.get(f.partition() + "@" + f.offset());
                 if (d == null || d.reason() == null || !d.reason().startsWith("unauthenticated")) {
-                    violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " at partition " + f.partition()
-                            + " offset " + f.offset() + " was not dead-lettered as unauthenticated" + (d == null ? "" : " (" + d.reason() + ")"),
+                    violation(
+                            "13 authenticated",
+                            "forged " + f.kind() + " record for job " + f.jobId() + " at partition " + f.partition()
+                                    + " offset " + f.offset() + " was not dead-lettered as unauthenticated"
+                                    + (d == null ? "" : " (" + d.reason() + ")"),
                             evidence(f.jobId()));
                 }
                 if (processedByJob.containsKey(f.jobId())) {
-                    violation("13 authenticated", "forged " + f.kind() + " record for job " + f.jobId() + " claimed its job id as "
-                            + processedByJob.get(f.jobId()).outcome(), evidence(f.jobId()));
+                    violation(
+                            "13 authenticated",
+                            "forged " + f.kind() + " record for job " + f.jobId() + " claimed its job id as "
+                                    + processedByJob.get(f.jobId()).outcome(),
+                            evidence(f.jobId()));
                 }
                 continue;
             }
             switch (f.kind()) {
                 case "malformed" -> {
                     if (!deadByPosition.containsKey(f.partition() + "@" + f.offset())) {
-                        violation("9 bad input", "forged malformed record at partition " + f.partition() + " offset " + f.offset()
-                                + " was not dead-lettered", List.of(f.toString()));
+                        violation(
+                                "9 bad input",
+                                "forged malformed record at partition " + f.partition() + " offset " + f.offset()
+                                        + " was not dead-lettered",
+                                List.of(f.toString()));
                     }
                 }
                 case "stale" -> {
                     List<Rejection> rejected = rejectionsByJob.getOrDefault(f.jobId(), List.of());
                     if (rejected.isEmpty()) {
-                        violation("7 fence", "forged stale record for job " + f.jobId() + " (token " + f.fencingToken() + " on "
-                                + f.resource() + ") was not rejected", evidence(f.jobId()));
+                        violation(
+                                "7 fence",
+                                "forged stale record for job " + f.jobId() + " (token " + f.fencingToken() + " on "
+                                        + f.resource() + ") was not rejected",
+                                evidence(f.jobId()));
                     }
                 }
                 default -> {
@@ -402,8 +538,11 @@ public final class Checker {
         }
         for (Rejection r : h.rejections) {
             if (r.fencingToken() >= r.highestToken()) {
-                violation("7 fence", "job " + r.jobId() + " was rejected as stale with token " + r.fencingToken()
-                        + " though the resource's highest was " + r.highestToken(), List.of(show(r)));
+                violation(
+                        "7 fence",
+                        "job " + r.jobId() + " was rejected as stale with token " + r.fencingToken()
+                                + " though the resource's highest was " + r.highestToken(),
+                        List.of(show(r)));
             }
             if (effectsByJob.containsKey(r.jobId())) {
                 violation("7 fence", "job " + r.jobId() + " was both rejected and applied", evidence(r.jobId()));
@@ -426,62 +565,100 @@ public final class Checker {
         Map<String, List<Job>> jobsBySchedule = new HashMap<>();
         for (Job j : jobs.values()) {
             if (j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:")) {
-                jobsBySchedule.computeIfAbsent(j.uniqueKey().substring("schedule:".length(), j.uniqueKey().lastIndexOf('@')), n -> new ArrayList<>()).add(j);
+                jobsBySchedule
+                        .computeIfAbsent(
+                                j.uniqueKey()
+                                        .substring(
+                                                "schedule:".length(),
+                                                j.uniqueKey().lastIndexOf('@')),
+                                n -> new ArrayList<>())
+                        .add(j);
             }
         }
         for (History.Schedule s : h.schedules) {
             Instant start = instant(s.startsAt());
-            Occurrences rule = s.cron() != null ? Occurrences.cron(s.cron(), s.timeZone(), start)
+            Occurrences rule = s.cron() != null
+                    ? Occurrences.cron(s.cron(), s.timeZone(), start)
                     : Occurrences.every(Duration.ofNanos(s.everyMicros() * 1000), start);
             Map<Instant, Job> byFireTime = new HashMap<>();
             for (Job j : jobsBySchedule.getOrDefault(s.name(), List.of())) {
                 Instant at = fireTime(j.uniqueKey());
                 if (byFireTime.put(at, j) != null) {
-                    violation("10 schedule occurrences", "schedule " + s.name() + ": two jobs for the occurrence at " + at, evidence(j.id()));
+                    violation(
+                            "10 schedule occurrences",
+                            "schedule " + s.name() + ": two jobs for the occurrence at " + at,
+                            evidence(j.id()));
                 }
             }
-            List<History.ScheduleSkip> skips = h.scheduleSkips.stream().filter(k -> k.name().equals(s.name())).toList();
-            List<History.SchedulePause> pauses = h.schedulePauses.stream().filter(p -> p.name().equals(s.name())).toList();
+            List<History.ScheduleSkip> skips = h.scheduleSkips.stream()
+                    .filter(k -> k.name().equals(s.name()))
+                    .toList();
+            List<History.SchedulePause> pauses = h.schedulePauses.stream()
+                    .filter(p -> p.name().equals(s.name()))
+                    .toList();
             Instant next = s.nextFireAt() == null ? start : instant(s.nextFireAt());
             long occurrences = 0;
             long asJobs = 0;
             for (Instant t = rule.first(); t != null && t.isBefore(next); t = rule.after(t)) {
                 occurrences++;
                 long micros = micros(t);
-                List<History.ScheduleSkip> in = skips.stream().filter(k -> k.firstFireAt() <= micros && micros <= k.lastFireAt()).toList();
+                List<History.ScheduleSkip> in = skips.stream()
+                        .filter(k -> k.firstFireAt() <= micros && micros <= k.lastFireAt())
+                        .toList();
                 boolean job = byFireTime.remove(t) != null;
                 asJobs += job ? 1 : 0;
                 if ((job ? 1 : 0) + in.size() != 1) {
-                    violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t + " became " + (job ? 1 : 0)
-                            + " job(s) and lies in " + in.size() + " skip(s)", in.stream().map(Checker::show).toList());
+                    violation(
+                            "10 schedule occurrences",
+                            "schedule " + s.name() + ": the occurrence at " + t + " became " + (job ? 1 : 0)
+                                    + " job(s) and lies in " + in.size() + " skip(s)",
+                            in.stream().map(Checker::show).toList());
                 }
                 for (History.ScheduleSkip k : in) {
                     boolean resumedAfter = pauses.stream().anyMatch(p -> !p.paused() && p.at() > micros);
                     if (k.reason().equals("paused") && !resumedAfter) {
-                        violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t
-                                + " was skipped as paused, but no resume came after it", List.of(show(k)));
+                        violation(
+                                "10 schedule occurrences",
+                                "schedule " + s.name() + ": the occurrence at " + t
+                                        + " was skipped as paused, but no resume came after it",
+                                List.of(show(k)));
                     } else if (k.reason().equals("misfire")) {
-                        violation("10 schedule occurrences", "schedule " + s.name() + ": the occurrence at " + t
-                                + " was skipped as missed: it was left undecided longer than the grace", List.of(show(k)));
+                        violation(
+                                "10 schedule occurrences",
+                                "schedule " + s.name() + ": the occurrence at " + t
+                                        + " was skipped as missed: it was left undecided longer than the grace",
+                                List.of(show(k)));
                     }
                 }
             }
             for (Map.Entry<Instant, Job> left : byFireTime.entrySet()) {
-                violation("10 schedule occurrences", "schedule " + s.name() + ": job " + left.getValue().id() + " is for " + left.getKey()
-                        + ", which is not an occurrence before its next_fire_at " + next, evidence(left.getValue().id()));
+                violation(
+                        "10 schedule occurrences",
+                        "schedule " + s.name() + ": job " + left.getValue().id() + " is for " + left.getKey()
+                                + ", which is not an occurrence before its next_fire_at " + next,
+                        evidence(left.getValue().id()));
             }
             if (asJobs != s.fired() || occurrences - asJobs != s.skipped()) {
-                violation("10 schedule occurrences", "schedule " + s.name() + " counts " + s.fired() + " fired and " + s.skipped()
-                        + " skipped; its jobs and skips are " + asJobs + " and " + (occurrences - asJobs), List.of(s.toString()));
+                violation(
+                        "10 schedule occurrences",
+                        "schedule " + s.name() + " counts " + s.fired() + " fired and " + s.skipped()
+                                + " skipped; its jobs and skips are " + asJobs + " and " + (occurrences - asJobs),
+                        List.of(s.toString()));
             }
-            pauses.stream().filter(History.SchedulePause::paused).reduce((a, b) -> b).ifPresent(last -> {
-                boolean resumedLater = pauses.stream().anyMatch(p -> !p.paused() && p.at() > last.at());
-                long nextMicros = s.nextFireAt() == null ? s.startsAt() : s.nextFireAt();
-                if (!resumedLater && nextMicros < last.at() - SCHEDULE_GRACE_MICROS) {
-                    violation("10 schedule occurrences", "schedule " + s.name() + " was paused at " + instant(last.at())
-                            + " with occurrences from " + instant(nextMicros) + " not yet decided", List.of(s.toString()));
-                }
-            });
+            pauses.stream()
+                    .filter(History.SchedulePause::paused)
+                    .reduce((a, b) -> b)
+                    .ifPresent(last -> {
+                        boolean resumedLater = pauses.stream().anyMatch(p -> !p.paused() && p.at() > last.at());
+                        long nextMicros = s.nextFireAt() == null ? s.startsAt() : s.nextFireAt();
+                        if (!resumedLater && nextMicros < last.at() - SCHEDULE_GRACE_MICROS) {
+                            violation(
+                                    "10 schedule occurrences",
+                                    "schedule " + s.name() + " was paused at " + instant(last.at())
+                                            + " with occurrences from " + instant(nextMicros) + " not yet decided",
+                                    List.of(s.toString()));
+                        }
+                    });
         }
     }
 
@@ -502,7 +679,10 @@ public final class Checker {
         }
         for (History.Limit limit : h.limits) {
             long allowed = (long) Math.floor(limit.perSecond() + limit.burst() + 1e-9);
-            long[] times = completions.getOrDefault(limit.dispatchKey(), List.of()).stream().mapToLong(Long::longValue).sorted().toArray();
+            long[] times = completions.getOrDefault(limit.dispatchKey(), List.of()).stream()
+                    .mapToLong(Long::longValue)
+                    .sorted()
+                    .toArray();
             int worst = 0;
             int worstStart = 0;
             for (int first = 0, last = 0; first < times.length; first++) {
@@ -515,8 +695,11 @@ public final class Checker {
                 }
             }
             if (worst > allowed) {
-                violation("14 rate limits", "key " + limit.dispatchKey() + " (" + limit.perSecond() + "/s, burst " + limit.burst() + "): "
-                        + worst + " jobs completed in the second from " + instant(times[worstStart]) + ", where at most " + allowed + " may be",
+                violation(
+                        "14 rate limits",
+                        "key " + limit.dispatchKey() + " (" + limit.perSecond() + "/s, burst " + limit.burst() + "): "
+                                + worst + " jobs completed in the second from " + instant(times[worstStart])
+                                + ", where at most " + allowed + " may be",
                         List.of(limit.toString()));
             }
         }
@@ -531,8 +714,12 @@ public final class Checker {
     private void checkRankOrder() {
         for (String key : h.rankOrderedKeys) {
             List<Job> ranked = jobs.values().stream()
-                    .filter(j -> key.equals(j.key()) && "completed".equals(j.state()) && j.dueAt() != null && j.completedAt() != null)
-                    .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id)).toList();
+                    .filter(j -> key.equals(j.key())
+                            && "completed".equals(j.state())
+                            && j.dueAt() != null
+                            && j.completedAt() != null)
+                    .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id))
+                    .toList();
             Job latest = null;
             int inversions = 0;
             Job first = null;
@@ -548,9 +735,14 @@ public final class Checker {
                 }
             }
             if (inversions > 0) {
-                violation("15 rank order", "key " + key + ": " + inversions + " job(s) completed before a job that ranks ahead of them; the first, job "
-                        + first.id() + " (priority " + first.priority() + "), at " + instant(first.completedAt()) + ", before job " + firstAhead.id()
-                        + " (priority " + firstAhead.priority() + ") at " + instant(firstAhead.completedAt()), List.of(show(firstAhead), show(first)));
+                violation(
+                        "15 rank order",
+                        "key " + key + ": " + inversions
+                                + " job(s) completed before a job that ranks ahead of them; the first, job "
+                                + first.id() + " (priority " + first.priority() + "), at "
+                                + instant(first.completedAt()) + ", before job " + firstAhead.id()
+                                + " (priority " + firstAhead.priority() + ") at " + instant(firstAhead.completedAt()),
+                        List.of(show(firstAhead), show(first)));
             }
         }
     }
@@ -569,8 +761,8 @@ public final class Checker {
     }
 
     private static String show(History.ScheduleSkip k) {
-        return "skip of " + k.name() + " from " + instant(k.firstFireAt()) + " to " + instant(k.lastFireAt()) + ": " + k.occurrences()
-                + " occurrence(s), " + k.reason();
+        return "skip of " + k.name() + " from " + instant(k.firstFireAt()) + " to " + instant(k.lastFireAt()) + ": "
+                + k.occurrences() + " occurrence(s), " + k.reason();
     }
 
     private void violation(String invariant, String message, List<String> evidence) {

@@ -26,7 +26,13 @@ final class FaultInjector {
     private final History history;
     private final RunLog log;
 
-    FaultInjector(ChaosRun.Options options, Random random, ChaosCluster cluster, ChaosSchedules schedules, Forger forger, History history,
+    FaultInjector(
+            ChaosRun.Options options,
+            Random random,
+            ChaosCluster cluster,
+            ChaosSchedules schedules,
+            Forger forger,
+            History history,
             RunLog log) {
         this.options = options;
         this.random = random;
@@ -64,7 +70,9 @@ final class FaultInjector {
         String target;
         switch (kind) {
             case KILL_DISPATCHER_LEADER, KILL_RELAY_LEADER, KILL_CONSUMER -> {
-                Service s = kind == ChaosRun.Kind.KILL_CONSUMER ? cluster.pick("consumer", random) : cluster.leader(kind == ChaosRun.Kind.KILL_DISPATCHER_LEADER ? "scheduler" : "relay");
+                Service s = kind == ChaosRun.Kind.KILL_CONSUMER
+                        ? cluster.pick("consumer", random)
+                        : cluster.leader(kind == ChaosRun.Kind.KILL_DISPATCHER_LEADER ? "scheduler" : "relay");
                 target = s.toString();
                 long down = 500 + random.nextInt(2500);
                 log.log("fault " + kind.label + ": SIGKILL " + target + ", start again in " + down + " ms");
@@ -76,14 +84,17 @@ final class FaultInjector {
                 Service s = cluster.leader(kind == ChaosRun.Kind.PAUSE_DISPATCHER_LEADER ? "scheduler" : "relay");
                 target = s.toString();
                 long hold = options.leaseMillis() + 1000 + random.nextInt(4000);
-                log.log("fault " + kind.label + ": SIGSTOP " + target + " for " + hold + " ms (lease " + options.leaseMillis() + " ms)");
+                log.log("fault " + kind.label + ": SIGSTOP " + target + " for " + hold + " ms (lease "
+                        + options.leaseMillis() + " ms)");
                 s.pause();
                 log.sleep(hold);
                 s.resume();
             }
             case PARTITION_FROM_DATABASE -> {
                 boolean hitLeader = random.nextBoolean();
-                Service s = hitLeader ? cluster.leader(random.nextBoolean() ? "scheduler" : "relay") : cluster.pick(null, random);
+                Service s = hitLeader
+                        ? cluster.leader(random.nextBoolean() ? "scheduler" : "relay")
+                        : cluster.pick(null, random);
                 target = s.toString();
                 long hold = 1000 + random.nextInt((int) options.leaseMillis() * 2);
                 log.log("fault " + kind.label + ": cut " + target + " off from PostgreSQL for " + hold + " ms");
@@ -97,33 +108,37 @@ final class FaultInjector {
                 Service s = cluster.leader(role);
                 target = s + " (its lease session)";
                 int ended = cluster.endLeaseSession(role);
-                log.log("fault " + kind.label + ": pg_terminate_backend of the " + role + " leader " + s + "'s lease session ("
-                        + ended + " ended); it runs on");
+                log.log("fault " + kind.label + ": pg_terminate_backend of the " + role + " leader " + s
+                        + "'s lease session (" + ended + " ended); it runs on");
             }
             case RESTART_POSTGRES -> {
                 long down = 500 + random.nextInt(3000);
                 target = "postgresql primary";
-                log.log("fault " + kind.label + ": stop the PostgreSQL primary (fast shutdown), start it again in " + down + " ms");
+                log.log("fault " + kind.label + ": stop the PostgreSQL primary (fast shutdown), start it again in "
+                        + down + " ms");
                 cluster.postgres.restartPrimary(Duration.ofMillis(down));
             }
             case FAILOVER_POSTGRES -> {
                 int from = cluster.postgres.primary();
                 target = "postgresql primary (server " + from + ")";
-                log.log("fault " + kind.label + ": SIGKILL the PostgreSQL primary (server " + from + "), promote the synchronous standby");
+                log.log("fault " + kind.label + ": SIGKILL the PostgreSQL primary (server " + from
+                        + "), promote the synchronous standby");
                 cluster.postgres.killPrimary();
                 cluster.postgres.promoteStandby();
-                log.log("failover: server " + cluster.postgres.primary() + " promoted after " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
-                        + " ms; rebuilding server " + from + " as its standby");
+                log.log("failover: server " + cluster.postgres.primary() + " promoted after "
+                        + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started) + " ms; rebuilding server " + from
+                        + " as its standby");
                 cluster.postgres.rebuildStandby();
-                log.log("failover: server " + from + " streams again, " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
-                        + " ms after the kill");
+                log.log("failover: server " + from + " streams again, "
+                        + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started) + " ms after the kill");
             }
             case RESTART_KAFKA -> {
                 boolean hard = random.nextBoolean();
                 long down = 1000 + random.nextInt(5000);
                 String all = cluster.kafka.size() == 1 ? "the broker" : "all " + cluster.kafka.size() + " brokers";
                 target = "kafka, " + all + " (" + (hard ? "SIGKILL" : "SIGTERM") + ")";
-                log.log("fault " + kind.label + ": stop " + all + " with " + (hard ? "SIGKILL" : "SIGTERM") + ", start again in " + down + " ms");
+                log.log("fault " + kind.label + ": stop " + all + " with " + (hard ? "SIGKILL" : "SIGTERM")
+                        + ", start again in " + down + " ms");
                 if (hard) {
                     cluster.kafka.killAll();
                 } else {
@@ -136,7 +151,8 @@ final class FaultInjector {
                 int broker = random.nextInt(cluster.kafka.size());
                 long down = 1000 + random.nextInt(5000);
                 target = "kafka broker " + (broker + 1);
-                log.log("fault " + kind.label + ": SIGKILL broker " + (broker + 1) + " of " + cluster.kafka.size() + ", start again in " + down + " ms");
+                log.log("fault " + kind.label + ": SIGKILL broker " + (broker + 1) + " of " + cluster.kafka.size()
+                        + ", start again in " + down + " ms");
                 cluster.kafka.kill(broker);
                 log.sleep(down);
                 cluster.kafka.start(broker);
@@ -144,7 +160,8 @@ final class FaultInjector {
             case MOVE_LEADERS -> {
                 target = "kafka leaders of " + TOPIC;
                 int moved = cluster.kafka.moveLeaders(TOPIC);
-                log.log("fault " + kind.label + ": rotated every partition's replicas and elected the preferred leaders; " + moved + " of "
+                log.log("fault " + kind.label
+                        + ": rotated every partition's replicas and elected the preferred leaders; " + moved + " of "
                         + PARTITIONS + " partitions changed leader");
             }
             case GRACEFUL_RESTART -> {
@@ -153,13 +170,14 @@ final class FaultInjector {
                 log.log("fault " + kind.label + ": SIGTERM " + target + " and start it again");
                 int code = s.terminate();
                 if (!ChaosCluster.graceful(code)) {
-                    cluster.crashes.add(s.name + " exited with code " + code + " after SIGTERM (a graceful stop exits 0 or 143)");
+                    cluster.crashes.add(
+                            s.name + " exited with code " + code + " after SIGTERM (a graceful stop exits 0 or 143)");
                 }
                 s.start();
             }
             default -> throw new IllegalStateException(kind.toString());
         }
-        history.faults.add(new History.Fault(at, kind.label, target, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)));
+        history.faults.add(
+                new History.Fault(at, kind.label, target, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)));
     }
-
 }

@@ -55,11 +55,31 @@ final class Forger {
         p.put("bootstrap.servers", cluster.kafka.bootstrapServers());
         p.put("acks", "all");
         p.put("delivery.timeout.ms", "60000");
-        try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+        try (KafkaProducer<String, byte[]> producer =
+                new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
             send(producer, "unsigned", resource, envelope(fresh + 2, resource, 2_000_000), fresh + 2, 2_000_000L, null);
-            send(producer, "wrong-key", resource, envelope(fresh + 3, resource, 2_000_000), fresh + 3, 2_000_000L, stranger);
-            send(producer, "malformed", resource, "{\"version\":1,\"jobId\":".getBytes(StandardCharsets.UTF_8), null, null);
-            send(producer, "malformed", resource, "{\"version\":1,\"resource\":\"x\"}".getBytes(StandardCharsets.UTF_8), null, null);
+            send(
+                    producer,
+                    "wrong-key",
+                    resource,
+                    envelope(fresh + 3, resource, 2_000_000),
+                    fresh + 3,
+                    2_000_000L,
+                    stranger);
+            send(
+                    producer,
+                    "malformed",
+                    resource,
+                    "{\"version\":1,\"jobId\":".getBytes(StandardCharsets.UTF_8),
+                    null,
+                    null);
+            send(
+                    producer,
+                    "malformed",
+                    resource,
+                    "{\"version\":1,\"resource\":\"x\"}".getBytes(StandardCharsets.UTF_8),
+                    null,
+                    null);
             send(producer, "fresh", resource, envelope(fresh, resource, 1_000_000), fresh, 1_000_000L);
             send(producer, "duplicate", resource, envelope(fresh, resource, 1_000_000), fresh, 1_000_000L);
             send(producer, "stale", resource, envelope(fresh + 1, resource, 999_999), fresh + 1, 999_999L);
@@ -68,16 +88,27 @@ final class Forger {
 
     private static byte[] envelope(long jobId, String resource, long token) {
         OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC);
-        return new Envelope(Envelope.VERSION, jobId, jobId, resource, FencingToken.of(token), "{\"forged\":true}", now, now).toJson();
+        return new Envelope(
+                        Envelope.VERSION, jobId, jobId, resource, FencingToken.of(token), "{\"forged\":true}", now, now)
+                .toJson();
     }
 
-    private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token) throws Exception {
+    private void send(
+            KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token)
+            throws Exception {
         send(producer, kind, resource, value, jobId, token, cluster.trust);
     }
 
     /** Signed with {@code keys} as a batch of one, or unsigned where it is null. */
-    private void send(KafkaProducer<String, byte[]> producer, String kind, String resource, byte[] value, Long jobId, Long token,
-            RecordTrust keys) throws Exception {
+    private void send(
+            KafkaProducer<String, byte[]> producer,
+            String kind,
+            String resource,
+            byte[] value,
+            Long jobId,
+            Long token,
+            RecordTrust keys)
+            throws Exception {
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(TOPIC, resource, value);
         if (keys != null) {
             RecordSignatures.sign(keys, System.currentTimeMillis(), List.of(record));
@@ -85,5 +116,4 @@ final class Forger {
         RecordMetadata m = producer.send(record).get(90, TimeUnit.SECONDS);
         history.forged.add(new History.Forged(kind, m.partition(), m.offset(), jobId, resource, token));
     }
-
 }

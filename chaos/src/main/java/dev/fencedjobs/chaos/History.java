@@ -27,8 +27,16 @@ public final class History {
      * {@code dueAt} in microseconds and {@code priority} in seconds (null in histories from before
      * the dispatch policy).
      */
-    public record Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt, String dispatchKey,
-            Long dueAt, Integer priority) {
+    public record Job(
+            long id,
+            String uniqueKey,
+            String resource,
+            String state,
+            Long completedByToken,
+            Long completedAt,
+            String dispatchKey,
+            Long dueAt,
+            Integer priority) {
 
         public Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {
             this(id, uniqueKey, resource, state, completedByToken, completedAt, null, null, null);
@@ -50,7 +58,8 @@ public final class History {
 
     /** A row of {@code outbox}. */
     /** publishedAt: 0 once the relay's position passed the row (histories from before it kept the time), null while unpublished. */
-    public record OutboxRow(long id, long jobId, String resource, long fencingToken, Long publishedAt, String publishError) {}
+    public record OutboxRow(
+            long id, long jobId, String resource, long fencingToken, Long publishedAt, String publishError) {}
 
     /** A row of {@code lease_takeover}. */
     public record Takeover(String role, long fencingToken, String holderId, long acquiredAt) {}
@@ -62,7 +71,8 @@ public final class History {
      * A committed record of the topic. {@code jobId}, {@code outboxId} and {@code fencingToken} are
      * null when the value is not a valid envelope.
      */
-    public record TopicRecord(int partition, long offset, String key, Long outboxId, Long jobId, String resource, Long fencingToken) {}
+    public record TopicRecord(
+            int partition, long offset, String key, Long outboxId, Long jobId, String resource, Long fencingToken) {}
 
     /** A row of the consumer's {@code ledger}: one applied effect. */
     public record Effect(long id, long jobId, String resource, long fencingToken, long appliedAt) {}
@@ -71,7 +81,8 @@ public final class History {
     public record Processed(long jobId, String resource, long fencingToken, String outcome) {}
 
     /** A row of {@code consumer_rejected}: a stale record, refused. */
-    public record Rejection(long id, long jobId, String resource, long fencingToken, long highestToken, int partition, long offset) {}
+    public record Rejection(
+            long id, long jobId, String resource, long fencingToken, long highestToken, int partition, long offset) {}
 
     /** A row of {@code consumer_dead_letter}. */
     public record DeadLetter(long id, int partition, long offset, Long jobId, String reason) {}
@@ -80,7 +91,8 @@ public final class History {
     public record Late(long jobId, String resource, long outboxId, long highestOutboxId, int partition, long offset) {}
 
     /** A job id or a token the consumer saw on two different jobs or tenures (kind job_id or token). */
-    public record Reused(String kind, long jobId, String resource, long fencingToken, String previous, int partition, long offset) {}
+    public record Reused(
+            String kind, long jobId, String resource, long fencingToken, String previous, int partition, long offset) {}
 
     /**
      * A record the runner wrote to the topic itself, to see the consumer handle it.
@@ -94,8 +106,16 @@ public final class History {
      * A row of {@code schedules}: {@code everyMicros} for an interval schedule, {@code cron} and
      * {@code timeZone} for a cron one; times in microseconds.
      */
-    public record Schedule(String name, String cron, Long everyMicros, String timeZone, String misfire, long startsAt, Long nextFireAt,
-            long fired, long skipped) {}
+    public record Schedule(
+            String name,
+            String cron,
+            Long everyMicros,
+            String timeZone,
+            String misfire,
+            long startsAt,
+            Long nextFireAt,
+            long fired,
+            long skipped) {}
 
     /** A row of {@code schedule_skips}. */
     public record ScheduleSkip(String name, long firstFireAt, long lastFireAt, long occurrences, String reason) {}
@@ -109,6 +129,7 @@ public final class History {
     public String seed = "";
     /** The unique_key of every job whose INSERT the database acknowledged. */
     public List<String> submitted = new ArrayList<>();
+
     public List<Job> jobs = new ArrayList<>();
     public List<OutboxRow> outbox = new ArrayList<>();
     public List<Takeover> takeovers = new ArrayList<>();
@@ -126,6 +147,7 @@ public final class History {
     public List<Limit> limits = new ArrayList<>();
     /** Keys whose jobs were all committed before any service could complete one: completed in rank order. */
     public List<String> rankOrderedKeys = new ArrayList<>();
+
     public List<ScheduleSkip> scheduleSkips = new ArrayList<>();
     public List<SchedulePause> schedulePauses = new ArrayList<>();
     /** Services that exited without the runner ending them, with their exit codes. */

@@ -56,7 +56,8 @@ final class LoadGenerator extends Thread {
                 resources[i] = "resource-" + loadRandom.nextInt(RESOURCES);
                 delays[i] = loadRandom.nextInt(4) == 0 ? (long) loadRandom.nextInt(4000) : 0L;
                 dispatchKeys[i] = loadRandom.nextInt(ChaosLimits.TENANT_SHARE) == 0
-                        ? ChaosLimits.TENANTS.get(loadRandom.nextInt(ChaosLimits.TENANTS.size())) : null;
+                        ? ChaosLimits.TENANTS.get(loadRandom.nextInt(ChaosLimits.TENANTS.size()))
+                        : null;
                 priorities[i] = loadRandom.nextInt(8) == 0 ? loadRandom.nextInt(121) - 30 : 0;
             }
             insertUntilAcknowledged(keys, resources, delays, dispatchKeys, priorities);
@@ -76,7 +77,8 @@ final class LoadGenerator extends Thread {
      * an INSERT whose commit was cut off may or may not have landed, and ON CONFLICT DO NOTHING
      * makes the retry safe either way.
      */
-    private void insertUntilAcknowledged(List<String> keys, String[] resources, Long[] delays, String[] dispatchKeys, Integer[] priorities) {
+    private void insertUntilAcknowledged(
+            List<String> keys, String[] resources, Long[] delays, String[] dispatchKeys, Integer[] priorities) {
         while (true) {
             try {
                 if (connection == null) {

@@ -37,8 +37,7 @@ public final class LogDump {
 
     private static final int CONTEXT = 8;
 
-    private LogDump() {
-    }
+    private LogDump() {}
 
     public static void main(String[] args) throws IOException {
         if (args.length < 2) {
@@ -56,7 +55,9 @@ public final class LogDump {
     static void dump(Path data, String topic, Set<Long> wanted, PrintStream out) throws IOException {
         List<Path> partitions;
         try (Stream<Path> dirs = Files.list(data)) {
-            partitions = dirs.filter(d -> d.getFileName().toString().startsWith(topic + "-")).sorted().toList();
+            partitions = dirs.filter(d -> d.getFileName().toString().startsWith(topic + "-"))
+                    .sorted()
+                    .toList();
         }
         for (Path partition : partitions) {
             dumpPartition(partition, wanted, out);
@@ -69,7 +70,8 @@ public final class LogDump {
         try (Stream<Path> files = Files.list(partition)) {
             List<Path> all = files.sorted().toList();
             segments = all.stream().filter(f -> f.toString().endsWith(".log")).toList();
-            indexes = all.stream().filter(f -> f.toString().endsWith(".txnindex")).toList();
+            indexes =
+                    all.stream().filter(f -> f.toString().endsWith(".txnindex")).toList();
         }
         List<String> lines = new ArrayList<>();
         Set<Integer> hits = new LinkedHashSet<>();
@@ -77,8 +79,13 @@ public final class LogDump {
         for (Path segment : segments) {
             try (FileRecords records = FileRecords.open(segment.toFile(), false)) {
                 for (RecordBatch batch : records.batches()) {
-                    StringBuilder line = new StringBuilder(String.format("%s %d..%d pid=%d epoch=%d %s", partition.getFileName(),
-                            batch.baseOffset(), batch.lastOffset(), batch.producerId(), batch.producerEpoch(),
+                    StringBuilder line = new StringBuilder(String.format(
+                            "%s %d..%d pid=%d epoch=%d %s",
+                            partition.getFileName(),
+                            batch.baseOffset(),
+                            batch.lastOffset(),
+                            batch.producerId(),
+                            batch.producerEpoch(),
                             batch.isTransactional() ? "txn" : "plain"));
                     List<Long> ids = new ArrayList<>();
                     for (Record record : batch) {
@@ -125,8 +132,15 @@ public final class LogDump {
                 long lastStable = b.getLong();
                 boolean covers = hitOffsets.stream().anyMatch(o -> first <= o[1] && o[0] <= last);
                 if (wanted.isEmpty() || covers) {
-                    out.printf("%s%s aborted pid=%d %d..%d lastStable=%d (v%d)%n", covers ? "* " : "  ", partition.getFileName(),
-                            producerId, first, last, lastStable, version);
+                    out.printf(
+                            "%s%s aborted pid=%d %d..%d lastStable=%d (v%d)%n",
+                            covers ? "* " : "  ",
+                            partition.getFileName(),
+                            producerId,
+                            first,
+                            last,
+                            lastStable,
+                            version);
                 }
             }
         }

@@ -23,11 +23,21 @@ final class Service {
     private final ServiceProcess.Spec spec;
     private ServiceProcess process;
 
-    Service(String name, String kind, Path jar, Map<String, String> environment, TcpProxy proxy, Path logDirectory, List<String> jvmOptions) {
+    Service(
+            String name,
+            String kind,
+            Path jar,
+            Map<String, String> environment,
+            TcpProxy proxy,
+            Path logDirectory,
+            List<String> jvmOptions) {
         this.name = name;
         this.kind = kind;
         this.proxy = proxy;
-        this.spec = ServiceProcess.jar(name, jar).environment(environment).jvmOptions(jvmOptions).logTo(logDirectory);
+        this.spec = ServiceProcess.jar(name, jar)
+                .environment(environment)
+                .jvmOptions(jvmOptions)
+                .logTo(logDirectory);
     }
 
     synchronized void start() {

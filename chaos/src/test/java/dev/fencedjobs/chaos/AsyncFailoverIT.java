@@ -17,13 +17,19 @@ class AsyncFailoverIT {
         AsyncFailover.Figures f = AsyncFailover.run(Duration.ofSeconds(4), Duration.ofSeconds(6));
         System.out.println(f.summary());
 
-        assertThat(f.lost()).as("acknowledged jobs lost with the old primary: the scenario did cut replication").isPositive();
-        assertThat(f.idsReissued()).as("ids the promoted database handed out again").isPositive();
+        assertThat(f.lost())
+                .as("acknowledged jobs lost with the old primary: the scenario did cut replication")
+                .isPositive();
+        assertThat(f.idsReissued())
+                .as("ids the promoted database handed out again")
+                .isPositive();
         assertThat(f.withoutOwnEffect()).as(f.summary()).isZero();
         assertThat(f.withSeveralOwnEffects()).as(f.summary()).isZero();
         assertThat(f.jobIdReusesReported()).as("each reissued id reported once").isEqualTo(f.idsReissued());
         assertThat(f.tokensReissued()).as(f.summary()).isZero();
-        assertThat(f.lowestTokenAfterPromotion()).as("the first token after the promotion is above every token before it")
-                .isGreaterThan(f.highestTokenLost()).isEqualTo((1L << 32) + 1);
+        assertThat(f.lowestTokenAfterPromotion())
+                .as("the first token after the promotion is above every token before it")
+                .isGreaterThan(f.highestTokenLost())
+                .isEqualTo((1L << 32) + 1);
     }
 }

@@ -21,22 +21,37 @@ class ChaosIT {
     void everyInvariantHoldsUnderEveryKindOfFault() throws Exception {
         long seed = Long.getLong("chaos.seed", System.nanoTime() & 0xffffff);
         int brokers = Integer.getInteger("chaos.brokers", 3);
-        String all = String.join(",", ChaosRun.Kind.all(brokers).stream().map(k -> k.label).toList());
+        String all = String.join(
+                ",", ChaosRun.Kind.all(brokers).stream().map(k -> k.label).toList());
         ChaosRun.Options options = new ChaosRun.Options(
-                Long.getLong("chaos.seconds", 60), seed, Integer.getInteger("chaos.rate", 200), 5000,
-                Path.of(System.getProperty("chaos.out", "target/chaos")), null,
-                Path.of(System.getProperty("chaos.repo", "..")), Duration.ofMinutes(4),
-                ChaosRun.kinds(System.getProperty("chaos.faults", all)), brokers);
+                Long.getLong("chaos.seconds", 60),
+                seed,
+                Integer.getInteger("chaos.rate", 200),
+                5000,
+                Path.of(System.getProperty("chaos.out", "target/chaos")),
+                null,
+                Path.of(System.getProperty("chaos.repo", "..")),
+                Duration.ofMinutes(4),
+                ChaosRun.kinds(System.getProperty("chaos.faults", all)),
+                brokers);
 
         Checker.Result result = new ChaosRun(options).run();
 
         assertThat(result.violations()).as(result.summary()).isEmpty();
-        assertThat(result.faults().keySet()).as("fault kinds injected")
+        assertThat(result.faults().keySet())
+                .as("fault kinds injected")
                 .containsAll(options.faults().stream().map(k -> k.label).toList());
         assertThat(result.scheduled()).as("jobs from schedules").isPositive();
-        assertThat(result.completed()).isEqualTo(result.jobs()).isEqualTo(result.submitted() + result.scheduled()).isPositive();
+        assertThat(result.completed())
+                .isEqualTo(result.jobs())
+                .isEqualTo(result.submitted() + result.scheduled())
+                .isPositive();
         assertThat(result.staleRejected()).as("forged stale records rejected").isPositive();
-        assertThat(result.deadLetters()).as("forged malformed records dead-lettered").isPositive();
-        assertThat(result.limitedJobs()).as("jobs under a rate limit (invariant 14)").isPositive();
+        assertThat(result.deadLetters())
+                .as("forged malformed records dead-lettered")
+                .isPositive();
+        assertThat(result.limitedJobs())
+                .as("jobs under a rate limit (invariant 14)")
+                .isPositive();
     }
 }

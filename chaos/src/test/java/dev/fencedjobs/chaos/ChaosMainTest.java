@@ -25,8 +25,14 @@ class ChaosMainTest {
     void helpPrintsTheOptionsWithTheirDefaults() {
         Run help = run("--help");
         assertThat(help.code()).isZero();
-        assertThat(help.out()).contains("Usage: fenced-jobs-chaos", "--seconds=<seconds>", "Default: 120", "--faults=K,K", "--check=FILE",
-                "Exit code 0 when no invariant is violated");
+        assertThat(help.out())
+                .contains(
+                        "Usage: fenced-jobs-chaos",
+                        "--seconds=<seconds>",
+                        "Default: 120",
+                        "--faults=K,K",
+                        "--check=FILE",
+                        "Exit code 0 when no invariant is violated");
     }
 
     @Test

@@ -41,8 +41,10 @@ class CheckerTest {
         assertThat(result.violations()).isEmpty();
         assertThat(result.jobs()).isGreaterThan(1000);
         assertThat(result.effects()).isGreaterThan(result.jobs() - 1);
-        assertThat(result.faults().keySet()).containsAll(
-                List.of(ChaosRun.Kind.values()).stream().map(k -> k.label).toList());
+        assertThat(result.faults().keySet())
+                .containsAll(List.of(ChaosRun.Kind.values()).stream()
+                        .map(k -> k.label)
+                        .toList());
         assertThat(result.takeovers().get(Checker.SCHEDULER)).isGreaterThan(1);
         assertThat(result.staleRejected()).isPositive();
         assertThat(result.deadLetters()).isPositive();
@@ -71,15 +73,26 @@ class CheckerTest {
     void anAcknowledgedInsertThatVanishedIsFlagged() {
         Job job = history.jobs.remove(history.jobs.size() / 3);
 
-        assertFlagged("nothing lost", "the insert of job " + job.uniqueKey() + " was acknowledged but no such job exists");
+        assertFlagged(
+                "nothing lost", "the insert of job " + job.uniqueKey() + " was acknowledged but no such job exists");
     }
 
     @Test
     void aJobLeftPendingIsFlagged() {
         int i = history.jobs.size() / 4;
         Job job = history.jobs.get(i);
-        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), "pending", null, null, job.dispatchKey(), job.dueAt(),
-                job.priority()));
+        history.jobs.set(
+                i,
+                new Job(
+                        job.id(),
+                        job.uniqueKey(),
+                        job.resource(),
+                        "pending",
+                        null,
+                        null,
+                        job.dispatchKey(),
+                        job.dueAt(),
+                        job.priority()));
 
         assertFlagged("nothing lost", "job " + job.id() + " is still pending after the drain");
     }
@@ -88,12 +101,14 @@ class CheckerTest {
     void aStaleEffectIsFlagged() {
         // The last effect on a resource that has seen two tokens, applied again under the lower one,
         // as if the consumer had let an old leader's message through after a newer one.
-        Map<String, List<Effect>> byResource = history.effects.stream().collect(Collectors.groupingBy(Effect::resource));
+        Map<String, List<Effect>> byResource =
+                history.effects.stream().collect(Collectors.groupingBy(Effect::resource));
         Effect newest = null;
         long lower = 0;
         for (List<Effect> effects : byResource.values()) {
             long min = effects.stream().mapToLong(Effect::fencingToken).min().orElseThrow();
-            Effect last = effects.stream().max(Comparator.comparingLong(Effect::id)).orElseThrow();
+            Effect last =
+                    effects.stream().max(Comparator.comparingLong(Effect::id)).orElseThrow();
             if (last.fencingToken() > min) {
                 newest = last;
                 lower = min;
@@ -111,7 +126,8 @@ class CheckerTest {
     void aDuplicateEffectIsFlagged() {
         Effect effect = history.effects.get(history.effects.size() / 2);
         long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
-        history.effects.add(new Effect(nextId, effect.jobId(), effect.resource(), effect.fencingToken(), effect.appliedAt() + 1));
+        history.effects.add(
+                new Effect(nextId, effect.jobId(), effect.resource(), effect.fencingToken(), effect.appliedAt() + 1));
 
         assertFlagged("6 exactly once", "job " + effect.jobId() + " has 2 effects");
     }
@@ -122,10 +138,21 @@ class CheckerTest {
         Job job = completedJobOfAnEarlierToken();
         Takeover next = history.takeovers.stream()
                 .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() > job.completedByToken())
-                .min(java.util.Comparator.comparingLong(Takeover::fencingToken)).orElseThrow();
+                .min(java.util.Comparator.comparingLong(Takeover::fencingToken))
+                .orElseThrow();
         int i = history.jobs.indexOf(job);
-        history.jobs.set(i, new Job(job.id(), job.uniqueKey(), job.resource(), job.state(), job.completedByToken(), next.acquiredAt() + 5,
-                job.dispatchKey(), job.dueAt(), job.priority()));
+        history.jobs.set(
+                i,
+                new Job(
+                        job.id(),
+                        job.uniqueKey(),
+                        job.resource(),
+                        job.state(),
+                        job.completedByToken(),
+                        next.acquiredAt() + 5,
+                        job.dispatchKey(),
+                        job.dueAt(),
+                        job.priority()));
 
         assertFlagged("3/8 fenced writes", "job " + job.id() + " was completed with token " + job.completedByToken());
     }
@@ -133,12 +160,16 @@ class CheckerTest {
     @Test
     void aMissingTakeoverRecordIsFlagged() {
         // A takeover between two others of its role and epoch.
-        Takeover middle = history.takeovers.stream().filter(t -> hasTakeover(t.role(), t.fencingToken() - 1)
-                && hasTakeover(t.role(), t.fencingToken() + 1)).findFirst().orElseThrow();
+        Takeover middle = history.takeovers.stream()
+                .filter(t -> hasTakeover(t.role(), t.fencingToken() - 1) && hasTakeover(t.role(), t.fencingToken() + 1))
+                .findFirst()
+                .orElseThrow();
         history.takeovers.remove(middle);
 
-        assertFlagged("2 tokens", "role " + middle.role() + ": token " + (middle.fencingToken() + 1) + " follows "
-                + (middle.fencingToken() - 1) + " where " + middle.fencingToken() + " was due");
+        assertFlagged(
+                "2 tokens",
+                "role " + middle.role() + ": token " + (middle.fencingToken() + 1) + " follows "
+                        + (middle.fencingToken() - 1) + " where " + middle.fencingToken() + " was due");
     }
 
     private boolean hasTakeover(String role, long token) {
@@ -150,27 +181,44 @@ class CheckerTest {
     void aFailoverStartsAnEpochAndTheFirstTokenOfItMustBeThere() {
         long first = (1L << 32) + 1;
         assertThat(Checker.check(history).violations()).isEmpty();
-        String role = history.takeovers.stream().filter(t -> t.fencingToken() == first + 1).map(Takeover::role).findFirst().orElseThrow();
-        long lastBefore = history.takeovers.stream().filter(t -> t.role().equals(role) && t.fencingToken() < first)
-                .mapToLong(Takeover::fencingToken).max().orElseThrow();
+        String role = history.takeovers.stream()
+                .filter(t -> t.fencingToken() == first + 1)
+                .map(Takeover::role)
+                .findFirst()
+                .orElseThrow();
+        long lastBefore = history.takeovers.stream()
+                .filter(t -> t.role().equals(role) && t.fencingToken() < first)
+                .mapToLong(Takeover::fencingToken)
+                .max()
+                .orElseThrow();
         Takeover epochStart = history.takeovers.stream()
-                .filter(t -> t.role().equals(role) && t.fencingToken() == first).findFirst().orElseThrow();
+                .filter(t -> t.role().equals(role) && t.fencingToken() == first)
+                .findFirst()
+                .orElseThrow();
         history.takeovers.remove(epochStart);
 
-        assertFlagged("2 tokens", "role " + role + ": token " + (first + 1) + " follows " + lastBefore + " where " + first + " was due");
+        assertFlagged(
+                "2 tokens",
+                "role " + role + ": token " + (first + 1) + " follows " + lastBefore + " where " + first + " was due");
     }
 
     @Test
     void aForgedStaleRecordThatWasAppliedIsFlagged() {
-        History.Forged stale = history.forged.stream().filter(f -> f.kind().equals("stale")).findFirst().orElseThrow();
+        History.Forged stale = history.forged.stream()
+                .filter(f -> f.kind().equals("stale"))
+                .findFirst()
+                .orElseThrow();
         history.rejections.removeIf(r -> r.jobId() == stale.jobId());
         long nextId = history.effects.stream().mapToLong(Effect::id).max().orElseThrow() + 1;
         history.effects.add(new Effect(nextId, stale.jobId(), stale.resource(), stale.fencingToken(), 0));
 
         Checker.Result result = Checker.check(history);
 
-        assertThat(result.violations()).extracting(Checker.Violation::message)
-                .anySatisfy(m -> assertThat(m).contains("forged stale record for job " + stale.jobId()).contains("was not rejected"))
+        assertThat(result.violations())
+                .extracting(Checker.Violation::message)
+                .anySatisfy(m -> assertThat(m)
+                        .contains("forged stale record for job " + stale.jobId())
+                        .contains("was not rejected"))
                 .anySatisfy(m -> assertThat(m).contains("an effect was applied for job " + stale.jobId()));
     }
 
@@ -180,8 +228,8 @@ class CheckerTest {
         History.Forged f = new History.Forged("unsigned", 0, 99_000_000L, jobId, "forged-x", 2_000_000L);
         history.forged.add(f);
         history.topic.add(new History.TopicRecord(0, 99_000_000L, "forged-x", jobId, jobId, "forged-x", 2_000_000L));
-        history.deadLetters.add(new History.DeadLetter(99_000_000L, 0, 99_000_000L, null,
-                "unauthenticated: unsigned record (RECORD_SIGNATURES=required)"));
+        history.deadLetters.add(new History.DeadLetter(
+                99_000_000L, 0, 99_000_000L, null, "unauthenticated: unsigned record (RECORD_SIGNATURES=required)"));
         return f;
     }
 
@@ -203,7 +251,8 @@ class CheckerTest {
 
         Checker.Result result = Checker.check(history);
 
-        assertThat(result.violations()).extracting(Checker.Violation::message)
+        assertThat(result.violations())
+                .extracting(Checker.Violation::message)
                 .anySatisfy(m -> assertThat(m).contains("a forged unsigned record that no trusted key signed"))
                 .anySatisfy(m -> assertThat(m).contains("claimed its job id as applied"));
         assertThat(result.violations()).extracting(Checker.Violation::invariant).contains("13 authenticated");
@@ -220,7 +269,10 @@ class CheckerTest {
 
     @Test
     void aMalformedRecordThatVanishedIsFlagged() {
-        History.Forged malformed = history.forged.stream().filter(f -> f.kind().equals("malformed")).findFirst().orElseThrow();
+        History.Forged malformed = history.forged.stream()
+                .filter(f -> f.kind().equals("malformed"))
+                .findFirst()
+                .orElseThrow();
         history.deadLetters.removeIf(d -> d.partition() == malformed.partition() && d.offset() == malformed.offset());
 
         assertFlagged("9 bad input", "offset " + malformed.offset() + " was neither dead-lettered nor reported");
@@ -239,8 +291,10 @@ class CheckerTest {
         OutboxRow row = history.outbox.get(history.outbox.size() / 2);
         history.late.add(new History.Late(row.jobId(), row.resource(), row.id(), row.id() + 7, 0, 0));
 
-        assertFlagged("5 order", "the consumer applied job " + row.jobId() + " (outbox " + row.id() + ") of resource " + row.resource()
-                + " late, after outbox row " + (row.id() + 7));
+        assertFlagged(
+                "5 order",
+                "the consumer applied job " + row.jobId() + " (outbox " + row.id() + ") of resource " + row.resource()
+                        + " late, after outbox row " + (row.id() + 7));
     }
 
     @Test
@@ -252,17 +306,26 @@ class CheckerTest {
 
     @Test
     void theRecordedRunHadSchedulesThroughItsFaults() {
-        assertThat(history.schedules).extracting(History.Schedule::name).containsExactlyInAnyOrderElementsOf(ChaosRun.SCHEDULES);
+        assertThat(history.schedules)
+                .extracting(History.Schedule::name)
+                .containsExactlyInAnyOrderElementsOf(ChaosRun.SCHEDULES);
         assertThat(history.schedules).allSatisfy(s -> assertThat(s.fired()).isPositive());
-        assertThat(history.scheduleSkips).extracting(History.ScheduleSkip::reason).contains("paused");
-        assertThat(history.schedulePauses).anySatisfy(p -> assertThat(p.paused()).isFalse());
+        assertThat(history.scheduleSkips)
+                .extracting(History.ScheduleSkip::reason)
+                .contains("paused");
+        assertThat(history.schedulePauses)
+                .anySatisfy(p -> assertThat(p.paused()).isFalse());
     }
 
     @Test
     void anOccurrenceFiredTwiceIsFlagged() {
         Job job = scheduleJob("chaos-fast");
-        history.jobs.add(new Job(history.jobs.stream().mapToLong(Job::id).max().orElseThrow() + 1,
-                job.uniqueKey(), job.resource(), job.state(), job.completedByToken(),
+        history.jobs.add(new Job(
+                history.jobs.stream().mapToLong(Job::id).max().orElseThrow() + 1,
+                job.uniqueKey(),
+                job.resource(),
+                job.state(),
+                job.completedByToken(),
                 job.completedAt()));
 
         assertFlagged("10 schedule occurrences", "schedule chaos-fast: two jobs for the occurrence at");
@@ -287,9 +350,13 @@ class CheckerTest {
 
     @Test
     void aSkipAsMissedIsFlagged() {
-        History.ScheduleSkip paused = history.scheduleSkips.stream().filter(k -> k.reason().equals("paused")).findFirst().orElseThrow();
+        History.ScheduleSkip paused = history.scheduleSkips.stream()
+                .filter(k -> k.reason().equals("paused"))
+                .findFirst()
+                .orElseThrow();
         history.scheduleSkips.remove(paused);
-        history.scheduleSkips.add(new History.ScheduleSkip(paused.name(), paused.firstFireAt(), paused.lastFireAt(), paused.occurrences(), "misfire"));
+        history.scheduleSkips.add(new History.ScheduleSkip(
+                paused.name(), paused.firstFireAt(), paused.lastFireAt(), paused.occurrences(), "misfire"));
 
         assertFlagged("10 schedule occurrences", "was skipped as missed");
     }
@@ -303,21 +370,31 @@ class CheckerTest {
 
     @Test
     void aScheduleLeftBehindWhenItWasPausedIsFlagged() {
-        History.Schedule s = history.schedules.stream().filter(x -> x.name().equals("chaos-fast")).findFirst().orElseThrow();
+        History.Schedule s = history.schedules.stream()
+                .filter(x -> x.name().equals("chaos-fast"))
+                .findFirst()
+                .orElseThrow();
         history.schedules.remove(s);
         // Its jobs after the first ten are forgotten with the position: as if the leader had stopped deciding early.
-        List<Job> mine = history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:chaos-fast@"))
-                .sorted(java.util.Comparator.comparing(Job::uniqueKey)).toList();
+        List<Job> mine = history.jobs.stream()
+                .filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:chaos-fast@"))
+                .sorted(java.util.Comparator.comparing(Job::uniqueKey))
+                .toList();
         long tenth = micros(mine.get(10).uniqueKey());
         history.jobs.removeAll(mine.subList(10, mine.size()));
-        history.schedules.add(new History.Schedule(s.name(), s.cron(), s.everyMicros(), s.timeZone(), s.misfire(), s.startsAt(), tenth, 10, 0));
+        history.schedules.add(new History.Schedule(
+                s.name(), s.cron(), s.everyMicros(), s.timeZone(), s.misfire(), s.startsAt(), tenth, 10, 0));
 
         assertFlagged("10 schedule occurrences", "was paused at");
     }
 
     private Job scheduleJob(String schedule) {
-        List<Job> mine = history.jobs.stream().filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:" + schedule + "@")).toList();
-        assertThat(mine).as("jobs of schedule %s in the recorded history", schedule).isNotEmpty();
+        List<Job> mine = history.jobs.stream()
+                .filter(j -> j.uniqueKey() != null && j.uniqueKey().startsWith("schedule:" + schedule + "@"))
+                .toList();
+        assertThat(mine)
+                .as("jobs of schedule %s in the recorded history", schedule)
+                .isNotEmpty();
         return mine.get(mine.size() / 2);
     }
 
@@ -326,27 +403,40 @@ class CheckerTest {
     }
 
     private Job completedJobOfAnEarlierToken() {
-        long maxToken = history.takeovers.stream().filter(t -> t.role().equals(Checker.SCHEDULER))
-                .mapToLong(Takeover::fencingToken).max().orElseThrow();
-        return history.jobs.stream().filter(j -> j.completedByToken() != null && j.completedByToken() < maxToken)
-                .findFirst().orElseThrow();
+        long maxToken = history.takeovers.stream()
+                .filter(t -> t.role().equals(Checker.SCHEDULER))
+                .mapToLong(Takeover::fencingToken)
+                .max()
+                .orElseThrow();
+        return history.jobs.stream()
+                .filter(j -> j.completedByToken() != null && j.completedByToken() < maxToken)
+                .findFirst()
+                .orElseThrow();
     }
 
     @Test
     void theRecordedRunKeptItsRateLimits() {
-        assertThat(history.limits).extracting(History.Limit::dispatchKey).contains(ChaosLimits.BACKLOG_KEY).containsAll(ChaosLimits.TENANTS);
+        assertThat(history.limits)
+                .extracting(History.Limit::dispatchKey)
+                .contains(ChaosLimits.BACKLOG_KEY)
+                .containsAll(ChaosLimits.TENANTS);
         Checker.Result result = Checker.check(history);
 
         assertThat(result.limitedKeys()).isEqualTo(history.limits.size());
         assertThat(result.limitedJobs()).isGreaterThan(1000);
-        assertThat(result.summary()).contains(" limited-keys=" + history.limits.size() + " limited-jobs=" + result.limitedJobs() + " ");
+        assertThat(result.summary())
+                .contains(" limited-keys=" + history.limits.size() + " limited-jobs=" + result.limitedJobs() + " ");
     }
 
     @Test
     void moreCompletionsInOneSecondThanALimitAllowsAreFlagged() {
-        Map<String, Long> perKey = history.jobs.stream().filter(j -> "completed".equals(j.state()))
+        Map<String, Long> perKey = history.jobs.stream()
+                .filter(j -> "completed".equals(j.state()))
                 .collect(Collectors.groupingBy(Job::key, Collectors.counting()));
-        String busiest = perKey.entrySet().stream().max(Map.Entry.comparingByValue()).orElseThrow().getKey();
+        String busiest = perKey.entrySet().stream()
+                .max(Map.Entry.comparingByValue())
+                .orElseThrow()
+                .getKey();
         history.limits.clear();
         history.limits.add(new History.Limit(busiest, 1, 1));
 
@@ -364,30 +454,67 @@ class CheckerTest {
         assertThat(Checker.check(h).violations()).noneMatch(v -> v.invariant().equals("14 rate limits"));
 
         h.jobs.add(new Job(4, null, "r", "completed", 1L, t + 1_000_000, "k", t, 0));
-        assertThat(Checker.check(h).violations()).filteredOn(v -> v.invariant().equals("14 rate limits")).singleElement()
-                .satisfies(v -> assertThat(v.message()).contains("3 jobs completed in the second from").contains("at most 2 may be"));
+        assertThat(Checker.check(h).violations())
+                .filteredOn(v -> v.invariant().equals("14 rate limits"))
+                .singleElement()
+                .satisfies(v -> assertThat(v.message())
+                        .contains("3 jobs completed in the second from")
+                        .contains("at most 2 may be"));
     }
 
     @Test
     void theRecordedBacklogWasCompletedInRankOrder() {
         assertThat(history.rankOrderedKeys).containsExactly(ChaosLimits.BACKLOG_KEY);
-        List<Job> backlog = history.jobs.stream().filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey())).toList();
-        assertThat(backlog).hasSizeGreaterThan(1000).allSatisfy(j -> assertThat(j.priority()).isNotNull());
-        assertThat(backlog).extracting(Job::priority).as("priorities, so rank order is not id order").contains(-60, 0, 60);
-        assertThat(Checker.check(history).violations()).noneMatch(v -> v.invariant().equals("15 rank order"));
+        List<Job> backlog = history.jobs.stream()
+                .filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey()))
+                .toList();
+        assertThat(backlog)
+                .hasSizeGreaterThan(1000)
+                .allSatisfy(j -> assertThat(j.priority()).isNotNull());
+        assertThat(backlog)
+                .extracting(Job::priority)
+                .as("priorities, so rank order is not id order")
+                .contains(-60, 0, 60);
+        assertThat(Checker.check(history).violations())
+                .noneMatch(v -> v.invariant().equals("15 rank order"));
     }
 
     @Test
     void aBacklogJobCompletedBeforeOneThatRanksAheadOfItIsFlagged() {
-        List<Job> backlog = history.jobs.stream().filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey()))
-                .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id)).toList();
+        List<Job> backlog = history.jobs.stream()
+                .filter(j -> ChaosLimits.BACKLOG_KEY.equals(j.dispatchKey()))
+                .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id))
+                .toList();
         Job ahead = backlog.get(0);
-        Job behind = backlog.stream().filter(j -> j.completedAt() > ahead.completedAt()).findFirst().orElseThrow();
+        Job behind = backlog.stream()
+                .filter(j -> j.completedAt() > ahead.completedAt())
+                .findFirst()
+                .orElseThrow();
         // The two swap completion times: the one behind went first.
-        history.jobs.set(history.jobs.indexOf(ahead), new Job(ahead.id(), ahead.uniqueKey(), ahead.resource(), ahead.state(),
-                ahead.completedByToken(), behind.completedAt(), ahead.dispatchKey(), ahead.dueAt(), ahead.priority()));
-        history.jobs.set(history.jobs.indexOf(behind), new Job(behind.id(), behind.uniqueKey(), behind.resource(), behind.state(),
-                behind.completedByToken(), ahead.completedAt(), behind.dispatchKey(), behind.dueAt(), behind.priority()));
+        history.jobs.set(
+                history.jobs.indexOf(ahead),
+                new Job(
+                        ahead.id(),
+                        ahead.uniqueKey(),
+                        ahead.resource(),
+                        ahead.state(),
+                        ahead.completedByToken(),
+                        behind.completedAt(),
+                        ahead.dispatchKey(),
+                        ahead.dueAt(),
+                        ahead.priority()));
+        history.jobs.set(
+                history.jobs.indexOf(behind),
+                new Job(
+                        behind.id(),
+                        behind.uniqueKey(),
+                        behind.resource(),
+                        behind.state(),
+                        behind.completedByToken(),
+                        ahead.completedAt(),
+                        behind.dispatchKey(),
+                        behind.dueAt(),
+                        behind.priority()));
 
         assertFlagged("15 rank order", "key " + ChaosLimits.BACKLOG_KEY + ": ");
     }

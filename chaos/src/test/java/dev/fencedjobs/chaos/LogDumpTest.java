@@ -25,7 +25,8 @@ class LogDumpTest {
             Properties p = new Properties();
             p.put("bootstrap.servers", kafka.bootstrapServers());
             p.put("transactional.id", "log-dump-test");
-            try (KafkaProducer<String, String> producer = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+            try (KafkaProducer<String, String> producer =
+                    new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
                 producer.initTransactions();
                 producer.beginTransaction();
                 producer.send(record(11));
@@ -43,9 +44,11 @@ class LogDumpTest {
             assertThat(all).contains("outbox=[11]", "outbox=[12]", "outbox=[13]", "COMMIT", "ABORT", "aborted pid=");
 
             String one = dump(kafka, Set.of(12L));
-            assertThat(one).containsPattern("(?m)^\\* dump-0 \\d+\\.\\.\\d+ pid=\\d+ epoch=\\d+ txn outbox=\\[12\\]$")
+            assertThat(one)
+                    .containsPattern("(?m)^\\* dump-0 \\d+\\.\\.\\d+ pid=\\d+ epoch=\\d+ txn outbox=\\[12\\]$")
                     .containsPattern("(?m)^\\* dump-0 aborted pid=\\d+ ");
-            assertThat(one.lines().filter(l -> l.startsWith("* ") && l.contains("outbox="))).hasSize(1);
+            assertThat(one.lines().filter(l -> l.startsWith("* ") && l.contains("outbox=")))
+                    .hasSize(1);
         }
     }
 

@@ -21,11 +21,13 @@ public final class Bootstrap {
 
     /** The same password for each of the four roles. */
     public static Map<String, String> everyRole(String password) {
-        return Map.of(Roles.DISPATCHER, password, Roles.RELAY, password, Roles.CONSUMER, password, Roles.PRODUCER, password);
+        return Map.of(
+                Roles.DISPATCHER, password, Roles.RELAY, password, Roles.CONSUMER, password, Roles.PRODUCER, password);
     }
 
     /** One database, as its owner: both schemas, then the roles with these passwords. */
-    public static void all(DatabaseConfig owner, Map<String, String> passwords, int connectRetries) throws SQLException {
+    public static void all(DatabaseConfig owner, Map<String, String> passwords, int connectRetries)
+            throws SQLException {
         migrate(owner, owner, connectRetries);
         roles(owner, passwords);
     }

@@ -56,8 +56,10 @@ public final class Cli {
 
     /** Wide enough for the synopses as written. */
     private static final int WIDTH = 120;
-    static final String FOOTER = "The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD; the consumer's "
-            + "tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
+
+    static final String FOOTER =
+            "The database comes from DATABASE_URL, DATABASE_USER and DATABASE_PASSWORD; the consumer's "
+                    + "tables from CONSUMER_DATABASE_URL (and _USER, _PASSWORD) when they live in another database.";
 
     private final Settings settings;
     private final PrintStream out;
@@ -82,14 +84,22 @@ public final class Cli {
         }
     }
 
-    @Command(name = "fenced-jobs", customSynopsis = "<command> [options]",
-            description = {"The operator's tool for fenced-jobs.", "Each command takes --help."}, footer = {"", FOOTER})
+    @Command(
+            name = "fenced-jobs",
+            customSynopsis = "<command> [options]",
+            description = {"The operator's tool for fenced-jobs.", "Each command takes --help."},
+            footer = {"", FOOTER})
     static final class Root {}
 
-    @Command(name = "migrate", customSynopsis = "migrate [--roles]", description = {"Apply the schema.",
-        "Jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's database when it is set). With --roles, also "
-                + "create (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
-                + "FJ_PRODUCER_PASSWORD, and FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as the schema owner."})
+    @Command(
+            name = "migrate",
+            customSynopsis = "migrate [--roles]",
+            description = {
+                "Apply the schema.",
+                "Jobs, lease and outbox, and the consumer's tables (in CONSUMER_DATABASE_URL's database when it is set). With --roles, also "
+                        + "create (or update) the least-privilege roles whose passwords are set: FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
+                        + "FJ_PRODUCER_PASSWORD, and FJ_CONSUMER_PASSWORD (where the consumer's tables are). Run it as the schema owner."
+            })
     final class Migrate implements Action {
         @Option(names = "--roles", description = "also create or update the roles whose passwords are set")
         boolean roles;
@@ -100,9 +110,14 @@ public final class Cli {
         }
     }
 
-    @Command(name = "status", customSynopsis = "status", description = {"What runs and how far behind it is.",
-        "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
-                + "applied/stale/dead-letter counts."})
+    @Command(
+            name = "status",
+            customSynopsis = "status",
+            description = {
+                "What runs and how far behind it is.",
+                "Leader and token per role, the token history, pending/due/completed jobs, the outbox lag, and the consumer's "
+                        + "applied/stale/dead-letter counts."
+            })
     final class Status implements Action {
         @Override
         public int run() throws SQLException {
@@ -115,7 +130,11 @@ public final class Cli {
         @Option(names = "--holder", required = true, paramLabel = "<id>", description = "the holder it must still have")
         String holder;
 
-        @Option(names = "--token", required = true, paramLabel = "<n>", description = "the token it must still have",
+        @Option(
+                names = "--token",
+                required = true,
+                paramLabel = "<n>",
+                description = "the token it must still have",
                 converter = TokenConverter.class)
         FencingToken token;
     }
@@ -127,14 +146,20 @@ public final class Cli {
             try {
                 return FencingToken.of(Long.parseLong(value.trim()));
             } catch (IllegalArgumentException e) {
-                throw new CommandLine.TypeConversionException("a fencing token is a whole number of at least 1, got '" + value + "'");
+                throw new CommandLine.TypeConversionException(
+                        "a fencing token is a whole number of at least 1, got '" + value + "'");
             }
         }
     }
 
-    @Command(name = "release", customSynopsis = "release --role <role> [--holder <id> --token <n>]",
-            description = {"End a live lease early, so that a follower takes over at once.", "Only if it still has that holder and "
-                + "token (default: the current ones). A newer holder's lease is never touched."})
+    @Command(
+            name = "release",
+            customSynopsis = "release --role <role> [--holder <id> --token <n>]",
+            description = {
+                "End a live lease early, so that a follower takes over at once.",
+                "Only if it still has that holder and "
+                        + "token (default: the current ones). A newer holder's lease is never touched."
+            })
     final class Release implements Action {
         @Option(names = "--role", required = true, paramLabel = "<role>", description = "scheduler or relay")
         String role;
@@ -152,7 +177,8 @@ public final class Cli {
     private CommandLine commands() {
         CommandLine root = new CommandLine(new Root());
         root.addSubcommand(new Migrate());
-        for (Object command : new JobCommands(this::connectDatabase, this::connectConsumerDatabase, out, err).commands()) {
+        for (Object command :
+                new JobCommands(this::connectDatabase, this::connectConsumerDatabase, out, err).commands()) {
             root.addSubcommand(command);
         }
         root.addSubcommand(new ScheduleCommands(this::connectDatabase, out).commands());
@@ -169,9 +195,17 @@ public final class Cli {
     }
 
     private static void style(CommandSpec spec) {
-        spec.usageMessage().synopsisHeading("usage: fenced-jobs ").descriptionHeading("%n").parameterListHeading("%narguments:%n")
-                .optionListHeading("%noptions:%n").commandListHeading("%ncommands:%n").width(WIDTH);
-        spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this and stop").build());
+        spec.usageMessage()
+                .synopsisHeading("usage: fenced-jobs ")
+                .descriptionHeading("%n")
+                .parameterListHeading("%narguments:%n")
+                .optionListHeading("%noptions:%n")
+                .commandListHeading("%ncommands:%n")
+                .width(WIDTH);
+        spec.addOption(OptionSpec.builder("-h", "--help")
+                .usageHelp(true)
+                .description("show this and stop")
+                .build());
         spec.subcommands().values().forEach(sub -> style(sub.getCommandSpec()));
     }
 
@@ -193,14 +227,19 @@ public final class Cli {
                     commands.usage(out);
                     return 2;
                 }
-                throw new UsageException(leaf.commandSpec().name() + ": say " + String.join(", ", leaf.commandSpec().subcommands().keySet()));
+                throw new UsageException(leaf.commandSpec().name() + ": say "
+                        + String.join(", ", leaf.commandSpec().subcommands().keySet()));
             }
             return action.run();
         } catch (CommandLine.ParameterException e) {
-            return badUsage(e.getCommandLine().getCommandSpec(), unknownOption(e, args).orElseGet(() -> describe(e)));
+            return badUsage(
+                    e.getCommandLine().getCommandSpec(), unknownOption(e, args).orElseGet(() -> describe(e)));
         } catch (UsageException | ConfigException e) {
-            return badUsage(command == null || !commands.getSubcommands().containsKey(command) ? commands.getCommandSpec()
-                    : commands.getSubcommands().get(command).getCommandSpec(), e.getMessage());
+            return badUsage(
+                    command == null || !commands.getSubcommands().containsKey(command)
+                            ? commands.getCommandSpec()
+                            : commands.getSubcommands().get(command).getCommandSpec(),
+                    e.getMessage());
         } catch (SQLException | RuntimeException e) {
             err.println("fenced-jobs " + command + ": " + Faults.describe(e));
             return 1;
@@ -219,10 +258,12 @@ public final class Cli {
         for (String arg : args) {
             String name = arg.split("=", 2)[0];
             if (name.startsWith("--") && !spec.optionsMap().containsKey(name)) {
-                List<String> near = spec.optionsMap().keySet().stream().filter(o -> o.startsWith("--") && (o.startsWith(name) || name.startsWith(o)))
-                        .sorted().toList();
-                return Optional.of(spec.qualifiedName(" ").substring("fenced-jobs ".length()) + ": Unknown option: '" + name + "'"
-                        + (near.isEmpty() ? "" : " (did you mean " + String.join(" or ", near) + "?)"));
+                List<String> near = spec.optionsMap().keySet().stream()
+                        .filter(o -> o.startsWith("--") && (o.startsWith(name) || name.startsWith(o)))
+                        .sorted()
+                        .toList();
+                return Optional.of(spec.qualifiedName(" ").substring("fenced-jobs ".length()) + ": Unknown option: '"
+                        + name + "'" + (near.isEmpty() ? "" : " (did you mean " + String.join(" or ", near) + "?)"));
             }
         }
         return Optional.empty();
@@ -232,26 +273,32 @@ public final class Cli {
     private static String describe(CommandLine.ParameterException e) {
         CommandSpec spec = e.getCommandLine().getCommandSpec();
         String where = spec.parent() == null ? "" : spec.qualifiedName(" ").substring("fenced-jobs ".length()) + ": ";
-        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getUnmatched().isEmpty()
-                && !u.getUnmatched().get(0).startsWith("-") && !spec.subcommands().isEmpty()) {
+        if (e instanceof CommandLine.UnmatchedArgumentException u
+                && !u.getUnmatched().isEmpty()
+                && !u.getUnmatched().get(0).startsWith("-")
+                && !spec.subcommands().isEmpty()) {
             List<String> nearest = u.getSuggestions();
             return where + "unknown command '" + u.getUnmatched().get(0) + "'"
                     + (nearest.isEmpty() ? "" : " (did you mean " + String.join(" or ", nearest) + "?)");
         }
-        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getUnmatched().isEmpty() && !u.getUnmatched().get(0).startsWith("-")) {
+        if (e instanceof CommandLine.UnmatchedArgumentException u
+                && !u.getUnmatched().isEmpty()
+                && !u.getUnmatched().get(0).startsWith("-")) {
             // A value a list of positional parameters did not take because it does not convert: say why.
             for (PositionalParamSpec p : spec.positionalParameters()) {
                 for (ITypeConverter<?> converter : p.converters() == null ? new ITypeConverter<?>[0] : p.converters()) {
                     try {
                         converter.convert(u.getUnmatched().get(0));
                     } catch (Exception refused) {
-                        return where + "Invalid value for positional parameter " + p.paramLabel() + ": " + refused.getMessage();
+                        return where + "Invalid value for positional parameter " + p.paramLabel() + ": "
+                                + refused.getMessage();
                     }
                 }
             }
         }
         String message = e.getMessage().replaceFirst("^Error: ", "");
-        if (e instanceof CommandLine.UnmatchedArgumentException u && !u.getSuggestions().isEmpty()) {
+        if (e instanceof CommandLine.UnmatchedArgumentException u
+                && !u.getSuggestions().isEmpty()) {
             return where + message + " (did you mean " + String.join(" or ", u.getSuggestions()) + "?)";
         }
         return where + message;
@@ -298,8 +345,9 @@ public final class Cli {
                 settings.get(role.toUpperCase(Locale.ROOT) + "_PASSWORD").ifPresent(p -> passwords.put(role, p));
             }
             if (passwords.isEmpty()) {
-                throw new UsageException("migrate --roles: set at least one of FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
-                        + "FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD");
+                throw new UsageException(
+                        "migrate --roles: set at least one of FJ_DISPATCHER_PASSWORD, FJ_RELAY_PASSWORD, "
+                                + "FJ_CONSUMER_PASSWORD, FJ_PRODUCER_PASSWORD");
             }
             // fj_consumer is made where the consumer's tables are: roles belong to a server, and the
             // consumer's database may be on another one.
@@ -310,8 +358,9 @@ public final class Cli {
             }
             if (consumerPassword != null) {
                 Bootstrap.roles(consumerDb.get(), Map.of(Roles.CONSUMER, consumerPassword));
-                out.println("Roles ready: " + String.join(", ", new TreeSet<>(here.keySet())) + (here.isEmpty() ? "" : " on "
-                        + db.safeUrl() + "; ") + Roles.CONSUMER + " on " + consumerDb.get().safeUrl());
+                out.println("Roles ready: " + String.join(", ", new TreeSet<>(here.keySet()))
+                        + (here.isEmpty() ? "" : " on " + db.safeUrl() + "; ") + Roles.CONSUMER + " on "
+                        + consumerDb.get().safeUrl());
             } else {
                 out.println("Roles ready: " + String.join(", ", new TreeSet<>(passwords.keySet())));
             }
@@ -337,8 +386,9 @@ public final class Cli {
             try {
                 return new DueTime(OffsetDateTime.parse(raw), null);
             } catch (DateTimeParseException e) {
-                throw new TypeConversionException("'" + raw + "' is neither now, an offset such as +30s, nor an ISO-8601 time such as "
-                        + "2026-12-01T09:00:00Z");
+                throw new TypeConversionException(
+                        "'" + raw + "' is neither now, an offset such as +30s, nor an ISO-8601 time such as "
+                                + "2026-12-01T09:00:00Z");
             }
         }
 
@@ -389,9 +439,11 @@ public final class Cli {
         if (settings.get("CONSUMER_DATABASE_URL").isEmpty()) {
             return Optional.empty();
         }
-        return Optional.of(DatabaseConfig.of(settings.required("CONSUMER_DATABASE_URL"),
-                settings.string("CONSUMER_DATABASE_USER", database().user()),
-                settings.string("CONSUMER_DATABASE_PASSWORD", database().password())).withPoolSize(1));
+        return Optional.of(DatabaseConfig.of(
+                        settings.required("CONSUMER_DATABASE_URL"),
+                        settings.string("CONSUMER_DATABASE_USER", database().user()),
+                        settings.string("CONSUMER_DATABASE_PASSWORD", database().password()))
+                .withPoolSize(1));
     }
 
     private int release(String role, Expected expected) throws SQLException {
@@ -412,11 +464,12 @@ public final class Cli {
             }
             boolean released = Lease.release(DSL.using(c, SQLDialect.POSTGRES), role, holder, token);
             if (released) {
-                out.println("Released " + role + " (holder " + holder + ", token " + token + "); followers were notified");
+                out.println(
+                        "Released " + role + " (holder " + holder + ", token " + token + "); followers were notified");
                 return 0;
             }
-            err.println("fenced-jobs release: nothing released: the lease of " + role + " is not live with holder " + holder
-                    + " and token " + token + " (it expired or moved on)");
+            err.println("fenced-jobs release: nothing released: the lease of " + role + " is not live with holder "
+                    + holder + " and token " + token + " (it expired or moved on)");
             return 1;
         }
     }

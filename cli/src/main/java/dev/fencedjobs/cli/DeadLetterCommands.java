@@ -39,19 +39,32 @@ final class DeadLetterCommands {
         this.out = out;
     }
 
-    @Command(name = "dead-letters", customSynopsis = "dead-letters (list | show | replay | discard) ...", description = {"The consumer's dead letters.",
-        "replay asks a running consumer to process each again through the same dedup and fence path as a fresh record (never applied "
-                + "twice); discard marks it handled. Both record who and when, act only on letters still dead, and delete nothing."})
+    @Command(
+            name = "dead-letters",
+            customSynopsis = "dead-letters (list | show | replay | discard) ...",
+            description = {
+                "The consumer's dead letters.",
+                "replay asks a running consumer to process each again through the same dedup and fence path as a fresh record (never applied "
+                        + "twice); discard marks it handled. Both record who and when, act only on letters still dead, and delete nothing."
+            })
     static final class Group {}
 
     /** The commands, under {@code dead-letters}. */
     CommandLine commands() {
-        return new CommandLine(new Group()).addSubcommand(new ListLetters()).addSubcommand(new Show())
-                .addSubcommand(markSpec(new Mark("replay"))).addSubcommand(markSpec(new Mark("discard")));
+        return new CommandLine(new Group())
+                .addSubcommand(new ListLetters())
+                .addSubcommand(new Show())
+                .addSubcommand(markSpec(new Mark("replay")))
+                .addSubcommand(markSpec(new Mark("discard")));
     }
 
     /** A letter's status. */
-    enum Status { dead, replay_requested, replayed, discarded }
+    enum Status {
+        dead,
+        replay_requested,
+        replayed,
+        discarded
+    }
 
     /** The filters that select letters; each given one narrows the selection. */
     static final class Filters {
@@ -64,14 +77,24 @@ final class DeadLetterCommands {
         @Option(names = "--job", paramLabel = "<id>", description = "the job id")
         Long job;
 
-        @Option(names = "--status", paramLabel = "<status>", description = "dead, replay_requested, replayed or discarded")
+        @Option(
+                names = "--status",
+                paramLabel = "<status>",
+                description = "dead, replay_requested, replayed or discarded")
         Status status;
 
-        @Option(names = "--since", paramLabel = "<time>", converter = Moment.class,
+        @Option(
+                names = "--since",
+                paramLabel = "<time>",
+                converter = Moment.class,
                 description = "dead-lettered at or after: an ISO-8601 time or how long ago (2h)")
         Cli.DueTime since;
 
-        @Option(names = "--until", paramLabel = "<time>", converter = Moment.class, description = "dead-lettered before it")
+        @Option(
+                names = "--until",
+                paramLabel = "<time>",
+                converter = Moment.class,
+                description = "dead-lettered before it")
         Cli.DueTime until;
     }
 
@@ -82,7 +105,8 @@ final class DeadLetterCommands {
     static final class Moment implements ITypeConverter<Cli.DueTime> {
         @Override
         public Cli.DueTime convert(String raw) {
-            boolean ago = !raw.isEmpty() && (Character.isDigit(raw.charAt(0)) && !raw.contains("T") || raw.startsWith("-"));
+            boolean ago =
+                    !raw.isEmpty() && (Character.isDigit(raw.charAt(0)) && !raw.contains("T") || raw.startsWith("-"));
             return Cli.DueTime.parse(ago ? "+" + raw.replaceFirst("^-", "") : raw);
         }
     }
@@ -99,7 +123,10 @@ final class DeadLetterCommands {
         }
     }
 
-    @Command(name = "list", customSynopsis = "dead-letters list [filters] [--limit <n>]", description = "The dead letters the filters select, newest first.")
+    @Command(
+            name = "list",
+            customSynopsis = "dead-letters list [filters] [--limit <n>]",
+            description = "The dead letters the filters select, newest first.")
     final class ListLetters implements Cli.Action {
         @Mixin
         Filters filters;
@@ -113,7 +140,10 @@ final class DeadLetterCommands {
         }
     }
 
-    @Command(name = "show", customSynopsis = "dead-letters show <id>", description = "One dead letter: its reason, its record's headers and bytes.")
+    @Command(
+            name = "show",
+            customSynopsis = "dead-letters show <id>",
+            description = "One dead letter: its reason, its record's headers and bytes.")
     final class Show implements Cli.Action {
         @Parameters(paramLabel = "<id>", converter = LetterId.class, description = "a dead letter id")
         long id;
@@ -138,7 +168,10 @@ final class DeadLetterCommands {
         @Option(names = "--all", description = "every letter still dead (instead of ids or filters)")
         boolean all;
 
-        @Option(names = "--by", paramLabel = "<name>", description = "who acts, recorded with the database user (default: your login name)")
+        @Option(
+                names = "--by",
+                paramLabel = "<name>",
+                description = "who acts, recorded with the database user (default: your login name)")
         String by = System.getProperty("user.name", "unknown");
 
         Mark(String sub) {
@@ -154,8 +187,12 @@ final class DeadLetterCommands {
     /** The spec of {@code replay} or {@code discard}: one class, two names and descriptions. */
     private static CommandSpec markSpec(Mark mark) {
         CommandSpec spec = CommandSpec.forAnnotatedObject(mark).name(mark.sub);
-        spec.usageMessage().customSynopsis("dead-letters " + mark.sub + " (<id>... | filters | --all) [--by <name>]")
-                .description(mark.sub.equals("replay") ? "Ask a running consumer to replay these letters." : "Mark these letters handled.");
+        spec.usageMessage()
+                .customSynopsis("dead-letters " + mark.sub + " (<id>... | filters | --all) [--by <name>]")
+                .description(
+                        mark.sub.equals("replay")
+                                ? "Ask a running consumer to replay these letters."
+                                : "Mark these letters handled.");
         return spec;
     }
 
@@ -187,8 +224,13 @@ final class DeadLetterCommands {
             }
             for (Cli.DueTime t : new Cli.DueTime[] {options.since, options.until}) {
                 if (t != null) {
-                    sql.append(" AND dead_lettered_at ").append(t == options.since ? ">=" : "<").append(' ')
-                            .append(t.absolute() != null ? "?::timestamptz" : "clock_timestamp() - ? * interval '1 millisecond'");
+                    sql.append(" AND dead_lettered_at ")
+                            .append(t == options.since ? ">=" : "<")
+                            .append(' ')
+                            .append(
+                                    t.absolute() != null
+                                            ? "?::timestamptz"
+                                            : "clock_timestamp() - ? * interval '1 millisecond'");
                     values.add(t.absolute() != null ? t.absolute() : t.offset().toMillis());
                 }
             }
@@ -214,8 +256,10 @@ final class DeadLetterCommands {
 
     private int list(Filter f, long limit) throws SQLException {
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("SELECT id, status, dead_lettered_at, topic, kafka_partition, kafka_offset, job_id, record_key, "
-                        + "left(reason, 120), status_by, count(*) OVER () FROM consumer_dead_letter WHERE " + f.sql() + " ORDER BY id LIMIT ?")) {
+                PreparedStatement ps = c.prepareStatement(
+                        "SELECT id, status, dead_lettered_at, topic, kafka_partition, kafka_offset, job_id, record_key, "
+                                + "left(reason, 120), status_by, count(*) OVER () FROM consumer_dead_letter WHERE "
+                                + f.sql() + " ORDER BY id LIMIT ?")) {
             int n = f.bind(ps, 1);
             ps.setLong(n, limit);
             try (ResultSet rs = ps.executeQuery()) {
@@ -224,13 +268,24 @@ final class DeadLetterCommands {
                 while (rs.next()) {
                     total = rs.getLong(11);
                     shown++;
-                    out.printf("%-6d %-16s %s  %s-%d@%d  job %s  resource %s  %s%s%n", rs.getLong(1), rs.getString(2),
-                            rs.getObject(3, OffsetDateTime.class), rs.getString(4), rs.getInt(5), rs.getLong(6),
-                            rs.getObject(7) == null ? "-" : rs.getLong(7), rs.getString(8), rs.getString(9),
+                    out.printf(
+                            "%-6d %-16s %s  %s-%d@%d  job %s  resource %s  %s%s%n",
+                            rs.getLong(1),
+                            rs.getString(2),
+                            rs.getObject(3, OffsetDateTime.class),
+                            rs.getString(4),
+                            rs.getInt(5),
+                            rs.getLong(6),
+                            rs.getObject(7) == null ? "-" : rs.getLong(7),
+                            rs.getString(8),
+                            rs.getString(9),
                             rs.getString(10) == null ? "" : "  (by " + rs.getString(10) + ")");
                 }
-                out.println(shown == 0 ? "No dead letters" + (f.narrows() ? " match." : ".")
-                        : shown + " of " + total + " dead letter(s)" + (shown < total ? "; --limit shows more" : ""));
+                out.println(
+                        shown == 0
+                                ? "No dead letters" + (f.narrows() ? " match." : ".")
+                                : shown + " of " + total + " dead letter(s)"
+                                        + (shown < total ? "; --limit shows more" : ""));
             }
         }
         return 0;
@@ -238,18 +293,22 @@ final class DeadLetterCommands {
 
     private int show(long id) throws SQLException {
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("SELECT id, status, dead_lettered_at, topic, kafka_partition, kafka_offset, job_id, record_key, "
-                        + "reason, status_by, status_at, replay_outcome, record_value FROM consumer_dead_letter WHERE id = ?")) {
+                PreparedStatement ps = c.prepareStatement(
+                        "SELECT id, status, dead_lettered_at, topic, kafka_partition, kafka_offset, job_id, record_key, "
+                                + "reason, status_by, status_at, replay_outcome, record_value FROM consumer_dead_letter WHERE id = ?")) {
             ps.setLong(1, id);
             try (ResultSet rs = ps.executeQuery()) {
                 if (!rs.next()) {
                     throw new Cli.UsageException("dead-letters show: no dead letter " + id);
                 }
                 out.println("Dead letter " + rs.getLong(1) + ": " + rs.getString(2)
-                        + (rs.getString(10) == null ? "" : " (by " + rs.getString(10) + " at " + rs.getObject(11, OffsetDateTime.class) + ")"));
-                out.println("  dead-lettered " + rs.getObject(3, OffsetDateTime.class) + " from " + rs.getString(4) + "-" + rs.getInt(5) + "@"
-                        + rs.getLong(6));
-                out.println("  job " + (rs.getObject(7) == null ? "(not readable)" : rs.getLong(7)) + ", key (resource) " + rs.getString(8));
+                        + (rs.getString(10) == null
+                                ? ""
+                                : " (by " + rs.getString(10) + " at " + rs.getObject(11, OffsetDateTime.class) + ")"));
+                out.println("  dead-lettered " + rs.getObject(3, OffsetDateTime.class) + " from " + rs.getString(4)
+                        + "-" + rs.getInt(5) + "@" + rs.getLong(6));
+                out.println("  job " + (rs.getObject(7) == null ? "(not readable)" : rs.getLong(7))
+                        + ", key (resource) " + rs.getString(8));
                 out.println("  reason: " + rs.getString(9));
                 if (rs.getString(12) != null) {
                     out.println("  replay: " + rs.getString(12));
@@ -267,7 +326,11 @@ final class DeadLetterCommands {
             return "(null)";
         }
         try {
-            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(value)).toString();
+            return StandardCharsets.UTF_8
+                    .newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(value))
+                    .toString();
         } catch (CharacterCodingException e) {
             return "(" + value.length + " bytes, not UTF-8) " + HexFormat.of().formatHex(value);
         }
@@ -276,13 +339,17 @@ final class DeadLetterCommands {
     private int mark(String sub, Filter f, boolean all, String by) throws SQLException {
         String command = "dead-letters " + sub;
         if (!f.narrows() && !all) {
-            throw new Cli.UsageException(command + ": name dead letter ids or filters (--reason, --resource, --job, --since, --until), or say --all");
+            throw new Cli.UsageException(
+                    command
+                            + ": name dead letter ids or filters (--reason, --resource, --job, --since, --until), or say --all");
         }
         String to = sub.equals("replay") ? "replay_requested" : "discarded";
         // Only letters not yet acted on: a replayed or discarded one stays as it is.
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("UPDATE consumer_dead_letter SET status = ?, status_by = ? || ' as ' || session_user, "
-                        + "status_at = clock_timestamp(), replay_outcome = NULL WHERE status = 'dead' AND " + f.sql() + " RETURNING id")) {
+                PreparedStatement ps = c.prepareStatement(
+                        "UPDATE consumer_dead_letter SET status = ?, status_by = ? || ' as ' || session_user, "
+                                + "status_at = clock_timestamp(), replay_outcome = NULL WHERE status = 'dead' AND "
+                                + f.sql() + " RETURNING id")) {
             ps.setString(1, to);
             ps.setString(2, by);
             f.bind(ps, 3);
@@ -294,13 +361,17 @@ final class DeadLetterCommands {
             }
             marked.sort(null);
             if (marked.isEmpty()) {
-                out.println("No dead letter matched that is still dead (replayed, discarded and requested ones are left as they are).");
+                out.println(
+                        "No dead letter matched that is still dead (replayed, discarded and requested ones are left as they are).");
                 return 1;
             }
-            out.println((sub.equals("replay") ? "Asked a consumer to replay " : "Discarded ") + marked.size() + " dead letter(s): "
+            out.println((sub.equals("replay") ? "Asked a consumer to replay " : "Discarded ") + marked.size()
+                    + " dead letter(s): "
                     + (marked.size() > 20 ? marked.subList(0, 20) + " …" : marked)
-                    + (sub.equals("replay") ? "; a running consumer replays them within " + 2 * FencedConsumer.REPLAY_POLL.toSeconds()
-                            + " s and records each outcome (dead-letters show <id>)" : ""));
+                    + (sub.equals("replay")
+                            ? "; a running consumer replays them within " + 2 * FencedConsumer.REPLAY_POLL.toSeconds()
+                                    + " s and records each outcome (dead-letters show <id>)"
+                            : ""));
         }
         return 0;
     }

@@ -25,10 +25,12 @@ final class JobCommands {
     private final ScheduleCommands.Connector db;
     /** Where the consumer's tables are (CONSUMER_DATABASE_URL's database when set), for the journey. */
     private final ScheduleCommands.Connector consumerDb;
+
     private final PrintStream out;
     private final PrintStream err;
 
-    JobCommands(ScheduleCommands.Connector db, ScheduleCommands.Connector consumerDb, PrintStream out, PrintStream err) {
+    JobCommands(
+            ScheduleCommands.Connector db, ScheduleCommands.Connector consumerDb, PrintStream out, PrintStream err) {
         this.db = db;
         this.consumerDb = consumerDb;
         this.out = out;
@@ -40,21 +42,34 @@ final class JobCommands {
         return new Object[] {new Submit(), new Cancel(), new Reschedule(), new Journey()};
     }
 
-    @Command(name = "submit", customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>] "
-            + "[--priority <seconds>] [--dispatch-key <k>] [--traceparent <tp> [--tracestate <ts>]]",
-            description = {"Insert a job.", "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time "
-                + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing. A priority ranks the job as if "
-                + "it were due that many seconds earlier; a dispatch key names the group limits and fairness count by (docs/dispatch.md). "
-                + "A W3C traceparent puts the job in that trace (docs/tracing.md)."})
+    @Command(
+            name = "submit",
+            customSynopsis = "submit --due <when> [--resource <r>] [--payload <json>] [--key <unique key>] "
+                    + "[--priority <seconds>] [--dispatch-key <k>] [--traceparent <tp> [--tracestate <ts>]]",
+            description = {
+                "Insert a job.",
+                "<when> is now, an offset from the database clock (+30s, +5m, +2h) or an ISO-8601 time "
+                        + "(2026-12-01T09:00:00Z). With --key, submitting the same key again inserts nothing. A priority ranks the job as if "
+                        + "it were due that many seconds earlier; a dispatch key names the group limits and fairness count by (docs/dispatch.md). "
+                        + "A W3C traceparent puts the job in that trace (docs/tracing.md)."
+            })
     final class Submit implements Cli.Action {
-        @Option(names = "--due", required = true, paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
+        @Option(
+                names = "--due",
+                required = true,
+                paramLabel = "<when>",
+                converter = Cli.DueTime.Converter.class,
                 description = "now, +30s, +5m, +2h or an ISO-8601 time")
         Cli.DueTime due;
 
         @Option(names = "--resource", paramLabel = "<r>", description = "default: default")
         String resource = "default";
 
-        @Option(names = "--payload", paramLabel = "<json>", converter = Cli.Json.Converter.class, description = "default: {}")
+        @Option(
+                names = "--payload",
+                paramLabel = "<json>",
+                converter = Cli.Json.Converter.class,
+                description = "default: {}")
         Cli.Json payload = Cli.Json.EMPTY;
 
         @Option(names = "--key", paramLabel = "<unique key>", description = "the job's unique key")
@@ -66,7 +81,10 @@ final class JobCommands {
         @Option(names = "--dispatch-key", paramLabel = "<k>", description = "default: the resource")
         String dispatchKey;
 
-        @Option(names = "--traceparent", paramLabel = "<tp>", description = "W3C trace context, 00-<trace id>-<parent id>-<flags>")
+        @Option(
+                names = "--traceparent",
+                paramLabel = "<tp>",
+                description = "W3C trace context, 00-<trace id>-<parent id>-<flags>")
         String traceparent;
 
         @Option(names = "--tracestate", paramLabel = "<ts>", description = "W3C tracestate, with --traceparent")
@@ -91,9 +109,14 @@ final class JobCommands {
         }
     }
 
-    @Command(name = "cancel", customSynopsis = "cancel (--id <job id> | --key <unique key>)",
-            description = {"Cancel a pending job: it is never completed.", "Cancelling a job already completed fails and says so; "
-                + "cancelling a cancelled job again changes nothing. Run as a producer's login, only its own jobs."})
+    @Command(
+            name = "cancel",
+            customSynopsis = "cancel (--id <job id> | --key <unique key>)",
+            description = {
+                "Cancel a pending job: it is never completed.",
+                "Cancelling a job already completed fails and says so; "
+                        + "cancelling a cancelled job again changes nothing. Run as a producer's login, only its own jobs."
+            })
     final class Cancel implements Cli.Action {
         @ArgGroup(exclusive = true, multiplicity = "1")
         JobRef job;
@@ -104,10 +127,14 @@ final class JobCommands {
         }
     }
 
-    @Command(name = "journey", customSynopsis = "journey (--id <job id> | --key <unique key>)",
-            description = {"One job's way to its effect: its row, its outbox row and whether the relay has published it, and what "
-                + "the consumer did with it (its tables in CONSUMER_DATABASE_URL's database when set).", "Run as the owner or a login that may "
-                + "read jobs and outbox."})
+    @Command(
+            name = "journey",
+            customSynopsis = "journey (--id <job id> | --key <unique key>)",
+            description = {
+                "One job's way to its effect: its row, its outbox row and whether the relay has published it, and what "
+                        + "the consumer did with it (its tables in CONSUMER_DATABASE_URL's database when set).",
+                "Run as the owner or a login that may " + "read jobs and outbox."
+            })
     final class Journey implements Cli.Action {
         @ArgGroup(exclusive = true, multiplicity = "1")
         JobRef job;
@@ -118,9 +145,13 @@ final class JobCommands {
         }
     }
 
-    @Command(name = "reschedule", customSynopsis = "reschedule (--id <job id> | --key <unique key>) [--due <when>] [--priority <seconds>]",
-            description = {"Move a pending job's due time, change its priority, or both.", "<when> as for submit. Fails for a completed or "
-                + "cancelled job."})
+    @Command(
+            name = "reschedule",
+            customSynopsis = "reschedule (--id <job id> | --key <unique key>) [--due <when>] [--priority <seconds>]",
+            description = {
+                "Move a pending job's due time, change its priority, or both.",
+                "<when> as for submit. Fails for a completed or " + "cancelled job."
+            })
     final class Reschedule implements Cli.Action {
         @ArgGroup(exclusive = true, multiplicity = "1")
         JobRef job;
@@ -136,7 +167,11 @@ final class JobCommands {
 
     /** What a reschedule changes: at least one of them. */
     static final class Change {
-        @Option(names = "--due", paramLabel = "<when>", converter = Cli.DueTime.Converter.class, description = "now, +30s, +5m, +2h or an ISO-8601 time")
+        @Option(
+                names = "--due",
+                paramLabel = "<when>",
+                converter = Cli.DueTime.Converter.class,
+                description = "now, +30s, +5m, +2h or an ISO-8601 time")
         Cli.DueTime due;
 
         @Option(names = "--priority", paramLabel = "<seconds>", description = "-86400 to 86400")
@@ -156,8 +191,10 @@ final class JobCommands {
             return 2;
         }
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key" + (policy ? ", priority, dispatch_key" : "")
-                        + (traced ? ", traceparent, tracestate" : "") + ") VALUES (?, ?::jsonb, " + when.sql() + ", ?" + (policy ? ", ?, ?" : "")
+                PreparedStatement ps = c.prepareStatement("INSERT INTO jobs (resource, payload, due_at, unique_key"
+                        + (policy ? ", priority, dispatch_key" : "")
+                        + (traced ? ", traceparent, tracestate" : "") + ") VALUES (?, ?::jsonb, " + when.sql() + ", ?"
+                        + (policy ? ", ?, ?" : "")
                         + (traced ? ", ?, ?" : "") + ") ON CONFLICT (unique_key) DO NOTHING RETURNING id")) {
             ps.setString(1, resource);
             ps.setString(2, s.payload.text());
@@ -183,19 +220,21 @@ final class JobCommands {
                     try (PreparedStatement due = c.prepareStatement("SELECT due_at FROM my_jobs WHERE id = ?")) {
                         due.setLong(1, id);
                         try (ResultSet d = due.executeQuery()) {
-                            out.println("Submitted job " + id + " for resource " + resource + (d.next() ? ", due " + d.getObject(1, OffsetDateTime.class) : ""));
+                            out.println("Submitted job " + id + " for resource " + resource
+                                    + (d.next() ? ", due " + d.getObject(1, OffsetDateTime.class) : ""));
                         }
                     }
                     return 0;
                 }
             }
-            try (PreparedStatement existing = c.prepareStatement("SELECT j.id, m.state FROM jobs j LEFT JOIN my_jobs m ON m.id = j.id WHERE j.unique_key = ?")) {
+            try (PreparedStatement existing = c.prepareStatement(
+                    "SELECT j.id, m.state FROM jobs j LEFT JOIN my_jobs m ON m.id = j.id WHERE j.unique_key = ?")) {
                 existing.setString(1, key);
                 try (ResultSet rs = existing.executeQuery()) {
                     rs.next();
                     String state = rs.getString(2);
-                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key + (state == null ? " (another login's)" : " (" + state + ")")
-                            + "; nothing inserted");
+                    out.println("Already submitted: job " + rs.getLong(1) + " has key " + key
+                            + (state == null ? " (another login's)" : " (" + state + ")") + "; nothing inserted");
                     return 0;
                 }
             }
@@ -205,7 +244,8 @@ final class JobCommands {
     @SuppressWarnings("unchecked")
     private int journey(JobRef job) throws SQLException {
         Optional<Map<String, Object>> found;
-        try (Connection c = db.connect(); Connection consumer = consumerDb.connect()) {
+        try (Connection c = db.connect();
+                Connection consumer = consumerDb.connect()) {
             found = JobJourney.read(c, consumer, job.id, job.key);
         }
         if (found.isEmpty()) {
@@ -213,8 +253,8 @@ final class JobCommands {
             return 1;
         }
         Map<String, Object> j = (Map<String, Object>) found.get().get("job");
-        out.println("Job " + j.get("id") + (j.get("unique_key") == null ? "" : " (key " + j.get("unique_key") + ")") + ", resource "
-                + j.get("resource") + ": " + j.get("state"));
+        out.println("Job " + j.get("id") + (j.get("unique_key") == null ? "" : " (key " + j.get("unique_key") + ")")
+                + ", resource " + j.get("resource") + ": " + j.get("state"));
         out.println("  created    " + j.get("created_at") + ", due " + j.get("due_at"));
         if (j.get("completed_at") != null) {
             out.println("  completed  " + j.get("completed_at") + " with token " + j.get("completed_by_token"));
@@ -224,13 +264,17 @@ final class JobCommands {
         }
         if (j.get("traceparent") != null) {
             String traceparent = (String) j.get("traceparent");
-            out.println("  trace      " + TraceContext.of(traceparent, null).traceId() + " (traceparent " + traceparent + ")");
+            out.println("  trace      " + TraceContext.of(traceparent, null).traceId() + " (traceparent " + traceparent
+                    + ")");
         }
         Object outbox = found.get().get("outbox");
         if (outbox instanceof Map<?, ?> o) {
-            out.println("  outbox     row " + o.get("id") + ", token " + o.get("fencing_token") + ": " + (o.get("publish_error") != null
-                    ? "never published: " + o.get("publish_error")
-                    : Boolean.TRUE.equals(o.get("published")) ? "published (the relay's position has passed it)" : "waiting for the relay"));
+            out.println("  outbox     row " + o.get("id") + ", token " + o.get("fencing_token") + ": "
+                    + (o.get("publish_error") != null
+                            ? "never published: " + o.get("publish_error")
+                            : Boolean.TRUE.equals(o.get("published"))
+                                    ? "published (the relay's position has passed it)"
+                                    : "waiting for the relay"));
         } else {
             out.println("  outbox     " + outbox);
         }
@@ -238,7 +282,8 @@ final class JobCommands {
         if (consumer instanceof Map<?, ?> parts) {
             parts.forEach((kind, value) -> {
                 if (value instanceof Map<?, ?> p) {
-                    out.println("  consumer   " + p.get("outcome") + " with token " + p.get("fencing_token") + " at " + p.get("processed_at"));
+                    out.println("  consumer   " + p.get("outcome") + " with token " + p.get("fencing_token") + " at "
+                            + p.get("processed_at"));
                 } else if (value instanceof List<?> rows) {
                     rows.forEach(row -> out.printf("  %-10s %s%n", kind, row));
                 } else {
@@ -258,7 +303,8 @@ final class JobCommands {
                 ps.setLong(1, id);
                 try (ResultSet rs = ps.executeQuery()) {
                     rs.next();
-                    out.println("Job " + id + " is cancelled (since " + rs.getObject(1, OffsetDateTime.class) + "); it will not be completed");
+                    out.println("Job " + id + " is cancelled (since " + rs.getObject(1, OffsetDateTime.class)
+                            + "); it will not be completed");
                     return 0;
                 }
             }
@@ -271,10 +317,12 @@ final class JobCommands {
         Cli.DueTime when = change.due;
         try (Connection c = db.connect()) {
             String due = when == null ? "NULL::timestamptz" : when.sql();
-            String call = (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ") + due
+            String call = (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ")
+                    + due
                     + (change.priority == null ? ")" : ", " + change.priority + ")");
             long id = controlled(c, call, job, when);
-            try (PreparedStatement ps = c.prepareStatement("SELECT due_at" + (change.priority == null ? "" : ", priority") + " FROM my_jobs WHERE id = ?")) {
+            try (PreparedStatement ps = c.prepareStatement(
+                    "SELECT due_at" + (change.priority == null ? "" : ", priority") + " FROM my_jobs WHERE id = ?")) {
                 ps.setLong(1, id);
                 try (ResultSet rs = ps.executeQuery()) {
                     rs.next();
@@ -312,7 +360,8 @@ final class JobCommands {
         if ("P0002".equals(state) || "55000".equals(state)) {
             String message = e.getMessage();
             int newline = message.indexOf('\n');
-            err.println("fenced-jobs " + command + ": " + (newline < 0 ? message : message.substring(0, newline)).replaceFirst("^ERROR: ", ""));
+            err.println("fenced-jobs " + command + ": "
+                    + (newline < 0 ? message : message.substring(0, newline)).replaceFirst("^ERROR: ", ""));
             return 1;
         }
         throw e;

@@ -39,26 +39,47 @@ final class ScheduleCommands {
         this.out = out;
     }
 
-    @Command(name = "schedule", customSynopsis = "schedule (add | list | pause | resume | remove) ...", description = {"Recurring schedules.",
-        "The dispatcher leader turns each occurrence into one job, key schedule:<name>@<fire time>. Occurrences of a paused schedule "
-                + "are skipped and recorded in schedule_skips."})
+    @Command(
+            name = "schedule",
+            customSynopsis = "schedule (add | list | pause | resume | remove) ...",
+            description = {
+                "Recurring schedules.",
+                "The dispatcher leader turns each occurrence into one job, key schedule:<name>@<fire time>. Occurrences of a paused schedule "
+                        + "are skipped and recorded in schedule_skips."
+            })
     static final class Group {}
 
     /** The commands, under {@code schedule}. */
     CommandLine commands() {
-        return new CommandLine(new Group()).addSubcommand(new Add()).addSubcommand(new ListSchedules()).addSubcommand(new Pause())
-                .addSubcommand(new Resume()).addSubcommand(new Remove());
+        return new CommandLine(new Group())
+                .addSubcommand(new Add())
+                .addSubcommand(new ListSchedules())
+                .addSubcommand(new Pause())
+                .addSubcommand(new Resume())
+                .addSubcommand(new Remove());
     }
 
     /** When occurrences missed while no dispatcher led are made. */
-    enum Misfire { all, latest, skip }
+    enum Misfire {
+        all,
+        latest,
+        skip
+    }
 
     /** A cron expression or a fixed interval: one of them. */
     static final class Rule {
-        @Option(names = "--cron", required = true, paramLabel = "<cron>", description = "five fields: minute hour day month weekday")
+        @Option(
+                names = "--cron",
+                required = true,
+                paramLabel = "<cron>",
+                description = "five fields: minute hour day month weekday")
         String cron;
 
-        @Option(names = "--every", required = true, paramLabel = "<duration>", converter = Interval.class,
+        @Option(
+                names = "--every",
+                required = true,
+                paramLabel = "<duration>",
+                converter = Interval.class,
                 description = "an interval on absolute time (90s, 5m, 1h)")
         Duration every;
     }
@@ -74,10 +95,17 @@ final class ScheduleCommands {
         }
     }
 
-    @Command(name = "add", customSynopsis = {"schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
-        "                                [--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]"},
-            description = {"Add a schedule.", "--zone defaults to UTC; --misfire (occurrences missed while no dispatcher led for longer "
-                + "than SCHEDULE_MISFIRE_GRACE) to latest."})
+    @Command(
+            name = "add",
+            customSynopsis = {
+                "schedule add <name> (--cron '<min> <hour> <day> <month> <weekday>' [--zone <tz>] | --every <duration>)",
+                "                                [--resource <r>] [--payload <json>] [--misfire all|latest|skip] [--starts <when>]"
+            },
+            description = {
+                "Add a schedule.",
+                "--zone defaults to UTC; --misfire (occurrences missed while no dispatcher led for longer "
+                        + "than SCHEDULE_MISFIRE_GRACE) to latest."
+            })
     final class Add implements Cli.Action {
         @Parameters(paramLabel = "<name>", description = "the schedule's name")
         String name;
@@ -91,13 +119,20 @@ final class ScheduleCommands {
         @Option(names = "--resource", paramLabel = "<r>", description = "the jobs' resource")
         String resource = "default";
 
-        @Option(names = "--payload", paramLabel = "<json>", converter = Cli.Json.Converter.class, description = "the jobs' payload")
+        @Option(
+                names = "--payload",
+                paramLabel = "<json>",
+                converter = Cli.Json.Converter.class,
+                description = "the jobs' payload")
         Cli.Json payload = Cli.Json.EMPTY;
 
         @Option(names = "--misfire", paramLabel = "<policy>", description = "all, latest or skip")
         Misfire misfire = Misfire.latest;
 
-        @Option(names = "--starts", paramLabel = "<when>", converter = Cli.DueTime.Converter.class,
+        @Option(
+                names = "--starts",
+                paramLabel = "<when>",
+                converter = Cli.DueTime.Converter.class,
                 description = "the first occurrence at or after it")
         Cli.DueTime starts;
 
@@ -107,7 +142,10 @@ final class ScheduleCommands {
         }
     }
 
-    @Command(name = "list", customSynopsis = "schedule list", description = "The schedules, their rules, state and next occurrence.")
+    @Command(
+            name = "list",
+            customSynopsis = "schedule list",
+            description = "The schedules, their rules, state and next occurrence.")
     final class ListSchedules implements Cli.Action {
         @Override
         public int run() throws SQLException {
@@ -115,7 +153,10 @@ final class ScheduleCommands {
         }
     }
 
-    @Command(name = "pause", customSynopsis = "schedule pause <name>", description = "Pause a schedule: its occurrences are skipped, and recorded.")
+    @Command(
+            name = "pause",
+            customSynopsis = "schedule pause <name>",
+            description = "Pause a schedule: its occurrences are skipped, and recorded.")
     final class Pause implements Cli.Action {
         @Parameters(paramLabel = "<name>", description = "the schedule's name")
         String name;
@@ -137,7 +178,10 @@ final class ScheduleCommands {
         }
     }
 
-    @Command(name = "remove", customSynopsis = "schedule remove <name>", description = "Remove a schedule; the jobs it made stay.")
+    @Command(
+            name = "remove",
+            customSynopsis = "schedule remove <name>",
+            description = "Remove a schedule; the jobs it made stay.")
     final class Remove implements Cli.Action {
         @Parameters(paramLabel = "<name>", description = "the schedule's name")
         String name;
@@ -153,7 +197,8 @@ final class ScheduleCommands {
         String cron = a.rule.cron;
         Duration interval = a.rule.every;
         if (interval != null && a.zone != null) {
-            throw new Cli.UsageException("schedule add: --zone applies to --cron only (an --every interval runs on absolute time)");
+            throw new Cli.UsageException(
+                    "schedule add: --zone applies to --cron only (an --every interval runs on absolute time)");
         }
         String zone = a.zone == null ? "UTC" : a.zone;
         try {
@@ -168,9 +213,11 @@ final class ScheduleCommands {
         String misfire = a.misfire.name();
         Cli.DueTime starts = a.starts;
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("INSERT INTO schedules (name, cron, every, time_zone, resource, payload, misfire, starts_at) "
-                        + "VALUES (?, ?, ? * interval '1 microsecond', ?, ?, ?::jsonb, ?, " + (starts == null ? "clock_timestamp()" : starts.sql()) + ") "
-                        + "ON CONFLICT (name) DO NOTHING RETURNING starts_at")) {
+                PreparedStatement ps = c.prepareStatement(
+                        "INSERT INTO schedules (name, cron, every, time_zone, resource, payload, misfire, starts_at) "
+                                + "VALUES (?, ?, ? * interval '1 microsecond', ?, ?, ?::jsonb, ?, "
+                                + (starts == null ? "clock_timestamp()" : starts.sql()) + ") "
+                                + "ON CONFLICT (name) DO NOTHING RETURNING starts_at")) {
             ps.setString(1, name);
             ps.setString(2, cron);
             ps.setObject(3, interval == null ? null : interval.toNanos() / 1000, Types.BIGINT);
@@ -186,10 +233,12 @@ final class ScheduleCommands {
             }
             try (ResultSet rs = ps.executeQuery()) {
                 if (!rs.next()) {
-                    throw new Cli.UsageException("schedule add: a schedule named " + name + " exists; remove it first, or change it with SQL");
+                    throw new Cli.UsageException("schedule add: a schedule named " + name
+                            + " exists; remove it first, or change it with SQL");
                 }
-                out.println("Added schedule " + name + " (" + (cron != null ? "cron '" + cron + "' in " + zone : "every " + interval)
-                        + ", misfire " + misfire + "), starting " + rs.getObject(1, OffsetDateTime.class));
+                out.println("Added schedule " + name + " ("
+                        + (cron != null ? "cron '" + cron + "' in " + zone : "every " + interval) + ", misfire "
+                        + misfire + "), starting " + rs.getObject(1, OffsetDateTime.class));
             }
         }
         return 0;
@@ -197,15 +246,25 @@ final class ScheduleCommands {
 
     private int list() throws SQLException {
         try (Connection c = db.connect();
-                PreparedStatement ps = c.prepareStatement("SELECT name, coalesce('cron ' || cron || ' ' || time_zone, 'every ' || every::text), misfire, "
-                        + "paused, next_fire_at, fired, skipped, last_fired_at, error, resource FROM schedules ORDER BY name");
+                PreparedStatement ps = c.prepareStatement(
+                        "SELECT name, coalesce('cron ' || cron || ' ' || time_zone, 'every ' || every::text), misfire, "
+                                + "paused, next_fire_at, fired, skipped, last_fired_at, error, resource FROM schedules ORDER BY name");
                 ResultSet rs = ps.executeQuery()) {
             boolean any = false;
             while (rs.next()) {
                 any = true;
-                out.printf("%-24s %-32s misfire %-6s %-7s next %-32s fired %d, skipped %d, last %s, resource %s%s%n", rs.getString(1), rs.getString(2),
-                        rs.getString(3), rs.getBoolean(4) ? "paused" : "active", rs.getObject(5, OffsetDateTime.class), rs.getLong(6), rs.getLong(7),
-                        rs.getObject(8, OffsetDateTime.class), rs.getString(10), rs.getString(9) == null ? "" : "; ERROR: " + rs.getString(9));
+                out.printf(
+                        "%-24s %-32s misfire %-6s %-7s next %-32s fired %d, skipped %d, last %s, resource %s%s%n",
+                        rs.getString(1),
+                        rs.getString(2),
+                        rs.getString(3),
+                        rs.getBoolean(4) ? "paused" : "active",
+                        rs.getObject(5, OffsetDateTime.class),
+                        rs.getLong(6),
+                        rs.getLong(7),
+                        rs.getObject(8, OffsetDateTime.class),
+                        rs.getString(10),
+                        rs.getString(9) == null ? "" : "; ERROR: " + rs.getString(9));
             }
             if (!any) {
                 out.println("No schedules.");
@@ -215,28 +274,37 @@ final class ScheduleCommands {
     }
 
     private int setPaused(String name, boolean paused) throws SQLException {
-        try (Connection c = db.connect(); PreparedStatement ps = c.prepareStatement("UPDATE schedules SET paused = ? WHERE name = ? RETURNING name")) {
+        try (Connection c = db.connect();
+                PreparedStatement ps =
+                        c.prepareStatement("UPDATE schedules SET paused = ? WHERE name = ? RETURNING name")) {
             ps.setBoolean(1, paused);
             ps.setString(2, name);
             try (ResultSet rs = ps.executeQuery()) {
                 if (!rs.next()) {
-                    throw new Cli.UsageException("schedule " + (paused ? "pause" : "resume") + ": no schedule named " + name);
+                    throw new Cli.UsageException(
+                            "schedule " + (paused ? "pause" : "resume") + ": no schedule named " + name);
                 }
             }
         }
-        out.println(paused ? "Paused schedule " + name + ": its occurrences are skipped (recorded in schedule_skips) until it is resumed"
-                : "Resumed schedule " + name + ": occurrences from now on fire; those while it was paused are recorded as skipped");
+        out.println(
+                paused
+                        ? "Paused schedule " + name
+                                + ": its occurrences are skipped (recorded in schedule_skips) until it is resumed"
+                        : "Resumed schedule " + name
+                                + ": occurrences from now on fire; those while it was paused are recorded as skipped");
         return 0;
     }
 
     private int remove(String name) throws SQLException {
-        try (Connection c = db.connect(); PreparedStatement ps = c.prepareStatement("DELETE FROM schedules WHERE name = ? RETURNING fired")) {
+        try (Connection c = db.connect();
+                PreparedStatement ps = c.prepareStatement("DELETE FROM schedules WHERE name = ? RETURNING fired")) {
             ps.setString(1, name);
             try (ResultSet rs = ps.executeQuery()) {
                 if (!rs.next()) {
                     throw new Cli.UsageException("schedule remove: no schedule named " + name);
                 }
-                out.println("Removed schedule " + name + " (" + rs.getLong(1) + " occurrences fired; their jobs stay as they are)");
+                out.println("Removed schedule " + name + " (" + rs.getLong(1)
+                        + " occurrences fired; their jobs stay as they are)");
             }
         }
         return 0;

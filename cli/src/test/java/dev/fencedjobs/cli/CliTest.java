@@ -40,11 +40,16 @@ class CliTest {
 
     /** The CLI on the given database, with {@code extraEnv} over its URL, user and password. */
     static Run cli(TestDatabase db, Map<String, String> extraEnv, String... args) {
-        Map<String, String> env = new HashMap<>(Map.of("DATABASE_URL", db.url(), "DATABASE_USER", db.user(), "DATABASE_PASSWORD", db.password()));
+        Map<String, String> env = new HashMap<>(
+                Map.of("DATABASE_URL", db.url(), "DATABASE_USER", db.user(), "DATABASE_PASSWORD", db.password()));
         env.putAll(extraEnv);
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
-        int code = new Cli(Settings.of(env), new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8)).run(args);
+        int code = new Cli(
+                        Settings.of(env),
+                        new PrintStream(out, true, StandardCharsets.UTF_8),
+                        new PrintStream(err, true, StandardCharsets.UTF_8))
+                .run(args);
         return new Run(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
     }
 
@@ -66,11 +71,14 @@ class CliTest {
         assertThat(status.out()).contains("Leases:");
         Run submit = cli(Map.of("DATABASE_URL", multi), "submit", "--due", "now", "--key", "multi-host-1");
         assertThat(submit.code()).as(submit.err()).isZero();
-        assertThat(count("SELECT count(*) FROM jobs WHERE unique_key = 'multi-host-1'")).isEqualTo(1);
+        assertThat(count("SELECT count(*) FROM jobs WHERE unique_key = 'multi-host-1'"))
+                .isEqualTo(1);
     }
 
     static long count(String sql) throws Exception {
-        try (Connection c = postgres.database().connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+        try (Connection c = postgres.database().connect();
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(sql)) {
             rs.next();
             return rs.getLong(1);
         }
@@ -89,7 +97,9 @@ class CliTest {
         assertThat(first.code()).as(first.err()).isZero();
         assertThat(first.out()).contains("Schema up to date");
         assertThat(cli("migrate").code()).isZero();
-        assertThat(count("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('jobs', 'outbox', 'leader_lease', 'ledger', 'consumer_processed')"))
+        assertThat(
+                        count(
+                                "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('jobs', 'outbox', 'leader_lease', 'ledger', 'consumer_processed')"))
                 .isEqualTo(5);
     }
 
@@ -100,21 +110,29 @@ class CliTest {
         assertThat(now.code()).as(now.err()).isZero();
         assertThat(now.out()).startsWith("Submitted job ").contains("for resource account-1");
         assertThat(cli("submit", "--due", "+30s").code()).isZero();
-        assertThat(cli("submit", "--due=2030-01-01T09:00:00Z", "--key", "daily/2030-01-01").code()).isZero();
+        assertThat(cli("submit", "--due=2030-01-01T09:00:00Z", "--key", "daily/2030-01-01")
+                        .code())
+                .isZero();
         Run again = cli("submit", "--due", "2030-01-01T09:00:00Z", "--key", "daily/2030-01-01");
         assertThat(again.code()).isZero();
         assertThat(again.out()).startsWith("Already submitted: job ").contains("nothing inserted");
         assertThat(count("SELECT count(*) FROM jobs")).isEqualTo(3);
-        assertThat(count("SELECT count(*) FROM jobs WHERE due_at BETWEEN clock_timestamp() + interval '20 seconds' AND clock_timestamp() + interval '31 seconds'"))
-                .as("+30s is thirty seconds of database time").isEqualTo(1);
-        assertThat(count("SELECT count(*) FROM jobs WHERE payload = '{\"cents\": 12}'::jsonb")).isEqualTo(1);
+        assertThat(
+                        count(
+                                "SELECT count(*) FROM jobs WHERE due_at BETWEEN clock_timestamp() + interval '20 seconds' AND clock_timestamp() + interval '31 seconds'"))
+                .as("+30s is thirty seconds of database time")
+                .isEqualTo(1);
+        assertThat(count("SELECT count(*) FROM jobs WHERE payload = '{\"cents\": 12}'::jsonb"))
+                .isEqualTo(1);
     }
 
     @Test
     @Order(3)
     void statusShowsLeasesHistoryJobsOutboxAndConsumer() {
         DSLContext dsl = Database.dsl(postgres.database().dataSource());
-        new Lease(dsl, "scheduler", "holder-status", Duration.ofMinutes(5), Ticker.system()).acquireOrRenew().orElseThrow();
+        new Lease(dsl, "scheduler", "holder-status", Duration.ofMinutes(5), Ticker.system())
+                .acquireOrRenew()
+                .orElseThrow();
         Run status = cli("status");
         assertThat(status.code()).as(status.err()).isZero();
         assertThat(status.out())
@@ -138,52 +156,127 @@ class CliTest {
         assertThat(release.code()).as(release.err()).isZero();
         assertThat(release.out()).contains("Released scheduler (holder holder-status, token 1)");
         assertThat(liveScheduler()).isFalse();
-        assertThat(cli("release", "--role", "scheduler").code()).as("nothing left to release").isEqualTo(1);
+        assertThat(cli("release", "--role", "scheduler").code())
+                .as("nothing left to release")
+                .isEqualTo(1);
         assertThat(cli("release", "--role", "nobody").err()).contains("no lease for role nobody");
     }
 
     @Test
     void badInputGetsOneLineAndAHintNeverAStackTrace() {
         assertBadUsage(cli("frobnicate"), "fenced-jobs: unknown command 'frobnicate'", "Try 'fenced-jobs --help'.");
-        assertBadUsage(cli("submt"), "fenced-jobs: unknown command 'submt' (did you mean submit?)", "Try 'fenced-jobs --help'.");
-        assertBadUsage(cli("schedule"), "fenced-jobs: schedule: say add, list, pause, resume, remove", "Try 'fenced-jobs schedule --help'.");
-        assertBadUsage(cli("schedule", "pasue", "x"), "fenced-jobs: schedule: unknown command 'pasue' (did you mean pause",
+        assertBadUsage(
+                cli("submt"),
+                "fenced-jobs: unknown command 'submt' (did you mean submit?)",
+                "Try 'fenced-jobs --help'.");
+        assertBadUsage(
+                cli("schedule"),
+                "fenced-jobs: schedule: say add, list, pause, resume, remove",
                 "Try 'fenced-jobs schedule --help'.");
-        assertBadUsage(cli("schedule", "pause"), "fenced-jobs: schedule pause: Missing required parameter: '<name>'",
+        assertBadUsage(
+                cli("schedule", "pasue", "x"),
+                "fenced-jobs: schedule: unknown command 'pasue' (did you mean pause",
+                "Try 'fenced-jobs schedule --help'.");
+        assertBadUsage(
+                cli("schedule", "pause"),
+                "fenced-jobs: schedule pause: Missing required parameter: '<name>'",
                 "Try 'fenced-jobs schedule pause --help'.");
-        assertBadUsage(cli("dead-letters", "show", "x"), "fenced-jobs: dead-letters show: Invalid value for positional parameter", "'x' is not a dead letter id");
-        assertBadUsage(cli("dead-letters", "replay", "1", "y"), "fenced-jobs: dead-letters replay: Invalid value for positional parameter", "'y' is not a dead letter id");
-        assertBadUsage(cli("submit"), "fenced-jobs: submit: Missing required option: '--due=<when>'", "Try 'fenced-jobs submit --help'.");
-        assertBadUsage(cli("submit", "--due", "tomorrow"), "fenced-jobs: submit: Invalid value for option '--due'", "'tomorrow' is neither now");
-        assertBadUsage(cli("submit", "--due", "+soon"), "fenced-jobs: submit: Invalid value for option '--due'", "'+soon' is not an offset");
-        assertBadUsage(cli("submit", "--due", "now", "--payload", "{oops"), "fenced-jobs: submit: Invalid value for option '--payload'", "'{oops' is not valid JSON");
-        assertBadUsage(cli("submit", "--due"), "fenced-jobs: submit: Missing required parameter for option '--due' (<when>)", null);
-        assertBadUsage(cli("status", "--verbose"), "fenced-jobs: status: Unknown option: '--verbose'", "Try 'fenced-jobs status --help'.");
-        assertBadUsage(cli("submit", "--du", "now"), "fenced-jobs: submit: Unknown option: '--du' (did you mean --due?)", null);
-        assertBadUsage(cli("submit", "--due", "now", "--ky", "k"), "fenced-jobs: submit: Unknown options: '--ky', 'k'", null);
+        assertBadUsage(
+                cli("dead-letters", "show", "x"),
+                "fenced-jobs: dead-letters show: Invalid value for positional parameter",
+                "'x' is not a dead letter id");
+        assertBadUsage(
+                cli("dead-letters", "replay", "1", "y"),
+                "fenced-jobs: dead-letters replay: Invalid value for positional parameter",
+                "'y' is not a dead letter id");
+        assertBadUsage(
+                cli("submit"),
+                "fenced-jobs: submit: Missing required option: '--due=<when>'",
+                "Try 'fenced-jobs submit --help'.");
+        assertBadUsage(
+                cli("submit", "--due", "tomorrow"),
+                "fenced-jobs: submit: Invalid value for option '--due'",
+                "'tomorrow' is neither now");
+        assertBadUsage(
+                cli("submit", "--due", "+soon"),
+                "fenced-jobs: submit: Invalid value for option '--due'",
+                "'+soon' is not an offset");
+        assertBadUsage(
+                cli("submit", "--due", "now", "--payload", "{oops"),
+                "fenced-jobs: submit: Invalid value for option '--payload'",
+                "'{oops' is not valid JSON");
+        assertBadUsage(
+                cli("submit", "--due"),
+                "fenced-jobs: submit: Missing required parameter for option '--due' (<when>)",
+                null);
+        assertBadUsage(
+                cli("status", "--verbose"),
+                "fenced-jobs: status: Unknown option: '--verbose'",
+                "Try 'fenced-jobs status --help'.");
+        assertBadUsage(
+                cli("submit", "--du", "now"),
+                "fenced-jobs: submit: Unknown option: '--du' (did you mean --due?)",
+                null);
+        assertBadUsage(
+                cli("submit", "--due", "now", "--ky", "k"), "fenced-jobs: submit: Unknown options: '--ky', 'k'", null);
         assertBadUsage(cli("release"), "fenced-jobs: release: Missing required option: '--role=<role>'", null);
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h"), "fenced-jobs: release: Missing required argument(s): --token=<n>", null);
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "x"), "fenced-jobs: release: Invalid value for option '--token'",
+        assertBadUsage(
+                cli("release", "--role", "relay", "--holder", "h"),
+                "fenced-jobs: release: Missing required argument(s): --token=<n>",
+                null);
+        assertBadUsage(
+                cli("release", "--role", "relay", "--holder", "h", "--token", "x"),
+                "fenced-jobs: release: Invalid value for option '--token'",
                 "a fencing token is a whole number of at least 1, got 'x'");
-        assertBadUsage(cli("release", "--role", "relay", "--holder", "h", "--token", "0"), "fenced-jobs: release: Invalid value for option '--token'",
+        assertBadUsage(
+                cli("release", "--role", "relay", "--holder", "h", "--token", "0"),
+                "fenced-jobs: release: Invalid value for option '--token'",
                 "a fencing token is a whole number of at least 1, got '0'");
-        assertBadUsage(cli("cancel"), "fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)", null);
-        assertBadUsage(cli("cancel", "--id", "1", "--key", "k"), "fenced-jobs: cancel: --id=<job id>, --key=<unique key> are mutually exclusive", null);
-        assertBadUsage(cli("cancel", "--id", "one"), "fenced-jobs: cancel: Invalid value for option '--id'", "'one' is not a long");
-        assertBadUsage(cli("schedule", "add", "s", "--cron", "* * * * *", "--every", "5m"), "fenced-jobs: schedule add: --cron=<cron>, --every=<duration> are mutually exclusive", null);
-        assertBadUsage(cli("schedule", "add", "s", "--every", "5m", "--zone", "Europe/Berlin"), "fenced-jobs: schedule add: --zone applies to --cron only", null);
-        assertBadUsage(cli("schedule", "add", "s", "--every", "soon"), "fenced-jobs: schedule add: Invalid value for option '--every'", null);
-        assertBadUsage(cli("schedule", "add", "s", "--every", "5m", "--misfire", "never"), "fenced-jobs: schedule add: Invalid value for option '--misfire'",
+        assertBadUsage(
+                cli("cancel"),
+                "fenced-jobs: cancel: Missing required argument (specify one of these): (--id=<job id> | --key=<unique key>)",
+                null);
+        assertBadUsage(
+                cli("cancel", "--id", "1", "--key", "k"),
+                "fenced-jobs: cancel: --id=<job id>, --key=<unique key> are mutually exclusive",
+                null);
+        assertBadUsage(
+                cli("cancel", "--id", "one"),
+                "fenced-jobs: cancel: Invalid value for option '--id'",
+                "'one' is not a long");
+        assertBadUsage(
+                cli("schedule", "add", "s", "--cron", "* * * * *", "--every", "5m"),
+                "fenced-jobs: schedule add: --cron=<cron>, --every=<duration> are mutually exclusive",
+                null);
+        assertBadUsage(
+                cli("schedule", "add", "s", "--every", "5m", "--zone", "Europe/Berlin"),
+                "fenced-jobs: schedule add: --zone applies to --cron only",
+                null);
+        assertBadUsage(
+                cli("schedule", "add", "s", "--every", "soon"),
+                "fenced-jobs: schedule add: Invalid value for option '--every'",
+                null);
+        assertBadUsage(
+                cli("schedule", "add", "s", "--every", "5m", "--misfire", "never"),
+                "fenced-jobs: schedule add: Invalid value for option '--misfire'",
                 "expected one of [all, latest, skip]");
-        assertBadUsage(cli("dead-letters", "list", "--limit", "ten"), "fenced-jobs: dead-letters list: Invalid value for option '--limit'", null);
-        assertBadUsage(cli(Map.of("DATABASE_URL", "postgres://nope"), "status"), "fenced-jobs: DATABASE_URL: must be a PostgreSQL JDBC URL", null);
+        assertBadUsage(
+                cli("dead-letters", "list", "--limit", "ten"),
+                "fenced-jobs: dead-letters list: Invalid value for option '--limit'",
+                null);
+        assertBadUsage(
+                cli(Map.of("DATABASE_URL", "postgres://nope"), "status"),
+                "fenced-jobs: DATABASE_URL: must be a PostgreSQL JDBC URL",
+                null);
         assertBadUsage(cli("migrate", "--roles"), "fenced-jobs: migrate --roles: set at least one of", null);
         assertThat(cli().code()).isEqualTo(2);
     }
 
     @Test
     void anUnreachableDatabaseIsOneLineAndExitCodeOne() {
-        Run r = cli(Map.of("DATABASE_URL", "jdbc:postgresql://127.0.0.1:1/none", "DATABASE_CONNECT_TIMEOUT", "1s"), "status");
+        Run r = cli(
+                Map.of("DATABASE_URL", "jdbc:postgresql://127.0.0.1:1/none", "DATABASE_CONNECT_TIMEOUT", "1s"),
+                "status");
         assertThat(r.code()).isEqualTo(1);
         assertThat(r.err().lines().count()).isEqualTo(1);
         assertThat(r.err()).startsWith("fenced-jobs status: ").doesNotContain("\tat ");
@@ -191,15 +284,34 @@ class CliTest {
 
     @Test
     void everyCommandHasHelp() {
-        String[] commands = {"migrate", "submit", "cancel", "reschedule", "schedule", "schedule add", "schedule list", "schedule pause",
-            "schedule resume", "schedule remove", "dead-letters", "dead-letters list", "dead-letters show", "dead-letters replay",
-            "dead-letters discard", "status", "release"};
+        String[] commands = {
+            "migrate",
+            "submit",
+            "cancel",
+            "reschedule",
+            "schedule",
+            "schedule add",
+            "schedule list",
+            "schedule pause",
+            "schedule resume",
+            "schedule remove",
+            "dead-letters",
+            "dead-letters list",
+            "dead-letters show",
+            "dead-letters replay",
+            "dead-letters discard",
+            "status",
+            "release"
+        };
         for (String command : commands) {
             List<String> args = new java.util.ArrayList<>(List.of(command.split(" ")));
             args.add("--help");
             Run help = cli(args.toArray(String[]::new));
             assertThat(help.code()).as(command).isZero();
-            assertThat(help.out()).as(command).startsWith("usage: fenced-jobs " + command).contains("-h, --help");
+            assertThat(help.out())
+                    .as(command)
+                    .startsWith("usage: fenced-jobs " + command)
+                    .contains("-h, --help");
             assertThat(help.err()).isEmpty();
         }
         Run top = cli("--help");

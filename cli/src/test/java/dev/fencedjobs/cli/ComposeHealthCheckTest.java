@@ -28,7 +28,8 @@ class ComposeHealthCheckTest {
         for (String line : Files.readAllLines(Path.of("..", "docker-compose.yml"))) {
             String t = line.trim();
             if (t.startsWith("test:") && t.contains("/health/ready")) {
-                return new ObjectMapper().readValue(t.substring("test:".length()).trim(), List.class);
+                return new ObjectMapper()
+                        .readValue(t.substring("test:".length()).trim(), List.class);
             }
         }
         throw new AssertionError("no health check on /health/ready in docker-compose.yml");
@@ -44,7 +45,9 @@ class ComposeHealthCheckTest {
             args.add(a.replace("127.0.0.1/8080", "127.0.0.1/" + port));
         }
         Process p = new ProcessBuilder(args).redirectErrorStream(true).start();
-        assertThat(p.waitFor(10, TimeUnit.SECONDS)).as("the health check returns within Compose's 3 s timeout and then some").isTrue();
+        assertThat(p.waitFor(10, TimeUnit.SECONDS))
+                .as("the health check returns within Compose's 3 s timeout and then some")
+                .isTrue();
         return p.exitValue();
     }
 
@@ -52,7 +55,13 @@ class ComposeHealthCheckTest {
     void theHealthCheckRunsWithoutAShellAndTellsReadyFromNotReady() throws Exception {
         List<String> check = healthCheck();
         AtomicBoolean ready = new AtomicBoolean(true);
-        OpsServer ops = OpsServer.start(0, dev.fencedjobs.runtime.OpsAccess.OPEN, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT)::scrape, ready::get, Map::of, null);
+        OpsServer ops = OpsServer.start(
+                0,
+                dev.fencedjobs.runtime.OpsAccess.OPEN,
+                new PrometheusMeterRegistry(PrometheusConfig.DEFAULT)::scrape,
+                ready::get,
+                Map::of,
+                null);
         int port = ops.port();
         try {
             assertThat(run(check, port)).as("ready: healthy").isZero();

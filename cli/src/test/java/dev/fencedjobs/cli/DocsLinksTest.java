@@ -41,7 +41,8 @@ class DocsLinksTest {
                 checked++;
                 int hash = url.indexOf('#');
                 String file = hash < 0 ? url : url.substring(0, hash);
-                Path target = file.isEmpty() ? page : page.getParent().resolve(file).normalize();
+                Path target =
+                        file.isEmpty() ? page : page.getParent().resolve(file).normalize();
                 if (!Files.exists(target)) {
                     broken.add(ROOT.relativize(page) + ": " + url + " (no such file)");
                 } else if (hash >= 0 && !anchors(target).contains(url.substring(hash + 1))) {
@@ -74,7 +75,11 @@ class DocsLinksTest {
         for (String line : withoutCode(Files.readString(page)).split("\n")) {
             Matcher h = Pattern.compile("^#{1,6} (.*)$").matcher(line);
             if (h.matches()) {
-                anchors.add(h.group(1).strip().toLowerCase(Locale.ROOT).replace("`", "").replaceAll("[^\\p{L}\\p{N}_\\- ]", "")
+                anchors.add(h.group(1)
+                        .strip()
+                        .toLowerCase(Locale.ROOT)
+                        .replace("`", "")
+                        .replaceAll("[^\\p{L}\\p{N}_\\- ]", "")
                         .replace(' ', '-'));
             }
         }

@@ -30,10 +30,11 @@ import org.junit.jupiter.api.Test;
 class PublicApiTest {
 
     private static final Path API_PAGE = Path.of("..", "docs", "api.md");
-    private static final Pattern LISTED = Pattern.compile("^\\| `(dev\\.fencedjobs\\.[A-Za-z.]+)` \\|", Pattern.MULTILINE);
+    private static final Pattern LISTED =
+            Pattern.compile("^\\| `(dev\\.fencedjobs\\.[A-Za-z.]+)` \\|", Pattern.MULTILINE);
     /** One class of each library module: where its classes are. */
-    private static final List<Class<?>> MODULES = List.of(DatabaseConfig.class, RunningService.class, Dispatcher.class, Relay.class,
-            FencedConsumer.class);
+    private static final List<Class<?>> MODULES =
+            List.of(DatabaseConfig.class, RunningService.class, Dispatcher.class, Relay.class, FencedConsumer.class);
 
     @Test
     void everyPublicTypeIsListedAsApiOrInternal_andEveryListedTypeIsPublic() throws Exception {
@@ -56,15 +57,21 @@ class PublicApiTest {
         Set<String> unlisted = new TreeSet<>(found);
         unlisted.removeAll(api);
         unlisted.removeAll(internal);
-        assertThat(unlisted).as("public types docs/api.md does not list: add each to the API or to Internal, or make it package-private")
+        assertThat(unlisted)
+                .as(
+                        "public types docs/api.md does not list: add each to the API or to Internal, or make it package-private")
                 .isEmpty();
         Set<String> gone = new TreeSet<>(api);
         gone.addAll(internal);
         gone.removeAll(found);
-        assertThat(gone).as("types docs/api.md lists that are not public types of the library modules").isEmpty();
+        assertThat(gone)
+                .as("types docs/api.md lists that are not public types of the library modules")
+                .isEmpty();
         for (String name : found) {
             if (name.contains(".internal.")) {
-                assertThat(internal).as("a type in an internal package is internal").contains(name);
+                assertThat(internal)
+                        .as("a type in an internal package is internal")
+                        .contains(name);
             }
         }
     }
@@ -80,7 +87,8 @@ class PublicApiTest {
 
     /** The top-level classes in the directory or jar that {@code module} was loaded from. */
     private static List<String> classNames(Class<?> module) throws IOException, URISyntaxException {
-        Path location = Path.of(module.getProtectionDomain().getCodeSource().getLocation().toURI());
+        Path location = Path.of(
+                module.getProtectionDomain().getCodeSource().getLocation().toURI());
         List<String> names = new ArrayList<>();
         if (Files.isDirectory(location)) {
             collect(location, names);
@@ -97,7 +105,8 @@ class PublicApiTest {
         try (Stream<Path> files = Files.walk(root)) {
             files.map(p -> root.relativize(p).toString().replace('\\', '/'))
                     .filter(p -> p.startsWith("dev/fencedjobs/") && p.endsWith(".class") && !p.contains("$"))
-                    .forEach(p -> names.add(p.substring(0, p.length() - ".class".length()).replace('/', '.')));
+                    .forEach(p -> names.add(
+                            p.substring(0, p.length() - ".class".length()).replace('/', '.')));
         }
     }
 }

@@ -35,14 +35,17 @@ import org.junit.jupiter.api.Test;
 class SchemaDefinitionsTest {
 
     private static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
-    private static final List<Path> LOCATIONS = List.of(ROOT.resolve("db/src/main/resources/db/lease"),
-            ROOT.resolve("db/src/main/resources/db/migration"), ROOT.resolve("consumer/src/main/resources/db/consumer"));
+    private static final List<Path> LOCATIONS = List.of(
+            ROOT.resolve("db/src/main/resources/db/lease"),
+            ROOT.resolve("db/src/main/resources/db/migration"),
+            ROOT.resolve("consumer/src/main/resources/db/consumer"));
     /**
      * The dispatcher's migrations that changed when the lease became a location of its own, as the
      * releases before shipped them (V1, V4, V5 and V10 held the lease's parts, R__leader_lease.sql
      * was in db/migration).
      */
-    private static final Path BEFORE_THE_LEASE_LOCATION = Path.of("src/test/resources/db/before-the-lease-location").toAbsolutePath();
+    private static final Path BEFORE_THE_LEASE_LOCATION =
+            Path.of("src/test/resources/db/before-the-lease-location").toAbsolutePath();
     /**
      * The last versioned migration of each location when the repeatable ones were made. A later
      * versioned migration that defines a function or trigger of a repeatable one would be undone
@@ -69,10 +72,13 @@ class SchemaDefinitionsTest {
         try (TestDatabase db = TestPostgres.shared().createDatabase("schema-now")) {
             migrateAll(db);
             Snapshot live = Snapshot.of(db);
-            assertThat(live.functions.keySet().stream().map(f -> f.substring(0, f.indexOf('('))).distinct())
+            assertThat(live.functions.keySet().stream()
+                            .map(f -> f.substring(0, f.indexOf('(')))
+                            .distinct())
                     .as("every live function has its current body in a repeatable migration")
                     .containsExactlyInAnyOrderElementsOf(functionFiles.keySet());
-            assertThat(live.triggers.keySet()).as("every live trigger is created in a repeatable migration")
+            assertThat(live.triggers.keySet())
+                    .as("every live trigger is created in a repeatable migration")
                     .containsExactlyInAnyOrderElementsOf(triggerFiles.keySet());
         }
         // A versioned migration after them must change a repeatable one instead of redefining.
@@ -85,7 +91,8 @@ class SchemaDefinitionsTest {
                 for (Matcher m : List.of(FUNCTION.matcher(sql), TRIGGER.matcher(sql))) {
                     while (m.find()) {
                         if (functionFiles.containsKey(m.group(1)) || triggerFiles.containsKey(m.group(1))) {
-                            redefined.add(file.getFileName() + " defines " + m.group(1) + ": edit its repeatable migration instead");
+                            redefined.add(file.getFileName() + " defines " + m.group(1)
+                                    + ": edit its repeatable migration instead");
                         }
                     }
                 }
@@ -105,18 +112,26 @@ class SchemaDefinitionsTest {
         try (TestDatabase db = TestPostgres.shared().createDatabase("schema-paths")) {
             migrateAll(db);
             Map<String, String> settings = new TreeMap<>();
-            try (Connection c = db.connect(); Statement s = c.createStatement();
-                    ResultSet rs = s.executeQuery("SELECT p.oid::regprocedure::text, p.proconfig::text FROM pg_proc p"
-                            + " WHERE p.pronamespace = current_schema()::regnamespace"
-                            + " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
+            try (Connection c = db.connect();
+                    Statement s = c.createStatement();
+                    ResultSet rs = s.executeQuery(
+                            "SELECT p.oid::regprocedure::text, p.proconfig::text FROM pg_proc p"
+                                    + " WHERE p.pronamespace = current_schema()::regnamespace"
+                                    + " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
                 while (rs.next()) {
                     settings.put(rs.getString(1), String.valueOf(rs.getString(2)));
                 }
             }
-            assertThat(settings).as("the functions of the jobs, lease and consumer schemas")
-                    .containsKeys("outbox_written_for_completed_jobs()", "login_owns_schema()", "leader_lease_guard()", "consumer_fence_guard()");
-            assertThat(settings).allSatisfy((function, config) ->
-                    assertThat(config).as(function).isEqualTo("{\"search_path=pg_catalog, public, pg_temp\"}"));
+            assertThat(settings)
+                    .as("the functions of the jobs, lease and consumer schemas")
+                    .containsKeys(
+                            "outbox_written_for_completed_jobs()",
+                            "login_owns_schema()",
+                            "leader_lease_guard()",
+                            "consumer_fence_guard()");
+            assertThat(settings)
+                    .allSatisfy((function, config) ->
+                            assertThat(config).as(function).isEqualTo("{\"search_path=pg_catalog, public, pg_temp\"}"));
         }
     }
 
@@ -126,12 +141,17 @@ class SchemaDefinitionsTest {
         try (TestDatabase old = TestPostgres.shared().createDatabase("schema-old");
                 TestDatabase fresh = TestPostgres.shared().createDatabase("schema-fresh")) {
             // The release before the repeatable migrations: versioned migrations up to V10 only.
-            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).target(String.valueOf(LAST_VERSIONED.get("migration")))
-                    .load().migrate();
-            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE).target(String.valueOf(LAST_VERSIONED.get("consumer")))
-                    .load().migrate();
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE)
+                    .target(String.valueOf(LAST_VERSIONED.get("migration")))
+                    .load()
+                    .migrate();
+            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE)
+                    .target(String.valueOf(LAST_VERSIONED.get("consumer")))
+                    .load()
+                    .migrate();
             Snapshot beforeUpgrade = Snapshot.of(old);
-            try (Connection c = old.connect(); Statement s = c.createStatement()) {
+            try (Connection c = old.connect();
+                    Statement s = c.createStatement()) {
                 s.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'kept')");
             }
             migrateAll(old);
@@ -140,11 +160,15 @@ class SchemaDefinitionsTest {
             // When they came, the repeatable migrations restated the versioned ones' result and changed
             // nothing; later ones may change bodies and add functions, but nothing was lost on the way.
             Snapshot made = Snapshot.of(fresh);
-            assertThat(made.functions.keySet()).as("functions: the repeatable migrations vs V10 and the consumer's V7")
+            assertThat(made.functions.keySet())
+                    .as("functions: the repeatable migrations vs V10 and the consumer's V7")
                     .containsAll(beforeUpgrade.functions.keySet());
-            assertThat(made.triggers.keySet()).as("triggers: the repeatable migrations vs V10 and the consumer's V7")
+            assertThat(made.triggers.keySet())
+                    .as("triggers: the repeatable migrations vs V10 and the consumer's V7")
                     .containsAll(beforeUpgrade.triggers.keySet());
-            assertThat(count(old, "SELECT count(*) FROM jobs WHERE resource = 'kept'")).as("the existing job").isEqualTo(1);
+            assertThat(count(old, "SELECT count(*) FROM jobs WHERE resource = 'kept'"))
+                    .as("the existing job")
+                    .isEqualTo(1);
         }
     }
 
@@ -154,34 +178,68 @@ class SchemaDefinitionsTest {
         try (TestDatabase old = TestPostgres.shared().createDatabase("schema-lease-old");
                 TestDatabase fresh = TestPostgres.shared().createDatabase("schema-lease-fresh")) {
             // The last release before: up to V11.
-            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).target("11").load().migrate();
-            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE).load().migrate();
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE)
+                    .target("11")
+                    .load()
+                    .migrate();
+            oldFlyway(old, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE)
+                    .load()
+                    .migrate();
             String dispatcherLogin = "old_dispatcher_" + Long.toHexString(System.nanoTime());
-            try (Connection c = old.connect(); Statement s = c.createStatement()) {
-                s.execute("INSERT INTO leader_lease VALUES ('scheduler', 'old-holder', 41, clock_timestamp() + interval '1 hour')");
+            try (Connection c = old.connect();
+                    Statement s = c.createStatement()) {
+                s.execute(
+                        "INSERT INTO leader_lease VALUES ('scheduler', 'old-holder', 41, clock_timestamp() + interval '1 hour')");
                 s.execute("UPDATE leader_lease SET holder_id = 'next-holder', fencing_token = 42");
                 // A dispatcher's login with the grants of that release, which named the columns it wrote.
                 s.execute("CREATE ROLE " + dispatcherLogin);
-                s.execute("GRANT INSERT (due_at, resource, payload, unique_key, submitted_by) ON jobs TO " + dispatcherLogin);
-                s.execute("GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO " + dispatcherLogin);
+                s.execute("GRANT INSERT (due_at, resource, payload, unique_key, submitted_by) ON jobs TO "
+                        + dispatcherLogin);
+                s.execute(
+                        "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at) ON outbox TO "
+                                + dispatcherLogin);
             }
             migrateAll(old);
             // V12: whoever wrote jobs and outbox rows may write their trace context, without `migrate --roles`.
-            assertThat(count(old, "SELECT count(*) FROM (VALUES ('jobs'), ('outbox')) t(name), (VALUES ('traceparent'), ('tracestate')) c(col) "
-                    + "WHERE has_column_privilege('" + dispatcherLogin + "', t.name, c.col, 'INSERT')")).as("trace columns granted").isEqualTo(4);
+            assertThat(count(
+                            old,
+                            "SELECT count(*) FROM (VALUES ('jobs'), ('outbox')) t(name), (VALUES ('traceparent'), ('tracestate')) c(col) "
+                                    + "WHERE has_column_privilege('" + dispatcherLogin + "', t.name, c.col, 'INSERT')"))
+                    .as("trace columns granted")
+                    .isEqualTo(4);
             migrateAll(fresh);
             assertUpgradedAsNew(old, fresh);
-            assertThat(count(old, "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' AND holder_id = 'next-holder'"))
-                    .as("the lease and its token").isEqualTo(42);
-            assertThat(count(old, "SELECT count(*) FROM lease_takeover WHERE role = 'scheduler'")).as("the takeover history").isEqualTo(2);
-            assertThat(count(old, "SELECT count(*) FROM lease_schema_history WHERE type = 'BASELINE' AND version = '1'"))
-                    .as("the lease's location baselined after its tables").isEqualTo(1);
+            assertThat(
+                            count(
+                                    old,
+                                    "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' AND holder_id = 'next-holder'"))
+                    .as("the lease and its token")
+                    .isEqualTo(42);
+            assertThat(count(old, "SELECT count(*) FROM lease_takeover WHERE role = 'scheduler'"))
+                    .as("the takeover history")
+                    .isEqualTo(2);
+            assertThat(count(
+                            old, "SELECT count(*) FROM lease_schema_history WHERE type = 'BASELINE' AND version = '1'"))
+                    .as("the lease's location baselined after its tables")
+                    .isEqualTo(1);
             assertThat(count(old, "SELECT count(*) FROM lease_schema_history WHERE script = 'V1__lease_tables.sql'"))
-                    .as("the tables were not made again").isZero();
-            assertThat(count(fresh, "SELECT count(*) FROM lease_schema_history WHERE script = 'V1__lease_tables.sql' AND success"))
-                    .as("a new database gets them from the lease's location").isEqualTo(1);
-            assertThat(Flyway.configure().dataSource(old.dataSource()).locations(Database.MIGRATIONS).table(Database.HISTORY_TABLE).load()
-                    .validateWithResult().validationSuccessful).as("the dispatcher's history, realigned, validates").isTrue();
+                    .as("the tables were not made again")
+                    .isZero();
+            assertThat(
+                            count(
+                                    fresh,
+                                    "SELECT count(*) FROM lease_schema_history WHERE script = 'V1__lease_tables.sql' AND success"))
+                    .as("a new database gets them from the lease's location")
+                    .isEqualTo(1);
+            assertThat(Flyway.configure()
+                            .dataSource(old.dataSource())
+                            .locations(Database.MIGRATIONS)
+                            .table(Database.HISTORY_TABLE)
+                            .load()
+                            .validateWithResult()
+                            .validationSuccessful)
+                    .as("the dispatcher's history, realigned, validates")
+                    .isTrue();
             // Upgraded once, the database is as any other: migrating again changes nothing.
             Snapshot upgraded = Snapshot.of(old);
             migrateAll(old);
@@ -193,20 +251,28 @@ class SchemaDefinitionsTest {
     void aDispatcherHistoryThatDiffersInAnythingElseIsNotRealignedButRefused() throws Exception {
         Path before = dispatcherMigrationsBeforeTheLeaseLocation(true);
         try (TestDatabase old = TestPostgres.shared().createDatabase("schema-lease-tampered")) {
-            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE).load().migrate();
+            oldFlyway(old, "filesystem:" + before, Database.HISTORY_TABLE)
+                    .load()
+                    .migrate();
             String v1 = "SELECT checksum FROM flyway_schema_history WHERE version = '1'";
             int checksum = count(old, v1);
-            try (Connection c = old.connect(); Statement s = c.createStatement()) {
+            try (Connection c = old.connect();
+                    Statement s = c.createStatement()) {
                 s.execute("UPDATE flyway_schema_history SET checksum = checksum + 1 WHERE version = '2'");
             }
-            assertThatThrownBy(() -> Database.migrate(old.dataSource())).hasMessageContaining("checksum mismatch")
+            assertThatThrownBy(() -> Database.migrate(old.dataSource()))
+                    .hasMessageContaining("checksum mismatch")
                     .hasMessageContaining("Migration checksum mismatch for migration version 2");
             assertThat(count(old, v1)).as("V1's old checksum, left alone").isEqualTo(checksum);
         }
     }
 
     private static FluentConfiguration oldFlyway(TestDatabase db, String location, String historyTable) {
-        return Flyway.configure().dataSource(db.dataSource()).locations(location).table(historyTable).baselineOnMigrate(true)
+        return Flyway.configure()
+                .dataSource(db.dataSource())
+                .locations(location)
+                .table(historyTable)
+                .baselineOnMigrate(true)
                 .baselineVersion("0");
     }
 
@@ -218,8 +284,11 @@ class SchemaDefinitionsTest {
     private static Path dispatcherMigrationsBeforeTheLeaseLocation(boolean withRepeatables) throws IOException {
         Path dir = Files.createTempDirectory("migrations-before-the-lease-location");
         dir.toFile().deleteOnExit();
-        try (Stream<Path> now = Files.list(LOCATIONS.get(1)); Stream<Path> then = Files.list(BEFORE_THE_LEASE_LOCATION)) {
-            for (Path file : Stream.concat(now.filter(f -> !Files.exists(BEFORE_THE_LEASE_LOCATION.resolve(f.getFileName()))), then).toList()) {
+        try (Stream<Path> now = Files.list(LOCATIONS.get(1));
+                Stream<Path> then = Files.list(BEFORE_THE_LEASE_LOCATION)) {
+            for (Path file : Stream.concat(
+                            now.filter(f -> !Files.exists(BEFORE_THE_LEASE_LOCATION.resolve(f.getFileName()))), then)
+                    .toList()) {
                 if (withRepeatables || !file.getFileName().toString().startsWith("R__")) {
                     Files.copy(file, dir.resolve(file.getFileName()));
                     dir.resolve(file.getFileName()).toFile().deleteOnExit();
@@ -234,11 +303,15 @@ class SchemaDefinitionsTest {
         Snapshot made = Snapshot.of(fresh);
         assertThat(upgraded.functions).as("functions: upgraded in place vs new").isEqualTo(made.functions);
         assertThat(upgraded.triggers).as("triggers: upgraded in place vs new").isEqualTo(made.triggers);
-        assertThat(upgraded.columns).as("tables and columns: upgraded in place vs new").isEqualTo(made.columns);
+        assertThat(upgraded.columns)
+                .as("tables and columns: upgraded in place vs new")
+                .isEqualTo(made.columns);
     }
 
     private static int count(TestDatabase db, String sql) throws SQLException {
-        try (Connection c = db.connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+        try (Connection c = db.connect();
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(sql)) {
             rs.next();
             return rs.getInt(1);
         }
@@ -259,7 +332,9 @@ class SchemaDefinitionsTest {
                 documented.put(strip(cells[1]), strip(cells[2]) + " | " + strip(cells[3]) + " | " + strip(cells[5]));
             }
         }
-        assertThat(documented).as("rows of docs/schema.md \"What the database refuses\"").isNotEmpty();
+        assertThat(documented)
+                .as("rows of docs/schema.md \"What the database refuses\"")
+                .isNotEmpty();
         Map<String, String> definedIn = new TreeMap<>();
         for (Path file : files("R__")) {
             Matcher m = TRIGGER.matcher(Files.readString(file));
@@ -273,10 +348,14 @@ class SchemaDefinitionsTest {
             Snapshot.of(db).triggers.forEach((name, def) -> {
                 Matcher m = TRIGGER_DEF.matcher(def);
                 assertThat(m.matches()).as(def).isTrue();
-                live.put(name, m.group(4) + " | " + m.group(2) + " " + m.group(3) + ", each " + m.group(5).toLowerCase()
-                        + " | " + definedIn.get(name));
+                live.put(
+                        name,
+                        m.group(4) + " | " + m.group(2) + " " + m.group(3) + ", each "
+                                + m.group(5).toLowerCase() + " | " + definedIn.get(name));
             });
-            assertThat(documented).as("table, when it fires and file of each trigger: docs vs the live database").isEqualTo(live);
+            assertThat(documented)
+                    .as("table, when it fires and file of each trigger: docs vs the live database")
+                    .isEqualTo(live);
         }
     }
 
@@ -297,7 +376,10 @@ class SchemaDefinitionsTest {
         List<Path> files = new ArrayList<>();
         for (Path location : LOCATIONS) {
             try (Stream<Path> list = Files.list(location)) {
-                list.filter(f -> f.getFileName().toString().startsWith(prefix) && f.toString().endsWith(".sql")).sorted().forEach(files::add);
+                list.filter(f -> f.getFileName().toString().startsWith(prefix)
+                                && f.toString().endsWith(".sql"))
+                        .sorted()
+                        .forEach(files::add);
             }
         }
         return files;
@@ -305,7 +387,9 @@ class SchemaDefinitionsTest {
 
     /** The dispatcher's (which migrates the lease's first) and the consumer's. */
     private static String[][] locations() {
-        return new String[][] {{Database.MIGRATIONS, Database.HISTORY_TABLE}, {FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE}};
+        return new String[][] {
+            {Database.MIGRATIONS, Database.HISTORY_TABLE}, {FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE}
+        };
     }
 
     private static void migrateAll(TestDatabase db) {
@@ -324,26 +408,30 @@ class SchemaDefinitionsTest {
             Map<String, String> functions = new TreeMap<>();
             Map<String, String> triggers = new TreeMap<>();
             Map<String, String> columns = new TreeMap<>();
-            try (Connection c = db.connect(); Statement s = c.createStatement()) {
-                try (ResultSet rs = s.executeQuery("SELECT table_name || '.' || column_name, "
-                        + "data_type || coalesce('(' || character_maximum_length || ')', '') || ' ' || is_nullable || ' ' || coalesce(column_default, '-') "
-                        + "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name NOT LIKE '%schema_history'")) {
+            try (Connection c = db.connect();
+                    Statement s = c.createStatement()) {
+                try (ResultSet rs = s.executeQuery(
+                        "SELECT table_name || '.' || column_name, "
+                                + "data_type || coalesce('(' || character_maximum_length || ')', '') || ' ' || is_nullable || ' ' || coalesce(column_default, '-') "
+                                + "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name NOT LIKE '%schema_history'")) {
                     while (rs.next()) {
                         columns.put(rs.getString(1), rs.getString(2));
                     }
                 }
-                try (ResultSet rs = s.executeQuery("SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', "
-                        + "pg_get_functiondef(p.oid) || ' owner ' || pg_get_userbyid(p.proowner) || ' acl ' || coalesce(p.proacl::text, '-') "
-                        + "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                        + "WHERE n.nspname = current_schema() AND p.prokind = 'f' "
-                        + "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
+                try (ResultSet rs = s.executeQuery(
+                        "SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', "
+                                + "pg_get_functiondef(p.oid) || ' owner ' || pg_get_userbyid(p.proowner) || ' acl ' || coalesce(p.proacl::text, '-') "
+                                + "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                                + "WHERE n.nspname = current_schema() AND p.prokind = 'f' "
+                                + "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')")) {
                     while (rs.next()) {
                         functions.put(rs.getString(1), rs.getString(2));
                     }
                 }
-                try (ResultSet rs = s.executeQuery("SELECT t.tgname, pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text "
-                        + "FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid JOIN pg_namespace n ON n.oid = r.relnamespace "
-                        + "WHERE NOT t.tgisinternal AND n.nspname = current_schema()")) {
+                try (ResultSet rs =
+                        s.executeQuery("SELECT t.tgname, pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text "
+                                + "FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid JOIN pg_namespace n ON n.oid = r.relnamespace "
+                                + "WHERE NOT t.tgisinternal AND n.nspname = current_schema()")) {
                     while (rs.next()) {
                         triggers.put(rs.getString(1), rs.getString(2).replaceAll(" enabled O$", ""));
                     }

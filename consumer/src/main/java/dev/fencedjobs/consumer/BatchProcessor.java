@@ -66,6 +66,7 @@ final class BatchProcessor {
 
     /** What became of a record, as its span says (docs/tracing.md). */
     static final String APPLIED = "applied";
+
     static final String LATE = "late";
     static final String DUPLICATE = "duplicate";
     static final String STALE = "stale";
@@ -138,7 +139,10 @@ final class BatchProcessor {
 
     private static boolean overridesApplyAll(Effect effect) {
         try {
-            return effect.getClass().getMethod("applyAll", DSLContext.class, List.class).getDeclaringClass() != Effect.class;
+            return effect.getClass()
+                            .getMethod("applyAll", DSLContext.class, List.class)
+                            .getDeclaringClass()
+                    != Effect.class;
         } catch (NoSuchMethodException e) {
             throw new IllegalStateException(e);
         }
@@ -160,17 +164,24 @@ final class BatchProcessor {
     }
 
     /** As {@link #process(DSLContext, List)}, noting what became of each record in {@code outcomes}. */
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes) {
+    Counts process(
+            DSLContext tx,
+            List<ConsumerRecord<String, byte[]>> records,
+            Map<ConsumerRecord<String, byte[]>, String> outcomes) {
         return process(tx, records, null, onArrival(), outcomes, null);
     }
 
     /** As {@link #process(DSLContext, List, Map)}, with {@code handling} around each job's effect. */
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, Map<ConsumerRecord<String, byte[]>, String> outcomes,
+    Counts process(
+            DSLContext tx,
+            List<ConsumerRecord<String, byte[]>> records,
+            Map<ConsumerRecord<String, byte[]>, String> outcomes,
             Handling handling) {
         return process(tx, records, null, onArrival(), outcomes, handling);
     }
 
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
+    Counts process(
+            DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity) {
         return process(tx, records, retrying, authenticity, null, null);
     }
 
@@ -182,13 +193,19 @@ final class BatchProcessor {
      * each record there (an identity map: records are told apart by instance). With {@code
      * handling}, each job's effect runs inside it.
      */
-    Counts process(DSLContext tx, List<ConsumerRecord<String, byte[]>> records, String retrying, Authenticity authenticity,
-            Map<ConsumerRecord<String, byte[]>, String> outcomes, Handling handling) {
+    Counts process(
+            DSLContext tx,
+            List<ConsumerRecord<String, byte[]>> records,
+            String retrying,
+            Authenticity authenticity,
+            Map<ConsumerRecord<String, byte[]>, String> outcomes,
+            Handling handling) {
         Batch batch = new Batch(tx, outcomes != null ? outcomes : new IdentityHashMap<>(), handling);
         List<Candidate> distinct = batch.screen(records, authenticity);
         Decisions decided = decide(tx, distinct);
         // After decide(): the fence rows are locked, and a retry that empties a resource's queue holds that lock too.
-        List<Decision> deciding = batch.parkWaiting(decided.list(), StoredRecords.waiting(tx, decided.locked().keySet(), retrying));
+        List<Decision> deciding = batch.parkWaiting(
+                decided.list(), StoredRecords.waiting(tx, decided.locked().keySet(), retrying));
         batch.judge(deciding, ClaimStore.claim(tx, deciding), decided.locked());
         try {
             apply(tx, batch.toApply, batch.applying, handling);
@@ -211,6 +228,7 @@ final class BatchProcessor {
         final List<Reuse> reused = new ArrayList<>();
         /** The fences as the applied records moved them. */
         final Map<String, Fence> fences = new HashMap<>();
+
         int duplicates;
         int unauthenticated;
         int parked;
@@ -232,8 +250,12 @@ final class BatchProcessor {
             for (ConsumerRecord<String, byte[]> record : records) {
                 Optional<String> problem = authenticity.problem(record);
                 if (problem.isPresent()) {
-                    log.error("Unauthenticated record {}-{}@{} dead-lettered, not applied: {}", record.topic(), record.partition(),
-                            record.offset(), problem.get());
+                    log.error(
+                            "Unauthenticated record {}-{}@{} dead-lettered, not applied: {}",
+                            record.topic(),
+                            record.partition(),
+                            record.offset(),
+                            problem.get());
                     unreadable.put(record, UNAUTHENTICATED + ": " + problem.get());
                     noted.put(record, DEAD_LETTER);
                     unauthenticated++;
@@ -266,7 +288,13 @@ final class BatchProcessor {
             for (Decision d : decided) {
                 if (!waitingResources.contains(d.job().resource())) {
                     deciding.add(d);
-                } else if (StoredRecords.park(tx, d.record(), d.job(), 0, "waiting behind an earlier record of its resource", null,
+                } else if (StoredRecords.park(
+                        tx,
+                        d.record(),
+                        d.job(),
+                        0,
+                        "waiting behind an earlier record of its resource",
+                        null,
                         storing(d.record()))) {
                     noted.put(d.record(), WAITING);
                     parked++;
@@ -288,7 +316,8 @@ final class BatchProcessor {
                         noted.put(d.record(), STALE);
                         rejected.add(d);
                     }
-                    case APPLIED, LATE, REUSED -> admit(d, fences.getOrDefault(job.resource(), locked.get(job.resource())));
+                    case APPLIED, LATE, REUSED ->
+                        admit(d, fences.getOrDefault(job.resource(), locked.get(job.resource())));
                     case WAITING -> throw new IllegalStateException("parked before the claims");
                 }
             }
@@ -302,7 +331,10 @@ final class BatchProcessor {
             if (before.tokenReusedBy(job.fencingToken(), d.candidate().tenure())) {
                 reused.add(new Reuse(d, "token", before.tenure().toString()));
             }
-            fences.put(job.resource(), before.after(job.outboxId(), job.fencingToken(), d.candidate().tenure()));
+            fences.put(
+                    job.resource(),
+                    before.after(
+                            job.outboxId(), job.fencingToken(), d.candidate().tenure()));
             // A reused id can be late too.
             if (d.before().late(job.outboxId(), job.fencingToken())) {
                 late.add(d);
@@ -323,10 +355,19 @@ final class BatchProcessor {
             FenceStore.write(tx, fences, locked);
             if (duplicates > 0) {
                 // With the batch, so `fenced-jobs status` counts exactly the duplicates that committed.
-                tx.update(CONSUMER_COUNTERS).set(CONSUMER_COUNTERS.VALUE, CONSUMER_COUNTERS.VALUE.plus(duplicates))
-                        .where(CONSUMER_COUNTERS.NAME.eq("duplicates")).execute();
+                tx.update(CONSUMER_COUNTERS)
+                        .set(CONSUMER_COUNTERS.VALUE, CONSUMER_COUNTERS.VALUE.plus(duplicates))
+                        .where(CONSUMER_COUNTERS.NAME.eq("duplicates"))
+                        .execute();
             }
-            return new Counts(toApply.size(), duplicates, rejected.size(), unreadable.size(), late.size(), reused.size(), parked,
+            return new Counts(
+                    toApply.size(),
+                    duplicates,
+                    rejected.size(),
+                    unreadable.size(),
+                    late.size(),
+                    reused.size(),
+                    parked,
                     unauthenticated);
         }
 

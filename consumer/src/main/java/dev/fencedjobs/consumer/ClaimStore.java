@@ -48,7 +48,9 @@ final class ClaimStore {
             if (!claimed.contains(d)) {
                 return FenceDecisions.Claim.SAME_JOB;
             }
-            return reused.stream().anyMatch(r -> r.decision() == d) ? FenceDecisions.Claim.OTHER_JOB : FenceDecisions.Claim.NEW;
+            return reused.stream().anyMatch(r -> r.decision() == d)
+                    ? FenceDecisions.Claim.OTHER_JOB
+                    : FenceDecisions.Claim.NEW;
         }
     }
 
@@ -87,8 +89,14 @@ final class ClaimStore {
             if (FenceDecisions.Claim.of(true, held, job.createdAt()) == FenceDecisions.Claim.SAME_JOB) {
                 claimed.add(d);
             } else {
-                reissued.put(d, previousJob(job.jobId(), held, r.get(CONSUMER_PROCESSED.RESOURCE), r.get(CONSUMER_PROCESSED.FENCING_TOKEN),
-                        r.get(CONSUMER_PROCESSED.PROCESSED_AT)));
+                reissued.put(
+                        d,
+                        previousJob(
+                                job.jobId(),
+                                held,
+                                r.get(CONSUMER_PROCESSED.RESOURCE),
+                                r.get(CONSUMER_PROCESSED.FENCING_TOKEN),
+                                r.get(CONSUMER_PROCESSED.PROCESSED_AT)));
             }
         }
         for (Decision d : later) {
@@ -108,20 +116,41 @@ final class ClaimStore {
      */
     private static Map<Long, Record> claimFirst(DSLContext tx, Collection<Decision> first) {
         List<Job> jobs = first.stream().map(Decision::job).toList();
-        var rows = Unnested.jobs(jobs, first.stream().map(d -> d.outcome().stored()).toList());
-        var insert = tx.insertInto(CONSUMER_PROCESSED, CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT,
-                        CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN, CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.PROCESSED_AT)
-                .select(DSL.select(Unnested.ID, Unnested.CREATED_AT, Unnested.RESOURCE, Unnested.TOKEN, Unnested.TEXT, CLOCK_TIMESTAMP).from(rows));
+        var rows = Unnested.jobs(
+                jobs, first.stream().map(d -> d.outcome().stored()).toList());
+        var insert = tx.insertInto(
+                        CONSUMER_PROCESSED,
+                        CONSUMER_PROCESSED.JOB_ID,
+                        CONSUMER_PROCESSED.JOB_CREATED_AT,
+                        CONSUMER_PROCESSED.RESOURCE,
+                        CONSUMER_PROCESSED.FENCING_TOKEN,
+                        CONSUMER_PROCESSED.OUTCOME,
+                        CONSUMER_PROCESSED.PROCESSED_AT)
+                .select(DSL.select(
+                                Unnested.ID,
+                                Unnested.CREATED_AT,
+                                Unnested.RESOURCE,
+                                Unnested.TOKEN,
+                                Unnested.TEXT,
+                                CLOCK_TIMESTAMP)
+                        .from(rows));
         // DO UPDATE of nothing, only where the creation times differ: it returns the row of the job
         // that holds the id, whose creation time then tells an insert from a reuse.
         Map<Long, Record> returned = new HashMap<>();
-        for (Record r : insert.onConflict(CONSUMER_PROCESSED.JOB_ID).doUpdate()
+        for (Record r : insert.onConflict(CONSUMER_PROCESSED.JOB_ID)
+                .doUpdate()
                 .set(CONSUMER_PROCESSED.OUTCOME, CONSUMER_PROCESSED.OUTCOME)
-                .where(CONSUMER_PROCESSED.JOB_CREATED_AT.isNotNull()
+                .where(CONSUMER_PROCESSED
+                        .JOB_CREATED_AT
+                        .isNotNull()
                         .and(DSL.excluded(CONSUMER_PROCESSED.JOB_CREATED_AT).isNotNull())
                         .and(CONSUMER_PROCESSED.JOB_CREATED_AT.ne(DSL.excluded(CONSUMER_PROCESSED.JOB_CREATED_AT))))
-                .returningResult(CONSUMER_PROCESSED.JOB_ID, CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE,
-                        CONSUMER_PROCESSED.FENCING_TOKEN, CONSUMER_PROCESSED.PROCESSED_AT)
+                .returningResult(
+                        CONSUMER_PROCESSED.JOB_ID,
+                        CONSUMER_PROCESSED.JOB_CREATED_AT,
+                        CONSUMER_PROCESSED.RESOURCE,
+                        CONSUMER_PROCESSED.FENCING_TOKEN,
+                        CONSUMER_PROCESSED.PROCESSED_AT)
                 .fetch()) {
             returned.put(r.get(CONSUMER_PROCESSED.JOB_ID), r);
         }
@@ -134,14 +163,25 @@ final class ClaimStore {
         if (reissued.isEmpty()) {
             return reuses;
         }
-        var again = tx.insertInto(CONSUMER_PROCESSED_REISSUED, CONSUMER_PROCESSED_REISSUED.JOB_ID, CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT,
-                CONSUMER_PROCESSED_REISSUED.RESOURCE, CONSUMER_PROCESSED_REISSUED.FENCING_TOKEN, CONSUMER_PROCESSED_REISSUED.OUTCOME,
+        var again = tx.insertInto(
+                CONSUMER_PROCESSED_REISSUED,
+                CONSUMER_PROCESSED_REISSUED.JOB_ID,
+                CONSUMER_PROCESSED_REISSUED.JOB_CREATED_AT,
+                CONSUMER_PROCESSED_REISSUED.RESOURCE,
+                CONSUMER_PROCESSED_REISSUED.FENCING_TOKEN,
+                CONSUMER_PROCESSED_REISSUED.OUTCOME,
                 CONSUMER_PROCESSED_REISSUED.PROCESSED_AT);
         InsertValuesStep6<?, Long, OffsetDateTime, String, Long, String, OffsetDateTime> values = null;
         for (Decision d : reissued.keySet()) {
             Job job = d.job();
-            values = (values == null ? again : values).values(val(job.jobId()), val(job.createdAt()), val(job.resource()),
-                    val(job.fencingToken().value()), val(d.outcome().stored()), CLOCK_TIMESTAMP);
+            values = (values == null ? again : values)
+                    .values(
+                            val(job.jobId()),
+                            val(job.createdAt()),
+                            val(job.resource()),
+                            val(job.fencingToken().value()),
+                            val(d.outcome().stored()),
+                            CLOCK_TIMESTAMP);
         }
         Set<String> taken = new HashSet<>();
         values.onConflictDoNothing()
@@ -164,21 +204,33 @@ final class ClaimStore {
      * job and this claim is new: a reuse to report (its batch's report was rolled back with it).
      */
     static Optional<String> claimDeadLetter(DSLContext tx, Job job) {
-        var held = tx.select(CONSUMER_PROCESSED.JOB_CREATED_AT, CONSUMER_PROCESSED.RESOURCE, CONSUMER_PROCESSED.FENCING_TOKEN,
+        var held = tx.select(
+                        CONSUMER_PROCESSED.JOB_CREATED_AT,
+                        CONSUMER_PROCESSED.RESOURCE,
+                        CONSUMER_PROCESSED.FENCING_TOKEN,
                         CONSUMER_PROCESSED.PROCESSED_AT)
-                .from(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId())).fetchOptional().orElse(null);
-        boolean reissued = held != null && held.value1() != null && job.createdAt() != null && !held.value1().isEqual(job.createdAt());
+                .from(CONSUMER_PROCESSED)
+                .where(CONSUMER_PROCESSED.JOB_ID.eq(job.jobId()))
+                .fetchOptional()
+                .orElse(null);
+        boolean reissued = held != null
+                && held.value1() != null
+                && job.createdAt() != null
+                && !held.value1().isEqual(job.createdAt());
         // Both tables have the same columns: the claim goes where the batch's claim would have put it.
         Table<?> table = reissued ? CONSUMER_PROCESSED_REISSUED : CONSUMER_PROCESSED;
         boolean claimed = tx.insertInto(table)
-                .set(sameColumn(table, CONSUMER_PROCESSED.JOB_ID), job.jobId())
-                .set(sameColumn(table, CONSUMER_PROCESSED.JOB_CREATED_AT), job.createdAt())
-                .set(sameColumn(table, CONSUMER_PROCESSED.RESOURCE), job.resource())
-                .set(sameColumn(table, CONSUMER_PROCESSED.FENCING_TOKEN), job.fencingToken().value())
-                .set(sameColumn(table, CONSUMER_PROCESSED.OUTCOME), Outcome.DEAD_LETTER.stored())
-                .set(sameColumn(table, CONSUMER_PROCESSED.PROCESSED_AT), CLOCK_TIMESTAMP)
-                .onConflictDoNothing()
-                .execute() == 1;
+                        .set(sameColumn(table, CONSUMER_PROCESSED.JOB_ID), job.jobId())
+                        .set(sameColumn(table, CONSUMER_PROCESSED.JOB_CREATED_AT), job.createdAt())
+                        .set(sameColumn(table, CONSUMER_PROCESSED.RESOURCE), job.resource())
+                        .set(
+                                sameColumn(table, CONSUMER_PROCESSED.FENCING_TOKEN),
+                                job.fencingToken().value())
+                        .set(sameColumn(table, CONSUMER_PROCESSED.OUTCOME), Outcome.DEAD_LETTER.stored())
+                        .set(sameColumn(table, CONSUMER_PROCESSED.PROCESSED_AT), CLOCK_TIMESTAMP)
+                        .onConflictDoNothing()
+                        .execute()
+                == 1;
         return reissued && claimed
                 ? Optional.of(previousJob(job.jobId(), held.value1(), held.value2(), held.value3(), held.value4()))
                 : Optional.empty();
@@ -189,8 +241,10 @@ final class ClaimStore {
         return table.field(column.getName(), column.getType());
     }
 
-    private static String previousJob(long jobId, OffsetDateTime createdAt, String resource, long token, OffsetDateTime processedAt) {
-        return "job " + jobId + " created at " + createdAt + " (resource " + resource + ", token " + token + ", processed at " + processedAt + ")";
+    private static String previousJob(
+            long jobId, OffsetDateTime createdAt, String resource, long token, OffsetDateTime processedAt) {
+        return "job " + jobId + " created at " + createdAt + " (resource " + resource + ", token " + token
+                + ", processed at " + processedAt + ")";
     }
 
     private static String identity(long jobId, OffsetDateTime createdAt) {

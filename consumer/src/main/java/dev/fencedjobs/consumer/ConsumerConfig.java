@@ -25,8 +25,16 @@ import java.util.Objects;
  *     letters, late records and reuses ({@code RECORDS_RETENTION})
  * @param retries patient retries after the quick ones ({@code EFFECT_RETRY_MAX_AGE}, {@code EFFECT_RETRY_MAX_BACKOFF})
  */
-public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-        Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention,
+public record ConsumerConfig(
+        ServiceConfig service,
+        KafkaSettings kafka,
+        String groupId,
+        int batchSize,
+        int effectMaxAttempts,
+        Duration effectRetryBackoff,
+        Duration processedRetention,
+        GroupMembership membership,
+        Duration recordsRetention,
         EffectRetries retries) {
 
     public static final String GROUP = "CONSUMER_GROUP";
@@ -38,9 +46,11 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
     public static final int DEFAULT_BATCH_SIZE = 2000;
     /** Kafka's default topic retention ({@code retention.ms}), seven days. */
     public static final Duration DEFAULT_PROCESSED_RETENTION = Duration.ofDays(7);
+
     public static final String RECORDS_RETENTION = "RECORDS_RETENTION";
     /** Long enough to look into what happened after a holiday. */
     public static final Duration DEFAULT_RECORDS_RETENTION = Duration.ofDays(30);
+
     public static final int DEFAULT_EFFECT_MAX_ATTEMPTS = 3;
     public static final Duration DEFAULT_EFFECT_RETRY_BACKOFF = Duration.ofMillis(200);
 
@@ -61,28 +71,84 @@ public record ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String 
     }
 
     /** With the default patient retries. */
-    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-            Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership, Duration recordsRetention) {
-        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership, recordsRetention,
+    public ConsumerConfig(
+            ServiceConfig service,
+            KafkaSettings kafka,
+            String groupId,
+            int batchSize,
+            int effectMaxAttempts,
+            Duration effectRetryBackoff,
+            Duration processedRetention,
+            GroupMembership membership,
+            Duration recordsRetention) {
+        this(
+                service,
+                kafka,
+                groupId,
+                batchSize,
+                effectMaxAttempts,
+                effectRetryBackoff,
+                processedRetention,
+                membership,
+                recordsRetention,
                 EffectRetries.DEFAULT);
     }
 
     /** The same with other patient retries. */
     public ConsumerConfig withRetries(EffectRetries other) {
-        return new ConsumerConfig(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership,
-                recordsRetention, other);
+        return new ConsumerConfig(
+                service,
+                kafka,
+                groupId,
+                batchSize,
+                effectMaxAttempts,
+                effectRetryBackoff,
+                processedRetention,
+                membership,
+                recordsRetention,
+                other);
     }
 
     /** With the default retention of rejections, dead letters, late records and reuses. */
-    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-            Duration effectRetryBackoff, Duration processedRetention, GroupMembership membership) {
-        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, membership, DEFAULT_RECORDS_RETENTION);
+    public ConsumerConfig(
+            ServiceConfig service,
+            KafkaSettings kafka,
+            String groupId,
+            int batchSize,
+            int effectMaxAttempts,
+            Duration effectRetryBackoff,
+            Duration processedRetention,
+            GroupMembership membership) {
+        this(
+                service,
+                kafka,
+                groupId,
+                batchSize,
+                effectMaxAttempts,
+                effectRetryBackoff,
+                processedRetention,
+                membership,
+                DEFAULT_RECORDS_RETENTION);
     }
 
     /** With the default {@link GroupMembership}. */
-    public ConsumerConfig(ServiceConfig service, KafkaSettings kafka, String groupId, int batchSize, int effectMaxAttempts,
-            Duration effectRetryBackoff, Duration processedRetention) {
-        this(service, kafka, groupId, batchSize, effectMaxAttempts, effectRetryBackoff, processedRetention, GroupMembership.DEFAULT);
+    public ConsumerConfig(
+            ServiceConfig service,
+            KafkaSettings kafka,
+            String groupId,
+            int batchSize,
+            int effectMaxAttempts,
+            Duration effectRetryBackoff,
+            Duration processedRetention) {
+        this(
+                service,
+                kafka,
+                groupId,
+                batchSize,
+                effectMaxAttempts,
+                effectRetryBackoff,
+                processedRetention,
+                GroupMembership.DEFAULT);
     }
 
     public static ConsumerConfig from(Settings settings) {

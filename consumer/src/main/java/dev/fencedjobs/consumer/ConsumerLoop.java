@@ -74,7 +74,10 @@ final class ConsumerLoop {
         int attempt;
         Counts total = Counts.NONE;
 
-        InHand(ConsumerRecords<String, byte[]> polled, List<ConsumerRecord<String, byte[]>> records, long startedNanos) {
+        InHand(
+                ConsumerRecords<String, byte[]> polled,
+                List<ConsumerRecord<String, byte[]>> records,
+                long startedNanos) {
             this.polled = polled;
             this.records = records;
             this.startedNanos = startedNanos;
@@ -115,32 +118,57 @@ final class ConsumerLoop {
     private final Counter failures;
     private final Timer batchLatency;
 
-    ConsumerLoop(Consumer<String, byte[]> kafka, Store store, OffsetCommitter committer, int maxAttempts, Duration attemptBackoff,
-            Ticker ticker, MeterRegistry registry) {
+    ConsumerLoop(
+            Consumer<String, byte[]> kafka,
+            Store store,
+            OffsetCommitter committer,
+            int maxAttempts,
+            Duration attemptBackoff,
+            Ticker ticker,
+            MeterRegistry registry) {
         this.kafka = kafka;
         this.store = store;
         this.committer = committer;
         this.maxAttempts = maxAttempts;
         this.attemptBackoff = attemptBackoff;
         this.ticker = ticker;
-        applied = Counter.builder("fencedjobs_consumer_applied").description("effects applied").register(registry);
-        duplicates = Counter.builder("fencedjobs_consumer_duplicates").description("records skipped: job id already processed").register(registry);
-        stale = Counter.builder("fencedjobs_consumer_stale_rejected").description("records rejected: token below the resource's highest").register(registry);
-        deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered").description("records dead-lettered").register(registry);
+        applied = Counter.builder("fencedjobs_consumer_applied")
+                .description("effects applied")
+                .register(registry);
+        duplicates = Counter.builder("fencedjobs_consumer_duplicates")
+                .description("records skipped: job id already processed")
+                .register(registry);
+        stale = Counter.builder("fencedjobs_consumer_stale_rejected")
+                .description("records rejected: token below the resource's highest")
+                .register(registry);
+        deadLettered = Counter.builder("fencedjobs_consumer_dead_lettered")
+                .description("records dead-lettered")
+                .register(registry);
         unauthenticated = Counter.builder("fencedjobs_consumer_unauthenticated")
-                .description("records dead-lettered because no trusted key signed them (forged, tampered, unsigned, or an untrusted key)")
+                .description(
+                        "records dead-lettered because no trusted key signed them (forged, tampered, unsigned, or an untrusted key)")
                 .register(registry);
         late = Counter.builder("fencedjobs_consumer_late")
-                .description("records applied that arrived after a later outbox row of their resource").register(registry);
+                .description("records applied that arrived after a later outbox row of their resource")
+                .register(registry);
         reused = Counter.builder("fencedjobs_consumer_reused")
-                .description("records whose job id or fencing token had been seen on another job or tenure: a database rolled back by a failover")
+                .description(
+                        "records whose job id or fencing token had been seen on another job or tenure: a database rolled back by a failover")
                 .register(registry);
         parked = Counter.builder("fencedjobs_consumer_waiting")
-                .description("records put to wait for a patient retry: their effect kept failing, or an earlier record of their resource waits")
+                .description(
+                        "records put to wait for a patient retry: their effect kept failing, or an earlier record of their resource waits")
                 .register(registry);
-        failures = Counter.builder("fencedjobs_consumer_batch_failures").description("polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back").register(registry);
-        batchLatency = Timer.builder("fencedjobs_consumer_batch").description("database transaction and offset commit of one batch").register(registry);
-        Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get).description("records behind the end of the assigned partitions").register(registry);
+        failures = Counter.builder("fencedjobs_consumer_batch_failures")
+                .description(
+                        "polls and batches that failed: a Kafka fault, or a database fault that rolled the batch back")
+                .register(registry);
+        batchLatency = Timer.builder("fencedjobs_consumer_batch")
+                .description("database transaction and offset commit of one batch")
+                .register(registry);
+        Gauge.builder("fencedjobs_consumer_lag", lag, AtomicLong::get)
+                .description("records behind the end of the assigned partitions")
+                .register(registry);
     }
 
     /** Runs the steps until stopped. */
@@ -171,7 +199,9 @@ final class ConsumerLoop {
         } catch (KafkaException e) {
             failures.increment();
             health.failed(e);
-            return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), "Kafka: " + e.getClass().getSimpleName());
+            return Next.backOff(
+                    ticker.nanoTime() + backoff.nextNanos(),
+                    "Kafka: " + e.getClass().getSimpleName());
         }
         health.succeeded();
         updateLagAndAssignment();
@@ -186,7 +216,10 @@ final class ConsumerLoop {
             counts = store.process(records);
             databaseOk = true;
         } catch (BatchProcessor.EffectFailure e) {
-            log.warn("Effect failed in a batch of {} records; retrying them one at a time: {}", records.size(), Faults.describe(e));
+            log.warn(
+                    "Effect failed in a batch of {} records; retrying them one at a time: {}",
+                    records.size(),
+                    Faults.describe(e));
             inHand = new InHand(polled, records, started);
             return nextRecord();
         } catch (RuntimeException e) {
@@ -207,9 +240,12 @@ final class ConsumerLoop {
                 h.attempt++;
                 log.debug("Effect attempt {} of {} failed for {}", h.attempt, maxAttempts, Records.describe(record));
                 if (h.attempt < maxAttempts) {
-                    return Next.backOff(ticker.nanoTime() + attemptBackoff.toNanos(), "effect attempt " + h.attempt + " of " + maxAttempts + " failed");
+                    return Next.backOff(
+                            ticker.nanoTime() + attemptBackoff.toNanos(),
+                            "effect attempt " + h.attempt + " of " + maxAttempts + " failed");
                 }
-                h.done(store.giveUp(record, "effect failed " + maxAttempts + " times: " + Faults.describe(e.getCause())));
+                h.done(store.giveUp(
+                        record, "effect failed " + maxAttempts + " times: " + Faults.describe(e.getCause())));
             }
         } catch (RuntimeException e) {
             inHand = null;
@@ -229,7 +265,9 @@ final class ConsumerLoop {
         for (TopicPartition tp : polled.partitions()) {
             kafka.seek(tp, polled.records(tp).get(0).offset());
         }
-        return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), "database: " + e.getClass().getSimpleName());
+        return Next.backOff(
+                ticker.nanoTime() + backoff.nextNanos(),
+                "database: " + e.getClass().getSimpleName());
     }
 
     /** The batch is in the database: count it and commit its offsets. */

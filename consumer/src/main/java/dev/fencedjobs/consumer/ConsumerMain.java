@@ -8,6 +8,10 @@ public final class ConsumerMain {
     private ConsumerMain() {}
 
     public static void main(String[] args) throws InterruptedException {
-        ServiceMain.run("consumer", ConsumerConfig::from, (ConsumerConfig config) -> FencedConsumer.builder(config, new LedgerEffect()).start());
+        ServiceMain.run(
+                "consumer",
+                ConsumerConfig::from,
+                (ConsumerConfig config) ->
+                        FencedConsumer.builder(config, new LedgerEffect()).start());
     }
 }

@@ -1,7 +1,15 @@
 package dev.fencedjobs.consumer;
 
 /** What one batch did; {@code unauthenticated} records are among the {@code deadLettered}. */
-record Counts(int applied, int duplicates, int rejected, int deadLettered, int late, int reused, int waiting, int unauthenticated) {
+record Counts(
+        int applied,
+        int duplicates,
+        int rejected,
+        int deadLettered,
+        int late,
+        int reused,
+        int waiting,
+        int unauthenticated) {
 
     static final Counts NONE = new Counts(0, 0, 0, 0, 0, 0, 0, 0);
 
@@ -14,7 +22,14 @@ record Counts(int applied, int duplicates, int rejected, int deadLettered, int l
     }
 
     Counts plus(Counts o) {
-        return new Counts(applied + o.applied, duplicates + o.duplicates, rejected + o.rejected, deadLettered + o.deadLettered,
-                late + o.late, reused + o.reused, waiting + o.waiting, unauthenticated + o.unauthenticated);
+        return new Counts(
+                applied + o.applied,
+                duplicates + o.duplicates,
+                rejected + o.rejected,
+                deadLettered + o.deadLettered,
+                late + o.late,
+                reused + o.reused,
+                waiting + o.waiting,
+                unauthenticated + o.unauthenticated);
     }
 }

@@ -43,6 +43,7 @@ final class DeadLetterReplay {
     private final ProcessSpans spans;
     /** The records of the replay under way, and what became of them: for its span. */
     private final List<ConsumerRecord<String, byte[]>> replaying = new ArrayList<>(1);
+
     private final Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
 
     DeadLetterReplay(DSLContext dsl, BatchProcessor processor, ProcessSpans spans) {
@@ -53,8 +54,13 @@ final class DeadLetterReplay {
 
     /** Replays the oldest requested letter, if any; returns how many it replayed (0 or 1). */
     int replayOne() {
-        Long id = dsl.select(CONSUMER_DEAD_LETTER.ID).from(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
-                .orderBy(CONSUMER_DEAD_LETTER.ID).limit(1).fetchOptional(CONSUMER_DEAD_LETTER.ID).orElse(null);
+        Long id = dsl.select(CONSUMER_DEAD_LETTER.ID)
+                .from(CONSUMER_DEAD_LETTER)
+                .where(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                .orderBy(CONSUMER_DEAD_LETTER.ID)
+                .limit(1)
+                .fetchOptional(CONSUMER_DEAD_LETTER.ID)
+                .orElse(null);
         if (id == null) {
             return 0;
         }
@@ -73,7 +79,8 @@ final class DeadLetterReplay {
                     .set(CONSUMER_DEAD_LETTER.STATUS, DEAD)
                     .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, Records.truncate(why, 2000))
                     .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
-                    .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                    .where(CONSUMER_DEAD_LETTER.ID.eq(id))
+                    .and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
                     .execute();
             return 1;
         } catch (RuntimeException | Error e) {
@@ -83,45 +90,74 @@ final class DeadLetterReplay {
     }
 
     private int replay(DSLContext tx, long id) {
-        Record r = tx.select(CONSUMER_DEAD_LETTER.TOPIC, CONSUMER_DEAD_LETTER.KAFKA_PARTITION, CONSUMER_DEAD_LETTER.KAFKA_OFFSET,
-                        CONSUMER_DEAD_LETTER.RECORD_KEY, CONSUMER_DEAD_LETTER.RECORD_VALUE, CONSUMER_DEAD_LETTER.JOB_ID, CONSUMER_DEAD_LETTER.REASON,
-                        CONSUMER_DEAD_LETTER.RECORD_SIGNATURE, CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT, CONSUMER_DEAD_LETTER.TRACEPARENT,
-                        CONSUMER_DEAD_LETTER.TRACESTATE, CONSUMER_DEAD_LETTER.FIRST_ATTEMPT)
+        Record r = tx.select(
+                        CONSUMER_DEAD_LETTER.TOPIC,
+                        CONSUMER_DEAD_LETTER.KAFKA_PARTITION,
+                        CONSUMER_DEAD_LETTER.KAFKA_OFFSET,
+                        CONSUMER_DEAD_LETTER.RECORD_KEY,
+                        CONSUMER_DEAD_LETTER.RECORD_VALUE,
+                        CONSUMER_DEAD_LETTER.JOB_ID,
+                        CONSUMER_DEAD_LETTER.REASON,
+                        CONSUMER_DEAD_LETTER.RECORD_SIGNATURE,
+                        CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT,
+                        CONSUMER_DEAD_LETTER.TRACEPARENT,
+                        CONSUMER_DEAD_LETTER.TRACESTATE,
+                        CONSUMER_DEAD_LETTER.FIRST_ATTEMPT)
                 .from(CONSUMER_DEAD_LETTER)
-                .where(CONSUMER_DEAD_LETTER.ID.eq(id)).and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
-                .forUpdate().skipLocked()
+                .where(CONSUMER_DEAD_LETTER.ID.eq(id))
+                .and(CONSUMER_DEAD_LETTER.STATUS.eq(REQUESTED))
+                .forUpdate()
+                .skipLocked()
                 .fetchOne();
         if (r == null) {
             return 0; // another consumer has it, or the operator changed their mind
         }
         Long jobId = r.get(CONSUMER_DEAD_LETTER.JOB_ID);
         if (jobId != null) {
-            tx.deleteFrom(CONSUMER_PROCESSED).where(CONSUMER_PROCESSED.JOB_ID.eq(jobId))
-                    .and(CONSUMER_PROCESSED.OUTCOME.eq("dead_letter")).execute();
-            tx.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
-                    .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter")).execute();
+            tx.deleteFrom(CONSUMER_PROCESSED)
+                    .where(CONSUMER_PROCESSED.JOB_ID.eq(jobId))
+                    .and(CONSUMER_PROCESSED.OUTCOME.eq("dead_letter"))
+                    .execute();
+            tx.deleteFrom(CONSUMER_PROCESSED_REISSUED)
+                    .where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
+                    .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter"))
+                    .execute();
         }
-        ConsumerRecord<String, byte[]> record = StoredRecords.stored(r.get(CONSUMER_DEAD_LETTER.TOPIC), r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
-                r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET), r.get(CONSUMER_DEAD_LETTER.RECORD_KEY), r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE),
-                r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE), r.get(CONSUMER_DEAD_LETTER.TRACEPARENT), r.get(CONSUMER_DEAD_LETTER.TRACESTATE));
+        ConsumerRecord<String, byte[]> record = StoredRecords.stored(
+                r.get(CONSUMER_DEAD_LETTER.TOPIC),
+                r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
+                r.get(CONSUMER_DEAD_LETTER.KAFKA_OFFSET),
+                r.get(CONSUMER_DEAD_LETTER.RECORD_KEY),
+                r.get(CONSUMER_DEAD_LETTER.RECORD_VALUE),
+                r.get(CONSUMER_DEAD_LETTER.RECORD_SIGNATURE),
+                r.get(CONSUMER_DEAD_LETTER.TRACEPARENT),
+                r.get(CONSUMER_DEAD_LETTER.TRACESTATE));
         replaying.add(record);
         spans.retrying(record, r.get(CONSUMER_DEAD_LETTER.JOB_ID), r.get(CONSUMER_DEAD_LETTER.FIRST_ATTEMPT), 0);
-        // Checked again as it arrived: a letter dead for want of a trusted key replays once its key is trusted, and never before.
-        Counts counts = processor.process(tx, replaying, null, processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
-                outcomes, spans);
+        // Checked again as it arrived: a letter dead for want of a trusted key replays once its key is trusted, and
+        // never before.
+        Counts counts = processor.process(
+                tx,
+                replaying,
+                null,
+                processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
+                outcomes,
+                spans);
         String outcome;
         String status = REPLAYED;
         if (counts.applied() > 0) {
             outcome = "applied" + (counts.late() > 0 ? " (late: a later row of its resource had been applied)" : "");
         } else if (counts.rejected() > 0) {
-            outcome = "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)";
+            outcome =
+                    "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)";
         } else if (counts.waiting() > 0) {
             outcome = "waiting behind an earlier record of its resource for a patient retry (consumer_waiting)";
         } else if (counts.duplicates() > 0) {
             outcome = "duplicate: its job had been processed meanwhile, nothing applied";
         } else if (counts.unauthenticated() > 0) {
             status = DEAD;
-            outcome = "still unauthenticated: its signature does not verify with the keys this consumer trusts (see its new dead letter)";
+            outcome =
+                    "still unauthenticated: its signature does not verify with the keys this consumer trusts (see its new dead letter)";
         } else {
             status = DEAD;
             outcome = "still unreadable: " + r.get(CONSUMER_DEAD_LETTER.REASON);
@@ -132,7 +168,14 @@ final class DeadLetterReplay {
                 .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id))
                 .execute();
-        log.info("Replayed dead letter {} ({}-{}@{}, job {}): {}", id, record.topic(), record.partition(), record.offset(), jobId, outcome);
+        log.info(
+                "Replayed dead letter {} ({}-{}@{}, job {}): {}",
+                id,
+                record.topic(),
+                record.partition(),
+                record.offset(),
+                jobId,
+                outcome);
         return 1;
     }
 }

@@ -15,7 +15,9 @@ record Decision(Candidate candidate, Outcome outcome, Fence before) {
 
     /** How a job's claim row ends, as {@code consumer_processed.outcome} stores it. */
     enum Outcome {
-        APPLIED, REJECTED, DEAD_LETTER;
+        APPLIED,
+        REJECTED,
+        DEAD_LETTER;
 
         String stored() {
             return name().toLowerCase(Locale.ROOT);
@@ -26,7 +28,8 @@ record Decision(Candidate candidate, Outcome outcome, Fence before) {
     record Candidate(ConsumerRecord<String, byte[]> record, Job job, Tenure tenure) {
 
         static Candidate of(ConsumerRecord<String, byte[]> record, Envelope e) {
-            return new Candidate(record, Records.jobOf(e), new Tenure(e.tokenHolder(), Records.asStored(e.tokenAcquiredAt())));
+            return new Candidate(
+                    record, Records.jobOf(e), new Tenure(e.tokenHolder(), Records.asStored(e.tokenAcquiredAt())));
         }
     }
 

@@ -32,7 +32,8 @@ public record EffectRetries(Duration maxAge, Duration maxBackoff) {
     }
 
     public static EffectRetries from(Settings settings) {
-        return new EffectRetries(settings.duration(MAX_AGE, DEFAULT.maxAge()), settings.duration(MAX_BACKOFF, DEFAULT.maxBackoff()));
+        return new EffectRetries(
+                settings.duration(MAX_AGE, DEFAULT.maxAge()), settings.duration(MAX_BACKOFF, DEFAULT.maxBackoff()));
     }
 
     public boolean enabled() {

@@ -99,7 +99,9 @@ final class FenceDecisions {
             }
             long highestOutbox = Math.max(highestOutboxId, outboxId);
             if (token.equals(highestToken)) {
-                long first = tokenFirstOutboxId != UNKNOWN_OUTBOX_ID ? Math.min(tokenFirstOutboxId, outboxId) : UNKNOWN_OUTBOX_ID;
+                long first = tokenFirstOutboxId != UNKNOWN_OUTBOX_ID
+                        ? Math.min(tokenFirstOutboxId, outboxId)
+                        : UNKNOWN_OUTBOX_ID;
                 return new Fence(token, first, highestOutbox, recordTenure.known() ? recordTenure : tenure);
             }
             return new Fence(highestToken, tokenFirstOutboxId, highestOutbox, tenure);
@@ -120,7 +122,9 @@ final class FenceDecisions {
          * below where the higher token begins. Where that is not known, a lower token is stale.
          */
         boolean admits(long outboxId, FencingToken token) {
-            return highestToken == null || !token.isBefore(highestToken) || (tokenFirstOutboxId != UNKNOWN_OUTBOX_ID && outboxId < tokenFirstOutboxId);
+            return highestToken == null
+                    || !token.isBefore(highestToken)
+                    || (tokenFirstOutboxId != UNKNOWN_OUTBOX_ID && outboxId < tokenFirstOutboxId);
         }
     }
 

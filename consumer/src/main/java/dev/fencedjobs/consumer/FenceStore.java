@@ -34,28 +34,40 @@ final class FenceStore {
     static Map<String, Fence> lock(DSLContext tx, SortedSet<String> resources) {
         // In sorted order, so that two consumers lock shared resources in the same order; one array bound.
         Field<String> resource = DSL.field(DSL.name("u", "resource"), String.class);
-        var values = tx.insertInto(CONSUMER_RESOURCE_FENCE, CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
+        var values = tx.insertInto(
+                        CONSUMER_RESOURCE_FENCE,
+                        CONSUMER_RESOURCE_FENCE.RESOURCE,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
                         CONSUMER_RESOURCE_FENCE.UPDATED_AT)
                 .select(DSL.select(resource, val(0L), CLOCK_TIMESTAMP)
-                        .from(DSL.table("unnest({0}::varchar[]) WITH ORDINALITY AS u (resource, n)", DSL.val(resources.toArray(String[]::new))))
+                        .from(DSL.table(
+                                "unnest({0}::varchar[]) WITH ORDINALITY AS u (resource, n)",
+                                DSL.val(resources.toArray(String[]::new))))
                         .orderBy(DSL.field(DSL.name("u", "n"))));
         // DO UPDATE rather than DO NOTHING: it locks an existing row, in the statement's sorted order
         // like the rows it inserts. WHERE false: without writing a new version of it (DO UPDATE SET
         // highest_token = highest_token wrote one for every resource of every batch, before the
         // update of the fences that moved wrote another).
-        values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE).doUpdate()
+        values.onConflict(CONSUMER_RESOURCE_FENCE.RESOURCE)
+                .doUpdate()
                 .set(CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN)
                 .where(DSL.falseCondition())
                 .execute();
         // Then read them: this transaction holds their locks, so they are as the next statements find them.
         Map<String, Fence> locked = new HashMap<>();
-        for (var r : tx.select(CONSUMER_RESOURCE_FENCE.RESOURCE, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
-                        CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID, CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID,
-                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER, CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT)
+        for (var r : tx.select(
+                        CONSUMER_RESOURCE_FENCE.RESOURCE,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN,
+                        CONSUMER_RESOURCE_FENCE.TOKEN_FIRST_OUTBOX_ID,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_OUTBOX_ID,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_HOLDER,
+                        CONSUMER_RESOURCE_FENCE.HIGHEST_TOKEN_ACQUIRED_AT)
                 .from(CONSUMER_RESOURCE_FENCE)
                 .where(CONSUMER_RESOURCE_FENCE.RESOURCE.eq(DSL.any(DSL.val(resources.toArray(String[]::new)))))
                 .fetch()) {
-            locked.put(r.value1(), new Fence(token(r.value2()), r.value3(), r.value4(), new Tenure(r.value5(), r.value6())));
+            locked.put(
+                    r.value1(),
+                    new Fence(token(r.value2()), r.value3(), r.value4(), new Tenure(r.value5(), r.value6())));
         }
         if (locked.size() != resources.size()) {
             // Locked (or inserted) by this transaction a statement ago: a fence row cannot have gone.
@@ -75,7 +87,9 @@ final class FenceStore {
      * rows are locked since {@link #lock}. A moved fence always has a highest token.
      */
     static void write(DSLContext tx, Map<String, Fence> fences, Map<String, Fence> locked) {
-        List<Map.Entry<String, Fence>> moved = fences.entrySet().stream().filter(e -> !e.getValue().equals(locked.get(e.getKey()))).toList();
+        List<Map.Entry<String, Fence>> moved = fences.entrySet().stream()
+                .filter(e -> !e.getValue().equals(locked.get(e.getKey())))
+                .toList();
         if (moved.isEmpty()) {
             return;
         }
@@ -93,15 +107,23 @@ final class FenceStore {
             firstOutboxIds[i] = f.tokenFirstOutboxId();
             highestOutboxIds[i] = f.highestOutboxId();
             holders[i] = f.tenure().holder();
-            acquiredAt[i] = f.tenure().acquiredAt() == null ? null : f.tenure().acquiredAt().toInstant().toString();
+            acquiredAt[i] = f.tenure().acquiredAt() == null
+                    ? null
+                    : f.tenure().acquiredAt().toInstant().toString();
         }
-        int updated = tx.execute("UPDATE consumer_resource_fence f SET highest_token = v.highest_token, token_first_outbox_id = v.first_outbox_id,"
-                + " highest_outbox_id = v.highest_outbox_id, highest_token_holder = v.holder, highest_token_acquired_at = v.acquired_at,"
-                + " updated_at = clock_timestamp()"
-                + " FROM unnest({0}::varchar[], {1}::bigint[], {2}::bigint[], {3}::bigint[], {4}::varchar[], {5}::timestamptz[])"
-                + " AS v (resource, highest_token, first_outbox_id, highest_outbox_id, holder, acquired_at)"
-                + " WHERE f.resource = v.resource", DSL.val(resources), DSL.val(highest), DSL.val(firstOutboxIds), DSL.val(highestOutboxIds),
-                DSL.val(holders), DSL.val(acquiredAt));
+        int updated = tx.execute(
+                "UPDATE consumer_resource_fence f SET highest_token = v.highest_token, token_first_outbox_id = v.first_outbox_id,"
+                        + " highest_outbox_id = v.highest_outbox_id, highest_token_holder = v.holder, highest_token_acquired_at = v.acquired_at,"
+                        + " updated_at = clock_timestamp()"
+                        + " FROM unnest({0}::varchar[], {1}::bigint[], {2}::bigint[], {3}::bigint[], {4}::varchar[], {5}::timestamptz[])"
+                        + " AS v (resource, highest_token, first_outbox_id, highest_outbox_id, holder, acquired_at)"
+                        + " WHERE f.resource = v.resource",
+                DSL.val(resources),
+                DSL.val(highest),
+                DSL.val(firstOutboxIds),
+                DSL.val(highestOutboxIds),
+                DSL.val(holders),
+                DSL.val(acquiredAt));
         if (updated != n) {
             // Locked by this transaction since lock(): a fence row cannot have gone.
             throw new IllegalStateException("wrote " + updated + " of " + n + " resource fences");

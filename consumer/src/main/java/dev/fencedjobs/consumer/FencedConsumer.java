@@ -78,6 +78,7 @@ public final class FencedConsumer implements RunningService {
     static final Duration RETRY_POLL = Duration.ofSeconds(1);
     /** The consumer's own schema and Flyway history, apart from the dispatcher's. */
     public static final String MIGRATIONS = "classpath:db/consumer";
+
     public static final String HISTORY_TABLE = "consumer_schema_history";
 
     /** Commits the offsets of a handled batch: {@code commitSync}. */
@@ -96,53 +97,105 @@ public final class FencedConsumer implements RunningService {
     private final Purger purger;
     /** Replays the dead letters an operator asked for, beside the loop: one at a time, every few seconds while none is asked. */
     private final Purger replayer;
+
     private final Counter replayed;
     /** Tries again the records waiting for a patient retry, beside the loop. */
     private final Purger retrier;
+
     private final PatientRetries patient;
     private final ProcessSpans spans;
     /** Each job the loop applied: from its due time to its batch's commit, for the dashboard. */
     private final DueToEffect dueToEffect;
 
-    private FencedConsumer(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer, Ticker ticker) {
+    private FencedConsumer(
+            ConsumerConfig config,
+            Embedding embedding,
+            Effect effect,
+            ConsumerLoop.OffsetCommitter committer,
+            Ticker ticker) {
         this.config = config;
-        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0 ? config.processedRetention()
+        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0
+                ? config.processedRetention()
                 : config.recordsRetention();
         this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, ticker);
         this.runtime = ServiceRuntime.open("consumer", config.service(), embedding, MIGRATIONS, HISTORY_TABLE);
-        log.info("Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}", config.groupId(),
-                config.membership().protocol(), config.kafka().topic(), config.kafka().bootstrapServers(),
-                config.kafka().redactedClient(), runtime.describeDatabase());
+        log.info(
+                "Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}",
+                config.groupId(),
+                config.membership().protocol(),
+                config.kafka().topic(),
+                config.kafka().bootstrapServers(),
+                config.kafka().redactedClient(),
+                runtime.describeDatabase());
         RecordTrust trust = config.kafka().trust();
-        log.info("Applying only records signed by a trusted relay key {}{}", new TreeSet<>(trust.trusted().keySet()),
-                trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)" : "");
+        log.info(
+                "Applying only records signed by a trusted relay key {}{}",
+                new TreeSet<>(trust.trusted().keySet()),
+                trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED
+                        ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)"
+                        : "");
         MeterRegistry registry = runtime.registry();
         try {
             this.dsl = runtime.dsl();
-            this.processor = new BatchProcessor(effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
+            this.processor = new BatchProcessor(
+                    effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
             this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
             this.dueToEffect = new DueToEffect(spans, new LatencyWindow());
-            this.consumer = new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
-            this.loop = new ConsumerLoop(consumer, new JooqStore(), committer, config.effectMaxAttempts(), config.effectRetryBackoff(),
-                    ticker, registry);
-            runtime.serve(this::ready, this::status, new Dashboard.ConsumerSide(loop::lag, loop::applied, dueToEffect.window()));
+            this.consumer =
+                    new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
+            this.loop = new ConsumerLoop(
+                    consumer,
+                    new JooqStore(),
+                    committer,
+                    config.effectMaxAttempts(),
+                    config.effectRetryBackoff(),
+                    ticker,
+                    registry);
+            runtime.serve(
+                    this::ready,
+                    this::status,
+                    new Dashboard.ConsumerSide(loop::lag, loop::applied, dueToEffect.window()));
         } catch (RuntimeException e) {
             runtime.close();
             throw e;
         }
         this.thread = new Thread(this::run, "consumer-loop");
-        this.purger = new Purger("consumer-purge", purges, running::get, this::purgeOnce, rows -> { },
+        this.purger = new Purger(
+                "consumer-purge",
+                purges,
+                running::get,
+                this::purgeOnce,
+                rows -> {},
                 e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
-                .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)").register(registry);
-        DeadLetterReplay replay = new DeadLetterReplay(dsl, processor, new ProcessSpans(embedding.tracing(), config.groupId()));
-        this.patient = new PatientRetries(dsl, processor, config.retries(), config.effectRetryBackoff(),
-                () -> ThreadLocalRandom.current().nextDouble(), ticker, new ProcessSpans(embedding.tracing(), config.groupId()));
-        this.retrier = new Purger("consumer-retry", new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
-                running::get, patient::retryOne, n -> { },
-                e -> log.warn("A patient retry failed with a database error; next look in {}: {}", RETRY_POLL, Faults.describe(e)));
-        this.replayer = new Purger("consumer-replay", new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), ticker),
-                running::get, replay::replayOne, replayed::increment,
+                .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)")
+                .register(registry);
+        DeadLetterReplay replay =
+                new DeadLetterReplay(dsl, processor, new ProcessSpans(embedding.tracing(), config.groupId()));
+        this.patient = new PatientRetries(
+                dsl,
+                processor,
+                config.retries(),
+                config.effectRetryBackoff(),
+                () -> ThreadLocalRandom.current().nextDouble(),
+                ticker,
+                new ProcessSpans(embedding.tracing(), config.groupId()));
+        this.retrier = new Purger(
+                "consumer-retry",
+                new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
+                running::get,
+                patient::retryOne,
+                n -> {},
+                e -> log.warn(
+                        "A patient retry failed with a database error; next look in {}: {}",
+                        RETRY_POLL,
+                        Faults.describe(e)));
+        this.replayer = new Purger(
+                "consumer-replay",
+                new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), ticker),
+                running::get,
+                replay::replayOne,
+                replayed::increment,
                 e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
     }
 
@@ -175,7 +228,8 @@ public final class FencedConsumer implements RunningService {
 
         @Override
         public Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
-            // The span first: the waiting record or the dead letter keeps its context, for the retry's or the replay's link.
+            // The span first: the waiting record or the dead letter keeps its context, for the retry's or the replay's
+            // link.
             Span span = spans.span(record, Instant.now());
             Counts counts;
             try {
@@ -185,8 +239,11 @@ public final class FencedConsumer implements RunningService {
                 ProcessSpans.end(span, ProcessSpans.ROLLED_BACK);
                 throw e;
             }
-            ProcessSpans.end(span, counts.waiting() > 0 ? BatchProcessor.WAITING
-                    : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE);
+            ProcessSpans.end(
+                    span,
+                    counts.waiting() > 0
+                            ? BatchProcessor.WAITING
+                            : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE);
             return counts;
         }
 
@@ -194,18 +251,26 @@ public final class FencedConsumer implements RunningService {
         private Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason, String firstAttempt) {
             Job job = Records.jobOf(record);
             if (config.retries().enabled() && job != null) {
-                Duration wait = config.retries().backoff(config.effectRetryBackoff(), config.effectMaxAttempts(),
-                        ThreadLocalRandom.current().nextDouble());
-                log.warn("{}; {} waits for a patient retry in {} ms, and its resource's later records behind it", reason,
-                        Records.describe(record), wait.toMillis());
+                Duration wait = config.retries()
+                        .backoff(
+                                config.effectRetryBackoff(),
+                                config.effectMaxAttempts(),
+                                ThreadLocalRandom.current().nextDouble());
+                log.warn(
+                        "{}; {} waits for a patient retry in {} ms, and its resource's later records behind it",
+                        reason,
+                        Records.describe(record),
+                        wait.toMillis());
                 boolean waits = dsl.transactionResult(c -> {
                     FenceStore.lockFence(c.dsl(), job.resource());
-                    return StoredRecords.park(c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
+                    return StoredRecords.park(
+                            c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
                 });
                 return waited(waits ? new Counts(0, 0, 0, 0, 0, 0, 1) : new Counts(0, 1, 0, 0, 0, 0, 0));
             }
             log.error("Dead-lettering {}: {}", Records.describe(record), reason);
-            boolean reused = dsl.transactionResult(c -> StoredRecords.deadLetter(c.dsl(), record, job, reason, firstAttempt));
+            boolean reused =
+                    dsl.transactionResult(c -> StoredRecords.deadLetter(c.dsl(), record, job, reason, firstAttempt));
             return new Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
         }
     }
@@ -227,7 +292,11 @@ public final class FencedConsumer implements RunningService {
         return new Builder(kafka, groupId, effect);
     }
 
-    static FencedConsumer start(ConsumerConfig config, Embedding embedding, Effect effect, ConsumerLoop.OffsetCommitter committer,
+    static FencedConsumer start(
+            ConsumerConfig config,
+            Embedding embedding,
+            Effect effect,
+            ConsumerLoop.OffsetCommitter committer,
             Ticker ticker) {
         FencedConsumer c = new FencedConsumer(config, embedding, effect, committer, ticker);
         c.thread.start();
@@ -284,25 +353,40 @@ public final class FencedConsumer implements RunningService {
      */
     /** One chunk of processed ids and all records past their retentions; returns the processed ids deleted (what paces the schedule). */
     private int purgeOnce() {
-        Field<OffsetDateTime> processedCutoff = CLOCK_TIMESTAMP.minus(
-                DSL.val(DayToSecond.valueOf(config.processedRetention())));
+        Field<OffsetDateTime> processedCutoff =
+                CLOCK_TIMESTAMP.minus(DSL.val(DayToSecond.valueOf(config.processedRetention())));
         int processed = dsl.deleteFrom(CONSUMER_PROCESSED)
-                .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID).from(CONSUMER_PROCESSED)
+                .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID)
+                        .from(CONSUMER_PROCESSED)
                         .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
                         .limit(purges.chunk())))
                 .execute();
-        int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED).where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff)).execute();
-        Field<OffsetDateTime> recordsCutoff = CLOCK_TIMESTAMP.minus(
-                DSL.val(DayToSecond.valueOf(config.recordsRetention())));
-        records += dsl.deleteFrom(CONSUMER_REJECTED).where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff)).execute();
+        int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED)
+                .where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff))
+                .execute();
+        Field<OffsetDateTime> recordsCutoff =
+                CLOCK_TIMESTAMP.minus(DSL.val(DayToSecond.valueOf(config.recordsRetention())));
+        records += dsl.deleteFrom(CONSUMER_REJECTED)
+                .where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff))
+                .execute();
         // A dead letter nobody acted on stays until somebody does.
-        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.STATUS.in("replayed", "discarded"))
-                .and(CONSUMER_DEAD_LETTER.STATUS_AT.lt(recordsCutoff)).execute();
-        records += dsl.deleteFrom(CONSUMER_LATE).where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff)).execute();
-        records += dsl.deleteFrom(CONSUMER_REUSED).where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff)).execute();
+        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER)
+                .where(CONSUMER_DEAD_LETTER.STATUS.in("replayed", "discarded"))
+                .and(CONSUMER_DEAD_LETTER.STATUS_AT.lt(recordsCutoff))
+                .execute();
+        records += dsl.deleteFrom(CONSUMER_LATE)
+                .where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff))
+                .execute();
+        records += dsl.deleteFrom(CONSUMER_REUSED)
+                .where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff))
+                .execute();
         if (processed + records > 0) {
-            log.debug("Purged {} processed job ids older than {} and {} records older than {}", processed, config.processedRetention(),
-                    records, config.recordsRetention());
+            log.debug(
+                    "Purged {} processed job ids older than {} and {} records older than {}",
+                    processed,
+                    config.processedRetention(),
+                    records,
+                    config.recordsRetention());
         }
         return processed;
     }
@@ -446,8 +530,17 @@ public final class FencedConsumer implements RunningService {
          * consumer's tables (in the lent pool's database too), and starts consuming.
          */
         public FencedConsumer start() {
-            ConsumerConfig config = new ConsumerConfig(serviceConfig(false), kafka, groupId, batchSize, effectMaxAttempts,
-                    effectRetryBackoff, processedRetention, membership, recordsRetention, retries);
+            ConsumerConfig config = new ConsumerConfig(
+                    serviceConfig(false),
+                    kafka,
+                    groupId,
+                    batchSize,
+                    effectMaxAttempts,
+                    effectRetryBackoff,
+                    processedRetention,
+                    membership,
+                    recordsRetention,
+                    retries);
             return FencedConsumer.start(config, embedding(), effect, COMMIT_SYNC, Ticker.system());
         }
     }

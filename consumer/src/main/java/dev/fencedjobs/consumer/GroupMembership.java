@@ -35,7 +35,9 @@ public record GroupMembership(String protocol, Duration sessionTimeout, Duration
      * how long a graceful stop keeps partitions idle; Kafka's default of 3 s measured 2.8 to 3.0 s.
      */
     public static final Duration DEFAULT_HEARTBEAT_INTERVAL = Duration.ofSeconds(1);
-    public static final GroupMembership DEFAULT = new GroupMembership(CLASSIC, DEFAULT_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL);
+
+    public static final GroupMembership DEFAULT =
+            new GroupMembership(CLASSIC, DEFAULT_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL);
 
     public GroupMembership {
         if (!CLASSIC.equals(protocol) && !CONSUMER.equals(protocol)) {
@@ -44,8 +46,10 @@ public record GroupMembership(String protocol, Duration sessionTimeout, Duration
         Settings.requirePositive(SESSION_TIMEOUT, sessionTimeout);
         Settings.requirePositive(HEARTBEAT_INTERVAL, heartbeatInterval);
         if (heartbeatInterval.compareTo(sessionTimeout) >= 0) {
-            throw new ConfigException(HEARTBEAT_INTERVAL, "must be shorter than " + SESSION_TIMEOUT + " (" + heartbeatInterval
-                    + " is not shorter than " + sessionTimeout + ")");
+            throw new ConfigException(
+                    HEARTBEAT_INTERVAL,
+                    "must be shorter than " + SESSION_TIMEOUT + " (" + heartbeatInterval + " is not shorter than "
+                            + sessionTimeout + ")");
         }
     }
 
@@ -54,12 +58,16 @@ public record GroupMembership(String protocol, Duration sessionTimeout, Duration
         if (CONSUMER.equals(protocol)) {
             for (String name : new String[] {SESSION_TIMEOUT, HEARTBEAT_INTERVAL}) {
                 if (settings.get(name).isPresent()) {
-                    throw new ConfigException(name, "does not apply with " + PROTOCOL + "=consumer: the broker sets it "
-                            + "(group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms)");
+                    throw new ConfigException(
+                            name,
+                            "does not apply with " + PROTOCOL + "=consumer: the broker sets it "
+                                    + "(group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms)");
                 }
             }
         }
-        return new GroupMembership(protocol, settings.duration(SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT),
+        return new GroupMembership(
+                protocol,
+                settings.duration(SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT),
                 settings.duration(HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL));
     }
 

@@ -18,8 +18,15 @@ import java.time.OffsetDateTime;
  * @param createdAt when the database inserted the job; with {@code jobId} the job's identity, which
  *     no rollback reissues. Null for a record written before it was recorded.
  */
-public record Job(long jobId, String resource, FencingToken fencingToken, String payloadJson, OffsetDateTime dueAt,
-        OffsetDateTime completedAt, long outboxId, OffsetDateTime createdAt) {
+public record Job(
+        long jobId,
+        String resource,
+        FencingToken fencingToken,
+        String payloadJson,
+        OffsetDateTime dueAt,
+        OffsetDateTime completedAt,
+        long outboxId,
+        OffsetDateTime createdAt) {
 
     /**
      * The key an external receiver must deduplicate by: stable across redeliveries and retries.

@@ -25,10 +25,23 @@ public final class LedgerEffect implements Effect {
             return;
         }
         // One array per column (see Unnested): a handful of bind values per batch.
-        tx.insertInto(LEDGER, LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT, LEDGER.RESOURCE, LEDGER.FENCING_TOKEN, LEDGER.PAYLOAD, LEDGER.APPLIED_AT)
-                .select(DSL.select(Unnested.ID, Unnested.CREATED_AT, Unnested.RESOURCE, Unnested.TOKEN,
-                                DSL.field("{0}::jsonb", JSONB.class, Unnested.TEXT), CLOCK_TIMESTAMP)
-                        .from(Unnested.jobs(jobs, jobs.stream().map(Job::payloadJson).toList())))
+        tx.insertInto(
+                        LEDGER,
+                        LEDGER.JOB_ID,
+                        LEDGER.JOB_CREATED_AT,
+                        LEDGER.RESOURCE,
+                        LEDGER.FENCING_TOKEN,
+                        LEDGER.PAYLOAD,
+                        LEDGER.APPLIED_AT)
+                .select(DSL.select(
+                                Unnested.ID,
+                                Unnested.CREATED_AT,
+                                Unnested.RESOURCE,
+                                Unnested.TOKEN,
+                                DSL.field("{0}::jsonb", JSONB.class, Unnested.TEXT),
+                                CLOCK_TIMESTAMP)
+                        .from(Unnested.jobs(
+                                jobs, jobs.stream().map(Job::payloadJson).toList())))
                 .execute();
     }
 }

@@ -62,19 +62,33 @@ final class PatientRetries {
      * Written by the retry thread only.
      */
     private volatile long quietPuts = -1;
+
     private volatile long quietUntil;
     /** Written by the retry thread only. */
     private volatile int succeeded;
+
     private volatile int deadLettered;
 
     /** The retry thread's own: each retry's span, in the job's trace and linked to the attempt that failed first. */
     private final ProcessSpans spans;
 
-    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random, Ticker ticker) {
+    PatientRetries(
+            DSLContext dsl,
+            BatchProcessor processor,
+            EffectRetries retries,
+            Duration base,
+            DoubleSupplier random,
+            Ticker ticker) {
         this(dsl, processor, retries, base, random, ticker, new ProcessSpans(new Tracing(OpenTelemetry.noop()), ""));
     }
 
-    PatientRetries(DSLContext dsl, BatchProcessor processor, EffectRetries retries, Duration base, DoubleSupplier random, Ticker ticker,
+    PatientRetries(
+            DSLContext dsl,
+            BatchProcessor processor,
+            EffectRetries retries,
+            Duration base,
+            DoubleSupplier random,
+            Ticker ticker,
             ProcessSpans spans) {
         this.dsl = dsl;
         this.spans = spans;
@@ -96,8 +110,9 @@ final class PatientRetries {
         if (before == quietPuts && ticker.nanoTime() - quietUntil < 0) {
             return 0;
         }
-        Record due = dsl.fetchOne("SELECT seq, resource, next_attempt_at <= clock_timestamp() AS due FROM (SELECT DISTINCT ON (resource) "
-                + "seq, resource, next_attempt_at FROM consumer_waiting ORDER BY resource, seq) head ORDER BY next_attempt_at LIMIT 1");
+        Record due = dsl.fetchOne(
+                "SELECT seq, resource, next_attempt_at <= clock_timestamp() AS due FROM (SELECT DISTINCT ON (resource) "
+                        + "seq, resource, next_attempt_at FROM consumer_waiting ORDER BY resource, seq) head ORDER BY next_attempt_at LIMIT 1");
         if (due == null) {
             quietUntil = ticker.nanoTime() + QUIET.toNanos();
             quietPuts = before;
@@ -128,11 +143,19 @@ final class PatientRetries {
         return 1;
     }
 
-    private boolean attempt(DSLContext tx, long seq, String resource, List<ConsumerRecord<String, byte[]>> tried,
+    private boolean attempt(
+            DSLContext tx,
+            long seq,
+            String resource,
+            List<ConsumerRecord<String, byte[]>> tried,
             Map<ConsumerRecord<String, byte[]>, String> outcomes) {
         FenceStore.lockFence(tx, resource);
-        ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).fetchOne();
-        boolean first = w != null && !tx.fetchExists(CONSUMER_WAITING, CONSUMER_WAITING.RESOURCE.eq(resource).and(CONSUMER_WAITING.SEQ.lt(seq)));
+        ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING)
+                .where(CONSUMER_WAITING.SEQ.eq(seq))
+                .fetchOne();
+        boolean first = w != null
+                && !tx.fetchExists(
+                        CONSUMER_WAITING, CONSUMER_WAITING.RESOURCE.eq(resource).and(CONSUMER_WAITING.SEQ.lt(seq)));
         if (!first) {
             return false; // another consumer tried it meanwhile
         }
@@ -141,9 +164,18 @@ final class PatientRetries {
         tried.add(record);
         // Attempts counts the failed ones (0: it waited behind another record and never ran): this is the next.
         spans.retrying(record, w.getJobId(), w.getFirstAttempt(), w.getAttempts() + 1);
-        Counts counts = processor.process(tx, tried, resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL, outcomes, spans);
-        log.info("Patient retry {} of job {} (resource {}) succeeded: {}", w.getAttempts() + 1, w.getJobId(), resource,
-                counts.applied() > 0 ? "applied" : counts.duplicates() > 0 ? "a duplicate" : counts.rejected() > 0 ? "rejected as stale" : "decided");
+        Counts counts =
+                processor.process(tx, tried, resource, BatchProcessor.Authenticity.CHECKED_ON_ARRIVAL, outcomes, spans);
+        log.info(
+                "Patient retry {} of job {} (resource {}) succeeded: {}",
+                w.getAttempts() + 1,
+                w.getJobId(),
+                resource,
+                counts.applied() > 0
+                        ? "applied"
+                        : counts.duplicates() > 0
+                                ? "a duplicate"
+                                : counts.rejected() > 0 ? "rejected as stale" : "decided");
         return true;
     }
 
@@ -151,7 +183,10 @@ final class PatientRetries {
         String error = Faults.describe(e.getCause());
         dsl.transaction(c -> {
             DSLContext tx = c.dsl();
-            ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).forUpdate().fetchOne();
+            ConsumerWaitingRecord w = tx.selectFrom(CONSUMER_WAITING)
+                    .where(CONSUMER_WAITING.SEQ.eq(seq))
+                    .forUpdate()
+                    .fetchOne();
             if (w == null) {
                 return;
             }
@@ -161,18 +196,25 @@ final class PatientRetries {
             OffsetDateTime firstFailed = w.getAttempts() == 0 ? now : w.getFirstFailedAt();
             Duration age = Duration.between(firstFailed, now);
             if (age.compareTo(retries.maxAge()) >= 0) {
-                String reason = "effect failed " + attempts + " times over " + age.withNanos(0) + " (EFFECT_RETRY_MAX_AGE " + retries.maxAge()
-                        + "): " + error;
+                String reason = "effect failed " + attempts + " times over " + age.withNanos(0)
+                        + " (EFFECT_RETRY_MAX_AGE " + retries.maxAge() + "): " + error;
                 log.error("Dead-lettering job {} of resource {}: {}", w.getJobId(), w.getResource(), reason);
                 ConsumerRecord<String, byte[]> record = record(w);
                 StoredRecords.deadLetter(tx, record, Records.jobOf(record), reason, w.getFirstAttempt());
-                tx.deleteFrom(CONSUMER_WAITING).where(CONSUMER_WAITING.SEQ.eq(seq)).execute();
+                tx.deleteFrom(CONSUMER_WAITING)
+                        .where(CONSUMER_WAITING.SEQ.eq(seq))
+                        .execute();
                 deadLettered++;
                 return;
             }
             Duration wait = retries.backoff(base, attempts, random.getAsDouble());
-            log.warn("Patient retry {} of job {} (resource {}) failed, next in {} ms; its resource's later records wait behind it: {}", attempts,
-                    w.getJobId(), w.getResource(), wait.toMillis(), error);
+            log.warn(
+                    "Patient retry {} of job {} (resource {}) failed, next in {} ms; its resource's later records wait behind it: {}",
+                    attempts,
+                    w.getJobId(),
+                    w.getResource(),
+                    wait.toMillis(),
+                    error);
             tx.update(CONSUMER_WAITING)
                     .set(CONSUMER_WAITING.ATTEMPTS, attempts)
                     .set(CONSUMER_WAITING.FIRST_FAILED_AT, firstFailed)
@@ -184,8 +226,15 @@ final class PatientRetries {
     }
 
     private static ConsumerRecord<String, byte[]> record(ConsumerWaitingRecord w) {
-        return StoredRecords.stored(w.getTopic(), w.getKafkaPartition(), w.getKafkaOffset(), w.getRecordKey(), w.getRecordValue(),
-                w.getRecordSignature(), w.getTraceparent(), w.getTracestate());
+        return StoredRecords.stored(
+                w.getTopic(),
+                w.getKafkaPartition(),
+                w.getKafkaOffset(),
+                w.getRecordKey(),
+                w.getRecordValue(),
+                w.getRecordSignature(),
+                w.getTraceparent(),
+                w.getTracestate());
     }
 
     int succeeded() {

@@ -1,8 +1,8 @@
 package dev.fencedjobs.consumer;
 
 import dev.fencedjobs.runtime.internal.Envelope;
-import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.runtime.internal.TraceContext;
+import dev.fencedjobs.runtime.internal.Tracing;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
@@ -44,6 +44,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
 
     /** The outcome of a record whose effect ran in a batch that rolled back. */
     static final String ROLLED_BACK = "rolled back";
+
     static final String MDC_TRACE_ID = "trace_id";
     static final String MDC_SPAN_ID = "span_id";
     static final String MDC_JOB_ID = "job_id";
@@ -54,6 +55,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
     private final String group;
     /** The span name of the topic last seen: the consumer reads one topic. */
     private String topic = "";
+
     private String name = "process ";
 
     /** Spans begun before their effect, until their batch commits or rolls back. */
@@ -66,6 +68,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
      * span of its first attempt to link to (null for none), and which attempt this is (0 for unknown).
      */
     private record Retry(Long jobId, SpanContext firstAttempt, int attempt) {}
+
     private Instant started = Instant.EPOCH;
     /**
      * No SDK in the batch begun last ({@link Tracing#installed()}): no spans to make, so records
@@ -94,7 +97,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
      * {@code firstAttempt} (a traceparent; null for none).
      */
     void retrying(ConsumerRecord<String, byte[]> record, Long jobId, String firstAttempt, int attempt) {
-        SpanContext first = firstAttempt == null ? null : Tracing.producer(Tracing.jobContext(new TraceContext(firstAttempt, null)));
+        SpanContext first = firstAttempt == null
+                ? null
+                : Tracing.producer(Tracing.jobContext(new TraceContext(firstAttempt, null)));
         retries.put(record, new Retry(jobId, first != null && first.isValid() ? first : null, attempt));
     }
 
@@ -209,8 +214,11 @@ final class ProcessSpans implements BatchProcessor.Handling {
             topic = r.topic();
             name = "process " + topic;
         }
-        SpanBuilder builder = tracing.tracer().spanBuilder(name).setSpanKind(SpanKind.CONSUMER)
-                .setParent(Tracing.jobContext(r.headers())).setStartTimestamp(started);
+        SpanBuilder builder = tracing.tracer()
+                .spanBuilder(name)
+                .setSpanKind(SpanKind.CONSUMER)
+                .setParent(Tracing.jobContext(r.headers()))
+                .setStartTimestamp(started);
         Retry retry = retries.isEmpty() ? null : retries.get(r);
         if (retry != null && retry.firstAttempt() != null) {
             builder.addLink(retry.firstAttempt(), Attributes.of(Tracing.LINK_KIND, FIRST_ATTEMPT));

@@ -18,7 +18,14 @@ final class Records {
     }
 
     static Job jobOf(Envelope e) {
-        return new Job(e.jobId(), e.resource(), e.fencingToken(), e.payloadJson(), e.dueAt(), e.completedAt(), e.outboxId(),
+        return new Job(
+                e.jobId(),
+                e.resource(),
+                e.fencingToken(),
+                e.payloadJson(),
+                e.dueAt(),
+                e.completedAt(),
+                e.outboxId(),
                 asStored(e.jobCreatedAt()));
     }
 

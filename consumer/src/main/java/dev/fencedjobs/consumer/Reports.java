@@ -33,7 +33,9 @@ final class Reports {
                     .set(CONSUMER_REJECTED.JOB_ID, job.jobId())
                     .set(CONSUMER_REJECTED.RESOURCE, job.resource())
                     .set(CONSUMER_REJECTED.FENCING_TOKEN, job.fencingToken().value())
-                    .set(CONSUMER_REJECTED.HIGHEST_TOKEN, d.before().highestToken().value())
+                    .set(
+                            CONSUMER_REJECTED.HIGHEST_TOKEN,
+                            d.before().highestToken().value())
                     .set(CONSUMER_REJECTED.TOPIC, r.topic())
                     .set(CONSUMER_REJECTED.KAFKA_PARTITION, r.partition())
                     .set(CONSUMER_REJECTED.KAFKA_OFFSET, r.offset())
@@ -50,9 +52,18 @@ final class Reports {
         for (Decision d : late) {
             ConsumerRecord<String, byte[]> r = d.record();
             Job job = d.job();
-            log.warn("Late record applied: job {} of resource {} (outbox id {}, token {}) arrived after outbox id {} (highest token {}), "
-                    + "against commit order; {}-{}@{}", job.jobId(), job.resource(), job.outboxId(), job.fencingToken(),
-                    d.before().highestOutboxId(), d.before().highestToken(), r.topic(), r.partition(), r.offset());
+            log.warn(
+                    "Late record applied: job {} of resource {} (outbox id {}, token {}) arrived after outbox id {} (highest token {}), "
+                            + "against commit order; {}-{}@{}",
+                    job.jobId(),
+                    job.resource(),
+                    job.outboxId(),
+                    job.fencingToken(),
+                    d.before().highestOutboxId(),
+                    d.before().highestToken(),
+                    r.topic(),
+                    r.partition(),
+                    r.offset());
             tx.insertInto(CONSUMER_LATE)
                     .set(CONSUMER_LATE.JOB_ID, job.jobId())
                     .set(CONSUMER_LATE.RESOURCE, job.resource())
@@ -78,14 +89,30 @@ final class Reports {
             Job job = u.decision().job();
             Tenure tenure = u.decision().candidate().tenure();
             if (u.kind().equals("job_id")) {
-                log.error("Job id {} reused: job created at {} (resource {}, token {}) arrived after {} had been processed. The database "
-                        + "that completed it handed the id out again, as a standby promoted after missing commits does; applied as a "
-                        + "new job; {}-{}@{}", job.jobId(), job.createdAt(), job.resource(), job.fencingToken(), u.previous(), r.topic(),
-                        r.partition(), r.offset());
+                log.error(
+                        "Job id {} reused: job created at {} (resource {}, token {}) arrived after {} had been processed. The database "
+                                + "that completed it handed the id out again, as a standby promoted after missing commits does; applied as a "
+                                + "new job; {}-{}@{}",
+                        job.jobId(),
+                        job.createdAt(),
+                        job.resource(),
+                        job.fencingToken(),
+                        u.previous(),
+                        r.topic(),
+                        r.partition(),
+                        r.offset());
             } else {
-                log.error("Fencing token {} reused on resource {}: job {} comes from {}, but the token had been accepted from {}. The lease "
-                        + "was issued twice, as on a database rolled back by a failover; applied; {}-{}@{}", job.fencingToken(), job.resource(),
-                        job.jobId(), tenure, u.previous(), r.topic(), r.partition(), r.offset());
+                log.error(
+                        "Fencing token {} reused on resource {}: job {} comes from {}, but the token had been accepted from {}. The lease "
+                                + "was issued twice, as on a database rolled back by a failover; applied; {}-{}@{}",
+                        job.fencingToken(),
+                        job.resource(),
+                        job.jobId(),
+                        tenure,
+                        u.previous(),
+                        r.topic(),
+                        r.partition(),
+                        r.offset());
             }
             tx.insertInto(CONSUMER_REUSED)
                     .set(CONSUMER_REUSED.KIND, u.kind())

@@ -38,7 +38,8 @@ final class StoredRecords {
         if (resources.isEmpty()) {
             return Set.of();
         }
-        Set<String> found = new HashSet<>(tx.selectDistinct(CONSUMER_WAITING.RESOURCE).from(CONSUMER_WAITING)
+        Set<String> found = new HashSet<>(tx.selectDistinct(CONSUMER_WAITING.RESOURCE)
+                .from(CONSUMER_WAITING)
                 .where(CONSUMER_WAITING.RESOURCE.eq(DSL.any(DSL.val(resources.toArray(String[]::new)))))
                 .fetch(CONSUMER_WAITING.RESOURCE));
         if (retrying != null) {
@@ -53,29 +54,38 @@ final class StoredRecords {
      * already waiting (a redelivery). {@code firstAttempt}: the traceparent of the span of the
      * attempt that failed, which the retry's span links to; null for none.
      */
-    static boolean park(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, int attempts, String error, Duration wait,
+    static boolean park(
+            DSLContext tx,
+            ConsumerRecord<String, byte[]> record,
+            Job job,
+            int attempts,
+            String error,
+            Duration wait,
             String firstAttempt) {
         StoredTrace trace = StoredTrace.of(record);
         var nextAttempt = wait == null ? CLOCK_TIMESTAMP : CLOCK_TIMESTAMP.plus(val(DayToSecond.valueOf(wait)));
         return tx.insertInto(CONSUMER_WAITING)
-                .set(CONSUMER_WAITING.JOB_ID, job.jobId())
-                .set(CONSUMER_WAITING.JOB_CREATED_AT, job.createdAt())
-                .set(CONSUMER_WAITING.RESOURCE, job.resource())
-                .set(CONSUMER_WAITING.TOPIC, record.topic())
-                .set(CONSUMER_WAITING.KAFKA_PARTITION, record.partition())
-                .set(CONSUMER_WAITING.KAFKA_OFFSET, record.offset())
-                .set(CONSUMER_WAITING.RECORD_KEY, record.key() == null ? null : Records.truncate(record.key(), 1000))
-                .set(CONSUMER_WAITING.RECORD_VALUE, record.value())
-                .set(CONSUMER_WAITING.RECORD_SIGNATURE, signature(record))
-                .set(CONSUMER_WAITING.ATTEMPTS, attempts)
-                .set(CONSUMER_WAITING.FIRST_FAILED_AT, CLOCK_TIMESTAMP)
-                .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, nextAttempt)
-                .set(CONSUMER_WAITING.LAST_ERROR, Records.truncate(error, 2000))
-                .set(CONSUMER_WAITING.TRACEPARENT, trace.traceparent())
-                .set(CONSUMER_WAITING.TRACESTATE, trace.tracestate())
-                .set(CONSUMER_WAITING.FIRST_ATTEMPT, firstAttempt)
-                .onConflictDoNothing()
-                .execute() == 1;
+                        .set(CONSUMER_WAITING.JOB_ID, job.jobId())
+                        .set(CONSUMER_WAITING.JOB_CREATED_AT, job.createdAt())
+                        .set(CONSUMER_WAITING.RESOURCE, job.resource())
+                        .set(CONSUMER_WAITING.TOPIC, record.topic())
+                        .set(CONSUMER_WAITING.KAFKA_PARTITION, record.partition())
+                        .set(CONSUMER_WAITING.KAFKA_OFFSET, record.offset())
+                        .set(
+                                CONSUMER_WAITING.RECORD_KEY,
+                                record.key() == null ? null : Records.truncate(record.key(), 1000))
+                        .set(CONSUMER_WAITING.RECORD_VALUE, record.value())
+                        .set(CONSUMER_WAITING.RECORD_SIGNATURE, signature(record))
+                        .set(CONSUMER_WAITING.ATTEMPTS, attempts)
+                        .set(CONSUMER_WAITING.FIRST_FAILED_AT, CLOCK_TIMESTAMP)
+                        .set(CONSUMER_WAITING.NEXT_ATTEMPT_AT, nextAttempt)
+                        .set(CONSUMER_WAITING.LAST_ERROR, Records.truncate(error, 2000))
+                        .set(CONSUMER_WAITING.TRACEPARENT, trace.traceparent())
+                        .set(CONSUMER_WAITING.TRACESTATE, trace.tracestate())
+                        .set(CONSUMER_WAITING.FIRST_ATTEMPT, firstAttempt)
+                        .onConflictDoNothing()
+                        .execute()
+                == 1;
     }
 
     /**
@@ -84,7 +94,8 @@ final class StoredRecords {
      * reported. Returns whether it reported a reuse. {@code firstAttempt}: the traceparent of the
      * span of the attempt that failed first, which a replay's span links to; null for none.
      */
-    static boolean deadLetter(DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason, String firstAttempt) {
+    static boolean deadLetter(
+            DSLContext tx, ConsumerRecord<String, byte[]> record, Job job, String reason, String firstAttempt) {
         boolean reported = false;
         if (job != null) {
             Optional<String> previous = ClaimStore.claimDeadLetter(tx, job);
@@ -124,8 +135,15 @@ final class StoredRecords {
      * A record as stored, with its signature header again where it had one, and its job's trace
      * context headers where it had a context.
      */
-    static ConsumerRecord<String, byte[]> stored(String topic, int partition, long offset, String key, byte[] value, byte[] signature,
-            String traceparent, String tracestate) {
+    static ConsumerRecord<String, byte[]> stored(
+            String topic,
+            int partition,
+            long offset,
+            String key,
+            byte[] value,
+            byte[] signature,
+            String traceparent,
+            String tracestate) {
         ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(topic, partition, offset, key, value);
         if (signature != null) {
             record.headers().add(RecordSignatures.HEADER, signature);
@@ -153,7 +171,8 @@ final class StoredRecords {
                 return NONE;
             }
             Header state = record.headers().lastHeader(TraceContext.TRACESTATE_HEADER);
-            String tracestate = state == null || state.value() == null || state.value().length > 512 ? null
+            String tracestate = state == null || state.value() == null || state.value().length > 512
+                    ? null
                     : new String(state.value(), StandardCharsets.US_ASCII);
             return new StoredTrace(StoredRecords.traceparent(job), tracestate);
         }
@@ -161,7 +180,10 @@ final class StoredRecords {
 
     /** A span context as a W3C traceparent; null when it is not valid. */
     static String traceparent(SpanContext context) {
-        return context.isValid() ? "00-" + context.getTraceId() + "-" + context.getSpanId() + "-" + context.getTraceFlags().asHex() : null;
+        return context.isValid()
+                ? "00-" + context.getTraceId() + "-" + context.getSpanId() + "-"
+                        + context.getTraceFlags().asHex()
+                : null;
     }
 
     private StoredRecords() {}

@@ -28,13 +28,19 @@ final class Unnested {
         for (int i = 0; i < ids.length; i++) {
             Job job = jobs.get(i);
             ids[i] = job.jobId();
-            created[i] = job.createdAt() == null ? null : job.createdAt().toInstant().toString();
+            created[i] =
+                    job.createdAt() == null ? null : job.createdAt().toInstant().toString();
             resources[i] = job.resource();
             tokens[i] = job.fencingToken().value();
         }
-        return DSL.table("unnest({0}::bigint[], {1}::timestamptz[], {2}::varchar[], {3}::bigint[], {4}::text[]) "
-                + "AS u (job_id, job_created_at, resource, fencing_token, text)", DSL.val(ids), DSL.val(created), DSL.val(resources),
-                DSL.val(tokens), DSL.val(text.toArray(String[]::new)));
+        return DSL.table(
+                "unnest({0}::bigint[], {1}::timestamptz[], {2}::varchar[], {3}::bigint[], {4}::text[]) "
+                        + "AS u (job_id, job_created_at, resource, fencing_token, text)",
+                DSL.val(ids),
+                DSL.val(created),
+                DSL.val(resources),
+                DSL.val(tokens),
+                DSL.val(text.toArray(String[]::new)));
     }
 
     private Unnested() {}

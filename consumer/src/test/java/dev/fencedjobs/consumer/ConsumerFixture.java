@@ -1,11 +1,11 @@
 package dev.fencedjobs.consumer;
 
-import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.ServiceConfig;
@@ -33,6 +33,7 @@ final class ConsumerFixture implements AutoCloseable {
     final String group = "group-" + UUID.randomUUID();
     /** The relay's key as the fixture's records are signed with it, and the consumers trust it. */
     final RecordTrust trust = RecordTrust.generate();
+
     private final DatabaseConfig database;
     private final HikariDataSource pool;
     private final DSLContext dsl;
@@ -57,8 +58,14 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     ConsumerConfig config(int batchSize) {
-        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new KafkaSettings(bootstrap, topic).withTrust(trust),
-                group, batchSize, 3, Duration.ofMillis(10), Duration.ofDays(7));
+        return new ConsumerConfig(
+                new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
+                new KafkaSettings(bootstrap, topic).withTrust(trust),
+                group,
+                batchSize,
+                3,
+                Duration.ofMillis(10),
+                Duration.ofDays(7));
     }
 
     /** Records of the topic the group has not committed past (TestKafka.groupLag). */
@@ -71,7 +78,12 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     FencedConsumer start(ConsumerConfig config, Effect effect, ConsumerLoop.OffsetCommitter committer) {
-        FencedConsumer c = FencedConsumer.start(config, dev.fencedjobs.runtime.internal.Embedding.STANDALONE, effect, committer, dev.fencedjobs.db.internal.Ticker.system());
+        FencedConsumer c = FencedConsumer.start(
+                config,
+                dev.fencedjobs.runtime.internal.Embedding.STANDALONE,
+                effect,
+                committer,
+                dev.fencedjobs.db.internal.Ticker.system());
         consumers.add(c);
         return c;
     }
@@ -81,8 +93,16 @@ final class ConsumerFixture implements AutoCloseable {
     }
 
     static byte[] envelope(long jobId, String resource, long token) {
-        return new Envelope(Envelope.VERSION, jobId, jobId, resource, FencingToken.of(token), "{\"job\":" + jobId + "}",
-                OffsetDateTime.now(), OffsetDateTime.now()).toJson();
+        return new Envelope(
+                        Envelope.VERSION,
+                        jobId,
+                        jobId,
+                        resource,
+                        FencingToken.of(token),
+                        "{\"job\":" + jobId + "}",
+                        OffsetDateTime.now(),
+                        OffsetDateTime.now())
+                .toJson();
     }
 
     void send(long jobId, String resource, long token) {

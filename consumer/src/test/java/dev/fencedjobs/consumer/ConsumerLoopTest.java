@@ -36,10 +36,17 @@ class ConsumerLoopTest {
     private final MockConsumer<String, byte[]> kafka = new MockConsumer<>("earliest");
     private final MemoryStore store = new MemoryStore();
     private final List<Map<TopicPartition, OffsetAndMetadata>> commits = new ArrayList<>();
-    private final ConsumerLoop loop = new ConsumerLoop(kafka, store, (consumer, offsets) -> {
-        commits.add(offsets);
-        consumer.commitSync(offsets);
-    }, ATTEMPTS, ATTEMPT_BACKOFF, ticker, new SimpleMeterRegistry());
+    private final ConsumerLoop loop = new ConsumerLoop(
+            kafka,
+            store,
+            (consumer, offsets) -> {
+                commits.add(offsets);
+                consumer.commitSync(offsets);
+            },
+            ATTEMPTS,
+            ATTEMPT_BACKOFF,
+            ticker,
+            new SimpleMeterRegistry());
     private long nextOffset;
 
     ConsumerLoopTest() {
@@ -49,7 +56,8 @@ class ConsumerLoopTest {
 
     private void send(long... jobs) {
         for (long job : jobs) {
-            kafka.addRecord(new ConsumerRecord<>(TP.topic(), TP.partition(), nextOffset++, "r-" + job, ("job " + job).getBytes()));
+            kafka.addRecord(new ConsumerRecord<>(
+                    TP.topic(), TP.partition(), nextOffset++, "r-" + job, ("job " + job).getBytes()));
         }
     }
 
@@ -59,7 +67,9 @@ class ConsumerLoopTest {
 
     @Test
     void aBatchIsWrittenToTheDatabaseThenItsOffsetsAreCommitted() {
-        assertThat(loop.step()).as("nothing polled: poll again (the poll itself waits)").isEqualTo(Next.again());
+        assertThat(loop.step())
+                .as("nothing polled: poll again (the poll itself waits)")
+                .isEqualTo(Next.again());
         assertThat(commits).isEmpty();
 
         send(1, 2, 3);
@@ -73,7 +83,8 @@ class ConsumerLoopTest {
     void anEffectThatThrowsRetriesItsRecordsOneAtATimeAndGivesUpOnlyOnTheBadOne() {
         store.failures.put(2L, Integer.MAX_VALUE);
         send(1, 2, 3);
-        assertThat(loop.step()).as("the batch rolled back; job 1 alone went through; job 2's first attempt failed")
+        assertThat(loop.step())
+                .as("the batch rolled back; job 1 alone went through; job 2's first attempt failed")
                 .isEqualTo(Next.again());
         assertThat(store.applied).containsExactly(1L);
 
@@ -84,12 +95,16 @@ class ConsumerLoopTest {
         assertThat(wait).isEqualTo(Next.backOff(now + ATTEMPT_BACKOFF.toNanos(), "effect attempt 2 of 3 failed"));
         assertThat(commits).as("no offset commit while the batch is in hand").isEmpty();
         now = wait.atNanos();
-        assertThat(loop.step()).as("the third attempt fails: given up, on to job 3").isEqualTo(Next.again());
-        assertThat(store.givenUp).containsExactly(Map.entry(2L, "effect failed 3 times: IllegalStateException: job 2 fails"));
+        assertThat(loop.step())
+                .as("the third attempt fails: given up, on to job 3")
+                .isEqualTo(Next.again());
+        assertThat(store.givenUp)
+                .containsExactly(Map.entry(2L, "effect failed 3 times: IllegalStateException: job 2 fails"));
 
         assertThat(loop.step()).isEqualTo(Next.again());
         assertThat(store.applied).containsExactly(1L, 3L);
-        assertThat(store.transactions).containsExactly(List.of(1L, 2L, 3L), List.of(1L), List.of(2L), List.of(2L), List.of(2L), List.of(3L));
+        assertThat(store.transactions)
+                .containsExactly(List.of(1L, 2L, 3L), List.of(1L), List.of(2L), List.of(2L), List.of(2L), List.of(3L));
         assertThat(commits).hasSize(1);
         assertThat(committed()).isEqualTo(3);
         assertThat(loop.status()).containsEntry("applied", 2L).containsEntry("deadLettered", 1L);
@@ -169,6 +184,7 @@ class ConsumerLoopTest {
         final List<List<Long>> transactions = new ArrayList<>();
         /** Job id to the attempts that still fail. */
         final Map<Long, Integer> failures = new HashMap<>();
+
         boolean databaseDown;
 
         private static long job(ConsumerRecord<String, byte[]> r) {

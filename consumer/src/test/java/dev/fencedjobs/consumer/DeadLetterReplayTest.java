@@ -55,16 +55,26 @@ class DeadLetterReplayTest {
 
     private void requestReplay(long id) {
         // What `fenced-jobs dead-letters replay` writes.
-        assertThat(fixture.dsl().execute("UPDATE consumer_dead_letter SET status = 'replay_requested', status_by = 'test', "
-                + "status_at = clock_timestamp() WHERE id = ? AND status = 'dead'", id)).isEqualTo(1);
+        assertThat(fixture.dsl()
+                        .execute(
+                                "UPDATE consumer_dead_letter SET status = 'replay_requested', status_by = 'test', "
+                                        + "status_at = clock_timestamp() WHERE id = ? AND status = 'dead'",
+                                id))
+                .isEqualTo(1);
     }
 
     private Record letter(long id) {
-        return fixture.dsl().fetchOne("SELECT status, replay_outcome, status_by FROM consumer_dead_letter WHERE id = ?", id);
+        return fixture.dsl()
+                .fetchOne("SELECT status, replay_outcome, status_by FROM consumer_dead_letter WHERE id = ?", id);
     }
 
     private long deadLetterOfJob(long job) {
-        return fixture.dsl().select(CONSUMER_DEAD_LETTER.ID).from(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.JOB_ID.eq(job)).fetchSingle().value1();
+        return fixture.dsl()
+                .select(CONSUMER_DEAD_LETTER.ID)
+                .from(CONSUMER_DEAD_LETTER)
+                .where(CONSUMER_DEAD_LETTER.JOB_ID.eq(job))
+                .fetchSingle()
+                .value1();
     }
 
     private long ledgerRowsOf(long job) {
@@ -73,40 +83,52 @@ class DeadLetterReplayTest {
 
     @Test
     void aReplayedEffectIsAppliedOnceAndNeitherItsRedeliveryNorASecondReplayAppliesItAgain() {
-        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, FencedConsumer.COMMIT_SYNC);
+        FencedConsumer consumer =
+                fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), effect, FencedConsumer.COMMIT_SYNC);
         for (long job = 1; job <= 4; job++) {
             fixture.send(job, "acct", 1);
         }
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 3 && fixture.dsl().fetchCount(CONSUMER_DEAD_LETTER) == 1);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> fixture.ledgerRows() == 3 && fixture.dsl().fetchCount(CONSUMER_DEAD_LETTER) == 1);
         long id = deadLetterOfJob(3);
         assertThat(letter(id).get("status", String.class)).isEqualTo("dead");
 
         // The effect fails again: rolled back, still dead, and says why.
         requestReplay(id);
-        await().atMost(Duration.ofSeconds(30)).until(() -> "dead".equals(letter(id).get("status", String.class)));
-        assertThat(letter(id).get("replay_outcome", String.class)).isEqualTo("effect failed on replay: IllegalStateException: downstream refused job 3");
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> "dead".equals(letter(id).get("status", String.class)));
+        assertThat(letter(id).get("replay_outcome", String.class))
+                .isEqualTo("effect failed on replay: IllegalStateException: downstream refused job 3");
         assertThat(ledgerRowsOf(3)).isZero();
 
         downstreamDown.set(false);
         requestReplay(id);
-        await().atMost(Duration.ofSeconds(30)).until(() -> "replayed".equals(letter(id).get("status", String.class)));
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> "replayed".equals(letter(id).get("status", String.class)));
         // Job 4, after it in commit order, was applied long before: the replay is applied and reported late.
-        assertThat(letter(id).get("replay_outcome", String.class)).isEqualTo("applied (late: a later row of its resource had been applied)");
+        assertThat(letter(id).get("replay_outcome", String.class))
+                .isEqualTo("applied (late: a later row of its resource had been applied)");
         assertThat(letter(id).get("status_by", String.class)).isEqualTo("test");
         assertThat(ledgerRowsOf(3)).isEqualTo(1);
         assertThat(consumer.status().get("deadLettersReplayed")).isEqualTo(2L);
 
         // Replayed is final; the record redelivered by Kafka is a duplicate.
-        assertThat(fixture.dsl().execute("UPDATE consumer_dead_letter SET status = 'replay_requested' WHERE id = ? AND status = 'dead'", id)).isZero();
-        assertThatThrownBy(() -> fixture.dsl().execute("UPDATE consumer_dead_letter SET status = 'replay_requested' WHERE id = ?", id))
+        assertThat(fixture.dsl()
+                        .execute(
+                                "UPDATE consumer_dead_letter SET status = 'replay_requested' WHERE id = ? AND status = 'dead'",
+                                id))
+                .isZero();
+        assertThatThrownBy(() -> fixture.dsl()
+                        .execute("UPDATE consumer_dead_letter SET status = 'replay_requested' WHERE id = ?", id))
                 .hasMessageContaining("dead letter " + id + " was replayed by test");
         fixture.send(3, "acct", 1);
         fixture.send(5, "acct", 1);
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> ledgerRowsOf(5) == 1);
         assertThat(ledgerRowsOf(3)).isEqualTo(1);
-        assertThat(fixture.dsl().fetchValue("SELECT value FROM consumer_counters WHERE name = 'duplicates'")).isEqualTo(1L);
+        assertThat(fixture.dsl().fetchValue("SELECT value FROM consumer_counters WHERE name = 'duplicates'"))
+                .isEqualTo(1L);
     }
 
     @Test
@@ -124,17 +146,25 @@ class DeadLetterReplayTest {
 
         downstreamDown.set(false);
         long stale = deadLetterOfJob(30);
-        long unreadable = fixture.dsl().select(CONSUMER_DEAD_LETTER.ID).from(CONSUMER_DEAD_LETTER).where(CONSUMER_DEAD_LETTER.JOB_ID.isNull())
-                .fetchSingle().value1();
+        long unreadable = fixture.dsl()
+                .select(CONSUMER_DEAD_LETTER.ID)
+                .from(CONSUMER_DEAD_LETTER)
+                .where(CONSUMER_DEAD_LETTER.JOB_ID.isNull())
+                .fetchSingle()
+                .value1();
         requestReplay(stale);
         requestReplay(unreadable);
-        await().atMost(Duration.ofSeconds(30)).until(() -> "replayed".equals(letter(stale).get("status", String.class))
-                && letter(unreadable).get("replay_outcome") != null);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> "replayed".equals(letter(stale).get("status", String.class))
+                        && letter(unreadable).get("replay_outcome") != null);
         assertThat(letter(stale).get("replay_outcome", String.class)).startsWith("rejected as stale");
         assertThat(ledgerRowsOf(30)).isZero();
-        assertThat(fixture.dsl().fetchCount(CONSUMER_REJECTED, CONSUMER_REJECTED.JOB_ID.eq(30L))).isEqualTo(1);
+        assertThat(fixture.dsl().fetchCount(CONSUMER_REJECTED, CONSUMER_REJECTED.JOB_ID.eq(30L)))
+                .isEqualTo(1);
         assertThat(letter(unreadable).get("status", String.class)).isEqualTo("dead");
         assertThat(letter(unreadable).get("replay_outcome", String.class)).startsWith("still unreadable: not JSON");
-        assertThat(fixture.dsl().fetchCount(CONSUMER_DEAD_LETTER)).as("a replay adds no letter").isEqualTo(2);
+        assertThat(fixture.dsl().fetchCount(CONSUMER_DEAD_LETTER))
+                .as("a replay adds no letter")
+                .isEqualTo(2);
     }
 }

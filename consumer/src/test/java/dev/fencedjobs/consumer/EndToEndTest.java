@@ -35,42 +35,65 @@ class EndToEndTest {
     final PostgresExtension jobsDatabase = new PostgresExtension();
 
     private static DatabaseConfig database(TestDatabase db) {
-        return DatabaseConfig.of(db.url(), db.user(), db.password()).withConnectTimeout(Duration.ofSeconds(1))
+        return DatabaseConfig.of(db.url(), db.user(), db.password())
+                .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
     }
 
     @Test
     void jobsInsertedWithSqlProduceExactlyOneEffectEachStampedWithTheTokenThatCompletedThem() throws Exception {
         // The consumer keeps its tables in a database of its own, the other documented setup.
-        try (TestDatabase consumerDb = dev.fencedjobs.testing.TestPostgres.shared().createDatabase("e2e_consumer")) {
+        try (TestDatabase consumerDb =
+                dev.fencedjobs.testing.TestPostgres.shared().createDatabase("e2e_consumer")) {
             DatabaseConfig jobsDb = database(jobsDatabase.database());
             String topic = "e2e-" + UUID.randomUUID();
             String bootstrap = TestKafka.shared().bootstrapServers();
             LeaseConfig lease = new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500));
             List<AutoCloseable> services = new ArrayList<>();
-            KafkaSettings kafka = new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
+            KafkaSettings kafka =
+                    new KafkaSettings(bootstrap, topic).withTrust(dev.fencedjobs.runtime.RecordTrust.generate());
             try (HikariDataSource jobsPool = Database.pool(jobsDb, "e2e-producer");
                     HikariDataSource consumerPool = Database.pool(database(consumerDb), "e2e-check")) {
                 Database.migrate(jobsPool);
                 DSLContext jobs = Database.dsl(jobsPool);
-                DispatcherConfig dispatcherConfig = new DispatcherConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease, 200);
+                DispatcherConfig dispatcherConfig =
+                        new DispatcherConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease, 200);
                 Dispatcher d1 = Dispatcher.builder(dispatcherConfig).start();
                 Dispatcher d2 = Dispatcher.builder(dispatcherConfig).start();
                 services.add(d1);
                 services.add(d2);
-                services.add(Relay.builder(new RelayConfig(new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false), lease,
-                        kafka, 3, (short) 1, 500, Duration.ofSeconds(1), 100_000,
-                        Duration.ofHours(1))).start());
-                services.add(FencedConsumer.builder(new ConsumerConfig(new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
-                        kafka, "e2e", 500, 3, Duration.ofMillis(10), Duration.ofDays(7)), new LedgerEffect()).start());
+                services.add(Relay.builder(new RelayConfig(
+                                new ServiceConfig(jobsDb, 0, Duration.ofSeconds(10), false),
+                                lease,
+                                kafka,
+                                3,
+                                (short) 1,
+                                500,
+                                Duration.ofSeconds(1),
+                                100_000,
+                                Duration.ofHours(1)))
+                        .start());
+                services.add(FencedConsumer.builder(
+                                new ConsumerConfig(
+                                        new ServiceConfig(database(consumerDb), 0, Duration.ofSeconds(10), true),
+                                        kafka,
+                                        "e2e",
+                                        500,
+                                        3,
+                                        Duration.ofMillis(10),
+                                        Duration.ofDays(7)),
+                                new LedgerEffect())
+                        .start());
 
                 jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
                         + "jsonb_build_object('n', g), clock_timestamp() FROM generate_series(1, 1000) g");
-                jobs.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
-                        + "jsonb_build_object('n', g), clock_timestamp() + interval '2 seconds' FROM generate_series(1001, 2000) g");
+                jobs.execute(
+                        "INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (g % 20), "
+                                + "jsonb_build_object('n', g), clock_timestamp() + interval '2 seconds' FROM generate_series(1001, 2000) g");
                 jobs.execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
                 // A graceful handoff of the dispatcher in the middle: later jobs carry a larger token.
-                await().atMost(Duration.ofSeconds(30)).until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) >= 1001);
+                await().atMost(Duration.ofSeconds(30))
+                        .until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) >= 1001);
                 Dispatcher leader = d1.state() == RunningService.State.LEADING ? d1 : d2;
                 leader.close();
 
@@ -78,15 +101,27 @@ class EndToEndTest {
                 await().atMost(Duration.ofSeconds(60)).until(() -> consumerSide.fetchCount(LEDGER) >= 2001);
                 // Every job completed and published, and every record committed by the consumer's
                 // group: nothing more can reach it, so the counts below are final.
-                await().atMost(Duration.ofSeconds(30)).until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) == 2001
-                        && jobs.fetchCount(jobs.selectFrom("outbox_unpublished")) == 0 && TestKafka.groupLag(bootstrap, "e2e", topic) == 0);
+                await().atMost(Duration.ofSeconds(30))
+                        .until(() -> jobs.fetchCount(JOBS, JOBS.STATE.eq("completed")) == 2001
+                                && jobs.fetchCount(jobs.selectFrom("outbox_unpublished")) == 0
+                                && TestKafka.groupLag(bootstrap, "e2e", topic) == 0);
 
-                Map<Long, Long> completedBy = jobs.select(JOBS.ID, JOBS.COMPLETED_BY_TOKEN).from(JOBS).fetchMap(JOBS.ID, JOBS.COMPLETED_BY_TOKEN);
-                Map<Long, Long> appliedWith = consumerSide.select(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN).from(LEDGER)
+                Map<Long, Long> completedBy = jobs.select(JOBS.ID, JOBS.COMPLETED_BY_TOKEN)
+                        .from(JOBS)
+                        .fetchMap(JOBS.ID, JOBS.COMPLETED_BY_TOKEN);
+                Map<Long, Long> appliedWith = consumerSide
+                        .select(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN)
+                        .from(LEDGER)
                         .fetchMap(LEDGER.JOB_ID, LEDGER.FENCING_TOKEN);
-                assertThat(consumerSide.fetchCount(LEDGER)).as("one effect row per job").isEqualTo(2001);
-                assertThat(appliedWith).as("each effect stamped with the token that completed its job").isEqualTo(completedBy);
-                assertThat(completedBy.values().stream().distinct().count()).as("tokens that completed jobs").isGreaterThanOrEqualTo(2);
+                assertThat(consumerSide.fetchCount(LEDGER))
+                        .as("one effect row per job")
+                        .isEqualTo(2001);
+                assertThat(appliedWith)
+                        .as("each effect stamped with the token that completed its job")
+                        .isEqualTo(completedBy);
+                assertThat(completedBy.values().stream().distinct().count())
+                        .as("tokens that completed jobs")
+                        .isGreaterThanOrEqualTo(2);
             } finally {
                 for (AutoCloseable s : services) {
                     s.close();

@@ -1,9 +1,9 @@
 package dev.fencedjobs.consumer;
 
-import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assumptions.assumeThat;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.internal.Tracing;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
@@ -33,13 +33,26 @@ class ProcessSpansTest {
     @Test
     void withNoSdkABatchEffectsRecordsHaveTheirTraceHeadersUnread_andAJobsOwnEffectLogsItsTrace() {
         Tracing tracing = Tracing.global();
-        assumeThat(tracing.installed()).as("no OpenTelemetry installed in this JVM").isFalse();
+        assumeThat(tracing.installed())
+                .as("no OpenTelemetry installed in this JVM")
+                .isFalse();
         ProcessSpans spans = new ProcessSpans(tracing, "group");
         CountingHeaders headers = new CountingHeaders();
         headers.add("traceparent", ("00-" + TRACE_ID + "-00f067aa0ba902b7-01").getBytes(StandardCharsets.US_ASCII));
-        ConsumerRecord<String, byte[]> record = new ConsumerRecord<>("topic", 0, 7L, ConsumerRecord.NO_TIMESTAMP, TimestampType.NO_TIMESTAMP_TYPE,
-                -1, -1, "r", new byte[0], headers, Optional.empty());
-        Job job = new Job(1, "r", FencingToken.of(3), "{}", OffsetDateTime.now(), OffsetDateTime.now(), 11, OffsetDateTime.now());
+        ConsumerRecord<String, byte[]> record = new ConsumerRecord<>(
+                "topic",
+                0,
+                7L,
+                ConsumerRecord.NO_TIMESTAMP,
+                TimestampType.NO_TIMESTAMP_TYPE,
+                -1,
+                -1,
+                "r",
+                new byte[0],
+                headers,
+                Optional.empty());
+        Job job = new Job(
+                1, "r", FencingToken.of(3), "{}", OffsetDateTime.now(), OffsetDateTime.now(), 11, OffsetDateTime.now());
         Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>();
         outcomes.put(record, BatchProcessor.APPLIED);
 
@@ -57,8 +70,12 @@ class ProcessSpansTest {
             assertThat(MDC.get(ProcessSpans.MDC_JOB_ID)).isEqualTo("1");
         }
         spans.committed(List.of(record), outcomes);
-        assertThat(MDC.get(ProcessSpans.MDC_TRACE_ID)).as("left with the effect").isNull();
-        assertThat(headers.lookups).as("the producer's context read for the job's own effect").isPositive();
+        assertThat(MDC.get(ProcessSpans.MDC_TRACE_ID))
+                .as("left with the effect")
+                .isNull();
+        assertThat(headers.lookups)
+                .as("the producer's context read for the job's own effect")
+                .isPositive();
     }
 
     /** Headers that count the lookups of one. */

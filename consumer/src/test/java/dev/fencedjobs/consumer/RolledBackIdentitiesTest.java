@@ -1,6 +1,5 @@
 package dev.fencedjobs.consumer;
 
-import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
 import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
@@ -10,6 +9,7 @@ import static dev.fencedjobs.consumer.jooq.Tables.LEDGER;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.internal.Envelope;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;
@@ -47,9 +47,29 @@ class RolledBackIdentitiesTest {
         fixture.close();
     }
 
-    private void send(long outboxId, long jobId, String resource, long token, OffsetDateTime createdAt, String holder, OffsetDateTime acquiredAt) {
-        fixture.sendRaw(resource, new Envelope(Envelope.VERSION, outboxId, jobId, resource, FencingToken.of(token), "{\"job\":" + jobId + "}", T0, T0,
-                createdAt, holder, acquiredAt).toJson());
+    private void send(
+            long outboxId,
+            long jobId,
+            String resource,
+            long token,
+            OffsetDateTime createdAt,
+            String holder,
+            OffsetDateTime acquiredAt) {
+        fixture.sendRaw(
+                resource,
+                new Envelope(
+                                Envelope.VERSION,
+                                outboxId,
+                                jobId,
+                                resource,
+                                FencingToken.of(token),
+                                "{\"job\":" + jobId + "}",
+                                T0,
+                                T0,
+                                createdAt,
+                                holder,
+                                acquiredAt)
+                        .toJson());
     }
 
     private long reused(String kind) {
@@ -71,17 +91,31 @@ class RolledBackIdentitiesTest {
         send(3, 2, "r", 1L << 32 | 1, T0.plusSeconds(11), "b", ACQUIRED_B);
         send(1, 1, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 4 && (long) consumer.status().get("duplicates") == 2);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() ->
+                        fixture.ledgerRows() == 4 && (long) consumer.status().get("duplicates") == 2);
 
-        assertThat(fixture.dsl().fetchCount(LEDGER, LEDGER.JOB_ID.eq(1L))).as("two jobs with id 1, one effect each").isEqualTo(2);
+        assertThat(fixture.dsl().fetchCount(LEDGER, LEDGER.JOB_ID.eq(1L)))
+                .as("two jobs with id 1, one effect each")
+                .isEqualTo(2);
         assertThat(fixture.dsl().fetchCount(LEDGER, LEDGER.JOB_ID.eq(2L))).isEqualTo(2);
-        assertThat(fixture.dsl().fetchCount(fixture.dsl().selectDistinct(LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT).from(LEDGER))).isEqualTo(4);
+        assertThat(fixture.dsl()
+                        .fetchCount(fixture.dsl()
+                                .selectDistinct(LEDGER.JOB_ID, LEDGER.JOB_CREATED_AT)
+                                .from(LEDGER)))
+                .isEqualTo(4);
         assertThat(reused("job_id")).isEqualTo(2);
         assertThat(consumer.status().get("reused")).isEqualTo(2L);
         assertThat(fixture.dsl().fetchCount(CONSUMER_PROCESSED_REISSUED)).isEqualTo(2);
-        assertThat(fixture.dsl().select(CONSUMER_REUSED.PREVIOUS).from(CONSUMER_REUSED).where(CONSUMER_REUSED.JOB_ID.eq(1L)).fetchSingle().value1())
+        assertThat(fixture.dsl()
+                        .select(CONSUMER_REUSED.PREVIOUS)
+                        .from(CONSUMER_REUSED)
+                        .where(CONSUMER_REUSED.JOB_ID.eq(1L))
+                        .fetchSingle()
+                        .value1())
                 .contains("job 1 created at " + T0.toLocalDateTime().toString().substring(0, 16));
-        // The promoted database's outbox ids start over below those seen; a higher token starts over with them: nothing is late.
+        // The promoted database's outbox ids start over below those seen; a higher token starts over with them: nothing
+        // is late.
         assertThat(fixture.dsl().fetchCount(CONSUMER_LATE)).isZero();
         assertThat(fixture.dsl().fetchCount(CONSUMER_REJECTED)).isZero();
 
@@ -90,7 +124,8 @@ class RolledBackIdentitiesTest {
         send(1, 1, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
         send(3, 2, "r", 1L << 32 | 1, T0.plusSeconds(11), "b", ACQUIRED_B);
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 5);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> (long) consumer.status().get("duplicates") == 5);
         assertThat(fixture.ledgerRows()).isEqualTo(4);
         assertThat(reused("job_id")).isEqualTo(2);
     }
@@ -107,22 +142,28 @@ class RolledBackIdentitiesTest {
             }
         };
         // Patient retries off: the dead letter after the quick tries is what this test is about.
-        FencedConsumer consumer = fixture.start(fixture.config(500).withRetries(EffectRetries.OFF), failsForTheSecondJob,
-                FencedConsumer.COMMIT_SYNC);
+        FencedConsumer consumer = fixture.start(
+                fixture.config(500).withRetries(EffectRetries.OFF), failsForTheSecondJob, FencedConsumer.COMMIT_SYNC);
         send(1, 5, "r", 1, T0, "a", ACQUIRED_A);
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 1);
         send(9, 5, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("deadLettered") == 1);
-        assertThat(fixture.dsl().select(CONSUMER_PROCESSED_REISSUED.OUTCOME).from(CONSUMER_PROCESSED_REISSUED).fetchSingle().value1())
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> (long) consumer.status().get("deadLettered") == 1);
+        assertThat(fixture.dsl()
+                        .select(CONSUMER_PROCESSED_REISSUED.OUTCOME)
+                        .from(CONSUMER_PROCESSED_REISSUED)
+                        .fetchSingle()
+                        .value1())
                 .isEqualTo("dead_letter");
         assertThat(reused("job_id")).isEqualTo(1);
         assertThat(consumer.status().get("reused")).isEqualTo(1L);
 
         send(9, 5, "r", 1L << 32 | 1, T0.plusSeconds(10), "b", ACQUIRED_B);
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 1);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> (long) consumer.status().get("duplicates") == 1);
         assertThat(fixture.ledgerRows()).isEqualTo(1);
         assertThat(reused("job_id")).isEqualTo(1);
     }
@@ -140,14 +181,28 @@ class RolledBackIdentitiesTest {
         fixture.flush();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 3);
         send(1, 21, "r", 1, roundsDown, "a", ACQUIRED_A.plusNanos(999));
-        send(2, 22, "r", 1, roundsUp.plusNanos(899), "a", ACQUIRED_A.plusNanos(999)); // 7,001,400 ns: the same microsecond
+        send(
+                2,
+                22,
+                "r",
+                1,
+                roundsUp.plusNanos(899),
+                "a",
+                ACQUIRED_A.plusNanos(999)); // 7,001,400 ns: the same microsecond
         send(3, 23, "r", 1, halfToEven, "a", ACQUIRED_A.plusNanos(999));
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 3);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> (long) consumer.status().get("duplicates") == 3);
         assertThat(fixture.ledgerRows()).isEqualTo(3);
         assertThat(reused("job_id") + reused("token")).isZero();
-        assertThat(fixture.dsl().select(LEDGER.JOB_CREATED_AT).from(LEDGER).orderBy(LEDGER.JOB_ID).fetch(r -> r.value1().toInstant()))
-                .containsExactly(T0.plusNanos(1_234_000).toInstant(), T0.plusSeconds(1).plusNanos(7_001_000).toInstant(),
+        assertThat(fixture.dsl()
+                        .select(LEDGER.JOB_CREATED_AT)
+                        .from(LEDGER)
+                        .orderBy(LEDGER.JOB_ID)
+                        .fetch(r -> r.value1().toInstant()))
+                .containsExactly(
+                        T0.plusNanos(1_234_000).toInstant(),
+                        T0.plusSeconds(1).plusNanos(7_001_000).toInstant(),
                         T0.plusSeconds(2).plusNanos(4_000).toInstant());
     }
 
@@ -161,7 +216,8 @@ class RolledBackIdentitiesTest {
         send(2, 8, "r", 1, T0, "a", ACQUIRED_A);
         send(2, 8, "r", 1, null, null, null);
         fixture.flush();
-        await().atMost(Duration.ofSeconds(30)).until(() -> (long) consumer.status().get("duplicates") == 2);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> (long) consumer.status().get("duplicates") == 2);
         assertThat(fixture.ledgerRows()).isEqualTo(2);
         assertThat(reused("job_id")).isZero();
         assertThat(fixture.dsl().fetchCount(CONSUMER_PROCESSED)).isEqualTo(2);
@@ -179,7 +235,11 @@ class RolledBackIdentitiesTest {
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.ledgerRows() == 5);
         assertThat(reused("token")).isEqualTo(1);
         assertThat(consumer.status().get("reused")).isEqualTo(1L);
-        assertThat(fixture.dsl().select(CONSUMER_REUSED.JOB_ID, CONSUMER_REUSED.TOKEN_HOLDER, CONSUMER_REUSED.PREVIOUS).from(CONSUMER_REUSED)
-                .fetchSingle().intoArray()).containsExactly(12L, "b", "a since " + ACQUIRED_A);
+        assertThat(fixture.dsl()
+                        .select(CONSUMER_REUSED.JOB_ID, CONSUMER_REUSED.TOKEN_HOLDER, CONSUMER_REUSED.PREVIOUS)
+                        .from(CONSUMER_REUSED)
+                        .fetchSingle()
+                        .intoArray())
+                .containsExactly(12L, "b", "a since " + ACQUIRED_A);
     }
 }

@@ -66,13 +66,18 @@ class SecuredKafkaTest {
         String topic = "secured-" + UUID.randomUUID();
         DatabaseConfig database = database();
         try (HikariDataSource pool = Database.pool(database, "secured-test");
-                Relay relay = Relay.builder(relayConfig(database, relaySettings(SecureKafka.SCRAM_PASSWORD), topic)).start();
-                FencedConsumer consumer = FencedConsumer.builder(consumerConfig(database, consumerSettings(SecureKafka.PLAIN_PASSWORD),
-                        topic), new LedgerEffect()).start()) {
+                Relay relay = Relay.builder(relayConfig(database, relaySettings(SecureKafka.SCRAM_PASSWORD), topic))
+                        .start();
+                FencedConsumer consumer = FencedConsumer.builder(
+                                consumerConfig(database, consumerSettings(SecureKafka.PLAIN_PASSWORD), topic),
+                                new LedgerEffect())
+                        .start()) {
             Database.migrate(pool);
             DSLContext dsl = Database.dsl(pool);
-            dsl.connection(c -> dev.fencedjobs.testing.CompletedJobs.insert(c, 300, "'r-' || (g % 7)", "jsonb_build_object('n', g)"));
-            await().atMost(Duration.ofSeconds(60)).until(() -> tableExists(dsl, "ledger") && dsl.fetchCount(LEDGER) == 300);
+            dsl.connection(c -> dev.fencedjobs.testing.CompletedJobs.insert(
+                    c, 300, "'r-' || (g % 7)", "jsonb_build_object('n', g)"));
+            await().atMost(Duration.ofSeconds(60))
+                    .until(() -> tableExists(dsl, "ledger") && dsl.fetchCount(LEDGER) == 300);
             assertThat(relay.status().get("kafka")).isEqualTo("ok");
             assertThat(consumer.status().get("kafka")).isEqualTo("ok");
             assertThat(relay.ready()).isTrue();
@@ -89,22 +94,36 @@ class SecuredKafkaTest {
         Logger root = (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
         logs.start();
         root.addAppender(logs);
-        try (Relay relay = Relay.builder(relayConfig(database, relaySettings(wrong), topic)).start();
-                FencedConsumer consumer = FencedConsumer.builder(consumerConfig(database, consumerSettings(wrong), topic), new LedgerEffect()).start()) {
-            await().atMost(Duration.ofSeconds(60)).until(() -> metric(relay.httpPort(), "fencedjobs_relay_publish_failures_total") >= 3
-                    && metric(consumer.httpPort(), "fencedjobs_consumer_batch_failures_total") >= 3);
+        try (Relay relay = Relay.builder(relayConfig(database, relaySettings(wrong), topic))
+                        .start();
+                FencedConsumer consumer = FencedConsumer.builder(
+                                consumerConfig(database, consumerSettings(wrong), topic), new LedgerEffect())
+                        .start()) {
+            await().atMost(Duration.ofSeconds(60))
+                    .until(() -> metric(relay.httpPort(), "fencedjobs_relay_publish_failures_total") >= 3
+                            && metric(consumer.httpPort(), "fencedjobs_consumer_batch_failures_total") >= 3);
 
             assertThat(relay.status().get("kafka").toString()).contains("SaslAuthenticationException");
             assertThat(consumer.status().get("kafka").toString()).contains("SaslAuthenticationException");
             assertThat(get(relay.httpPort(), "/health/ready").statusCode()).isEqualTo(503);
             assertThat(get(consumer.httpPort(), "/health/ready").statusCode()).isEqualTo(503);
-            assertThat(get(relay.httpPort(), "/health/live").statusCode()).as("the process keeps running").isEqualTo(200);
+            assertThat(get(relay.httpPort(), "/health/live").statusCode())
+                    .as("the process keeps running")
+                    .isEqualTo(200);
             // The Kafka client also logs each failed reconnection itself (NetworkClient, at ERROR).
             List<ILoggingEvent> errors = logs.list.stream()
-                    .filter(e -> e.getLevel() == Level.ERROR && e.getLoggerName().startsWith("dev.fencedjobs")).toList();
-            assertThat(errors).extracting(ILoggingEvent::getLoggerName).as("one ERROR each, however often they retry")
-                    .containsExactlyInAnyOrder("dev.fencedjobs.relay.RelayLoop", "dev.fencedjobs.consumer.ConsumerLoop");
-            assertThat(errors).allSatisfy(e -> assertThat(e.getFormattedMessage()).contains("Kafka refused").contains("KAFKA_SASL_"));
+                    .filter(e ->
+                            e.getLevel() == Level.ERROR && e.getLoggerName().startsWith("dev.fencedjobs"))
+                    .toList();
+            assertThat(errors)
+                    .extracting(ILoggingEvent::getLoggerName)
+                    .as("one ERROR each, however often they retry")
+                    .containsExactlyInAnyOrder(
+                            "dev.fencedjobs.relay.RelayLoop", "dev.fencedjobs.consumer.ConsumerLoop");
+            assertThat(errors)
+                    .allSatisfy(e -> assertThat(e.getFormattedMessage())
+                            .contains("Kafka refused")
+                            .contains("KAFKA_SASL_"));
 
             List<String> shown = new java.util.ArrayList<>();
             logs.list.forEach(e -> {
@@ -146,15 +165,20 @@ class SecuredKafkaTest {
     /** The consumer's: a client properties file with PLAIN, as the Kafka tools take it. */
     private static Map<String, String> consumerSettings(String password) throws Exception {
         Path file = Files.createTempFile(kafka.directory(), "client", ".properties");
-        Files.writeString(file, String.join("\n",
-                "security.protocol=SASL_SSL",
-                "sasl.mechanism=PLAIN",
-                "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\""
-                        + SecureKafka.PLAIN_USER + "\" password=\"" + password + "\";",
-                "ssl.truststore.location=" + kafka.truststore(),
-                "ssl.truststore.password=" + SecureKafka.TRUSTSTORE_PASSWORD,
-                "ssl.truststore.type=PKCS12", ""));
-        return Map.of("KAFKA_BOOTSTRAP_SERVERS", kafka.secureBootstrapServers(), "KAFKA_CLIENT_PROPERTIES", file.toString());
+        Files.writeString(
+                file,
+                String.join(
+                        "\n",
+                        "security.protocol=SASL_SSL",
+                        "sasl.mechanism=PLAIN",
+                        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\""
+                                + SecureKafka.PLAIN_USER + "\" password=\"" + password + "\";",
+                        "ssl.truststore.location=" + kafka.truststore(),
+                        "ssl.truststore.password=" + SecureKafka.TRUSTSTORE_PASSWORD,
+                        "ssl.truststore.type=PKCS12",
+                        ""));
+        return Map.of(
+                "KAFKA_BOOTSTRAP_SERVERS", kafka.secureBootstrapServers(), "KAFKA_CLIENT_PROPERTIES", file.toString());
     }
 
     private static final dev.fencedjobs.runtime.RecordTrust TRUST = dev.fencedjobs.runtime.RecordTrust.generate();
@@ -162,16 +186,29 @@ class SecuredKafkaTest {
     private static RelayConfig relayConfig(DatabaseConfig database, Map<String, String> env, String topic) {
         Map<String, String> withTopic = new HashMap<>(env);
         withTopic.put("KAFKA_TOPIC", topic);
-        return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), true),
-                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)), KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST), 3,
-                (short) 1, 500, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
+        return new RelayConfig(
+                new ServiceConfig(database, 0, Duration.ofSeconds(10), true),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
+                KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST),
+                3,
+                (short) 1,
+                500,
+                Duration.ofSeconds(1),
+                100_000,
+                Duration.ofHours(1));
     }
 
     private static ConsumerConfig consumerConfig(DatabaseConfig database, Map<String, String> env, String topic) {
         Map<String, String> withTopic = new HashMap<>(env);
         withTopic.put("KAFKA_TOPIC", topic);
-        return new ConsumerConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), true), KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST),
-                "secured-" + UUID.randomUUID(), 500, 3, Duration.ofMillis(10), Duration.ofDays(7));
+        return new ConsumerConfig(
+                new ServiceConfig(database, 0, Duration.ofSeconds(10), true),
+                KafkaSettings.from(Settings.of(withTopic)).withTrust(TRUST),
+                "secured-" + UUID.randomUUID(),
+                500,
+                3,
+                Duration.ofMillis(10),
+                Duration.ofDays(7));
     }
 
     private static boolean tableExists(DSLContext dsl, String table) {
@@ -179,12 +216,19 @@ class SecuredKafkaTest {
     }
 
     private static HttpResponse<String> get(int port, String path) throws Exception {
-        return HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create("http://localhost:" + port + path)).build(),
-                HttpResponse.BodyHandlers.ofString());
+        return HttpClient.newHttpClient()
+                .send(
+                        HttpRequest.newBuilder(URI.create("http://localhost:" + port + path))
+                                .build(),
+                        HttpResponse.BodyHandlers.ofString());
     }
 
     private static double metric(int port, String name) throws Exception {
-        return get(port, "/metrics").body().lines().filter(l -> l.startsWith(name + "{") || l.startsWith(name + " "))
-                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
+        return get(port, "/metrics")
+                .body()
+                .lines()
+                .filter(l -> l.startsWith(name + "{") || l.startsWith(name + " "))
+                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1)))
+                .sum();
     }
 }

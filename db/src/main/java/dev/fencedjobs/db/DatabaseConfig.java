@@ -54,7 +54,8 @@ public record DatabaseConfig(
 
     public DatabaseConfig {
         if (url == null || !url.startsWith("jdbc:postgresql:")) {
-            throw new ConfigException(URL, "must be a PostgreSQL JDBC URL such as " + DEFAULT_URL + ", got '" + redact(url) + "'");
+            throw new ConfigException(
+                    URL, "must be a PostgreSQL JDBC URL such as " + DEFAULT_URL + ", got '" + redact(url) + "'");
         }
         Properties parsed = Driver.parseURL(url, new Properties());
         if (parsed == null) {
@@ -63,8 +64,10 @@ public record DatabaseConfig(
         // The driver lets URL parameters override the user and password it is given, which would
         // silently defeat DATABASE_USER (and put a password where logs can see it).
         if (parsed.containsKey("user") || parsed.containsKey("password")) {
-            throw new ConfigException(URL, "must not carry user or password parameters; set " + USER + " and " + PASSWORD
-                    + " instead (got '" + redact(url) + "')");
+            throw new ConfigException(
+                    URL,
+                    "must not carry user or password parameters; set " + USER + " and " + PASSWORD + " instead (got '"
+                            + redact(url) + "')");
         }
         if (user == null || user.isBlank()) {
             throw new ConfigException(USER, "is required");
@@ -73,7 +76,8 @@ public record DatabaseConfig(
         Settings.requirePositive(POOL_SIZE, poolSize);
         Settings.requirePositive(CONNECT_TIMEOUT, connectTimeout);
         if (connectTimeout.compareTo(Duration.ofMillis(250)) < 0) {
-            throw new ConfigException(CONNECT_TIMEOUT, "must be at least 250ms (HikariCP's minimum), got " + connectTimeout);
+            throw new ConfigException(
+                    CONNECT_TIMEOUT, "must be at least 250ms (HikariCP's minimum), got " + connectTimeout);
         }
         Settings.requirePositive(STATEMENT_TIMEOUT, statementTimeout);
         Settings.requirePositive(LOCK_TIMEOUT, lockTimeout);
@@ -103,39 +107,47 @@ public record DatabaseConfig(
      * }</pre>
      */
     public static DatabaseConfig of(String url, String user, String password) {
-        return new DatabaseConfig(url, user, password, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT,
-                DEFAULT_LOCK_TIMEOUT, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT);
+        return new DatabaseConfig(
+                url,
+                user,
+                password,
+                DEFAULT_POOL_SIZE,
+                DEFAULT_CONNECT_TIMEOUT,
+                DEFAULT_STATEMENT_TIMEOUT,
+                DEFAULT_LOCK_TIMEOUT,
+                DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT);
     }
 
     public DatabaseConfig withPoolSize(int poolSize) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     public DatabaseConfig withConnectTimeout(Duration connectTimeout) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     public DatabaseConfig withStatementTimeout(Duration statementTimeout) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     public DatabaseConfig withLockTimeout(Duration lockTimeout) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     public DatabaseConfig withIdleInTransactionTimeout(Duration idleInTransactionTimeout) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     /** The three server-side timeouts at once. */
-    public DatabaseConfig withServerTimeouts(Duration statementTimeout, Duration lockTimeout, Duration idleInTransactionTimeout) {
-        return new DatabaseConfig(url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout,
-                idleInTransactionTimeout);
+    public DatabaseConfig withServerTimeouts(
+            Duration statementTimeout, Duration lockTimeout, Duration idleInTransactionTimeout) {
+        return new DatabaseConfig(
+                url, user, password, poolSize, connectTimeout, statementTimeout, lockTimeout, idleInTransactionTimeout);
     }
 
     /**
@@ -150,11 +162,13 @@ public record DatabaseConfig(
      * @throws IllegalStateException when no connection can be had
      */
     public static DatabaseConfig ofSessions(DataSource dataSource) {
-        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery("SELECT current_user, "
-                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'), "
-                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'lock_timeout'), "
-                        + "(SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')")) {
+        try (Connection c = dataSource.getConnection();
+                Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(
+                        "SELECT current_user, "
+                                + "(SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'), "
+                                + "(SELECT setting::bigint FROM pg_settings WHERE name = 'lock_timeout'), "
+                                + "(SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')")) {
             rs.next();
             String url = c.getMetaData().getURL();
             int query = url.indexOf('?');
@@ -165,17 +179,21 @@ public record DatabaseConfig(
             for (int i = 0; i < 3; i++) {
                 long millis = rs.getLong(i + 2);
                 if (millis <= 0) {
-                    throw new ConfigException(settings[i], "the lent DataSource's sessions have " + names[i] + " = 0 (none); a leased "
-                            + "service needs it bounded and shorter than the lease: set it on the pool (HikariCP connectionInitSql "
-                            + "'SET " + names[i] + " = 2000'), in the URL (options=-c " + names[i] + "=2s) or on the role (ALTER ROLE "
-                            + rs.getString(1) + " SET " + names[i] + " = '2s')");
+                    throw new ConfigException(
+                            settings[i],
+                            "the lent DataSource's sessions have " + names[i] + " = 0 (none); a leased "
+                                    + "service needs it bounded and shorter than the lease: set it on the pool (HikariCP connectionInitSql "
+                                    + "'SET " + names[i] + " = 2000'), in the URL (options=-c " + names[i]
+                                    + "=2s) or on the role (ALTER ROLE "
+                                    + rs.getString(1) + " SET " + names[i] + " = '2s')");
                 }
                 timeouts[i] = Duration.ofMillis(millis);
             }
-            return new DatabaseConfig(url, rs.getString(1), "", 1, DEFAULT_CONNECT_TIMEOUT, timeouts[0], timeouts[1], timeouts[2]);
+            return new DatabaseConfig(
+                    url, rs.getString(1), "", 1, DEFAULT_CONNECT_TIMEOUT, timeouts[0], timeouts[1], timeouts[2]);
         } catch (SQLException e) {
-            throw new IllegalStateException("the lent DataSource gave no connection to read its sessions' settings from: "
-                    + e.getMessage(), e);
+            throw new IllegalStateException(
+                    "the lent DataSource gave no connection to read its sessions' settings from: " + e.getMessage(), e);
         }
     }
 
@@ -195,8 +213,10 @@ public record DatabaseConfig(
 
     @Override
     public String toString() {
-        return "DatabaseConfig[url=" + safeUrl() + ", user=" + user + ", password=" + (password.isEmpty() ? "(none)" : "****")
-                + ", poolSize=" + poolSize + ", connectTimeout=" + connectTimeout + ", statementTimeout=" + statementTimeout
+        return "DatabaseConfig[url=" + safeUrl() + ", user=" + user + ", password="
+                + (password.isEmpty() ? "(none)" : "****")
+                + ", poolSize=" + poolSize + ", connectTimeout=" + connectTimeout + ", statementTimeout="
+                + statementTimeout
                 + ", lockTimeout=" + lockTimeout + ", idleInTransactionTimeout=" + idleInTransactionTimeout + "]";
     }
 }

@@ -30,7 +30,8 @@ class ConcurrentMigrationTest {
     @Test
     void replicasStartingTogetherAllMigrateEvenWithShortSessionTimeouts() throws Exception {
         TestDatabase db = postgres.database();
-        DatabaseConfig strict = DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(2)
+        DatabaseConfig strict = DatabaseConfig.of(db.url(), db.user(), db.password())
+                .withPoolSize(2)
                 .withServerTimeouts(Duration.ofMillis(300), Duration.ofMillis(300), Duration.ofMillis(300));
         int replicas = 6;
         ExecutorService pool = Executors.newFixedThreadPool(replicas);
@@ -59,13 +60,20 @@ class ConcurrentMigrationTest {
 
     private static void assertAppliedOnce(TestDatabase db, String location, String historyTable) throws Exception {
         long migrations;
-        try (var files = java.nio.file.Files.list(java.nio.file.Path.of(Database.class.getResource(location).toURI()))) {
-            migrations = files.filter(f -> f.getFileName().toString().matches("(V\\d+|R)__.*\\.sql")).count();
+        try (var files = java.nio.file.Files.list(
+                java.nio.file.Path.of(Database.class.getResource(location).toURI()))) {
+            migrations = files.filter(f -> f.getFileName().toString().matches("(V\\d+|R)__.*\\.sql"))
+                    .count();
         }
-        try (var c = db.connect(); var s = c.createStatement();
-                var rs = s.executeQuery("SELECT count(*), count(DISTINCT coalesce(version, script)) FROM " + historyTable + " WHERE success AND type <> 'BASELINE'")) {
+        try (var c = db.connect();
+                var s = c.createStatement();
+                var rs = s.executeQuery("SELECT count(*), count(DISTINCT coalesce(version, script)) FROM "
+                        + historyTable + " WHERE success AND type <> 'BASELINE'")) {
             rs.next();
-            assertThat(rs.getLong(1)).as("each migration of %s applied once", location).isEqualTo(migrations).isEqualTo(rs.getLong(2));
+            assertThat(rs.getLong(1))
+                    .as("each migration of %s applied once", location)
+                    .isEqualTo(migrations)
+                    .isEqualTo(rs.getLong(2));
         }
     }
 }

@@ -36,7 +36,8 @@ class ConfigTest {
     @Test
     void nonPositiveDurationsAreRefused() {
         assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_STATEMENT_TIMEOUT", "0ms")))
-                .isInstanceOf(ConfigException.class).hasMessage("DATABASE_STATEMENT_TIMEOUT: must be positive, got PT0S");
+                .isInstanceOf(ConfigException.class)
+                .hasMessage("DATABASE_STATEMENT_TIMEOUT: must be positive, got PT0S");
     }
 
     @Test
@@ -54,19 +55,25 @@ class ConfigTest {
         assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "postgres://db:5432/x")))
                 .isInstanceOf(ConfigException.class)
                 .hasMessageStartingWith("DATABASE_URL: must be a PostgreSQL JDBC URL");
-        assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:notaport/x?password=hunter2")))
+        assertThatThrownBy(() -> DatabaseConfig.from(
+                        settings("DATABASE_URL", "jdbc:postgresql://db:notaport/x?password=hunter2")))
                 .hasMessageStartingWith("DATABASE_URL: is not a JDBC URL the PostgreSQL driver can parse")
                 .hasMessageNotContaining("hunter2");
     }
 
     @Test
     void credentialsInTheUrlAreRefusedBecauseTheyWouldOverrideTheSettings() {
-        assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?user=admin")))
-                .hasMessage("DATABASE_URL: must not carry user or password parameters; set DATABASE_USER and DATABASE_PASSWORD instead "
-                        + "(got 'jdbc:postgresql://db:5432/jobs?…')");
-        assertThatThrownBy(() -> DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db/jobs?ssl=true&password=hunter2")))
-                .hasMessageStartingWith("DATABASE_URL: must not carry user or password").hasMessageNotContaining("hunter2");
-        assertThat(DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?ssl=true")).url())
+        assertThatThrownBy(() ->
+                        DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?user=admin")))
+                .hasMessage(
+                        "DATABASE_URL: must not carry user or password parameters; set DATABASE_USER and DATABASE_PASSWORD instead "
+                                + "(got 'jdbc:postgresql://db:5432/jobs?…')");
+        assertThatThrownBy(() -> DatabaseConfig.from(
+                        settings("DATABASE_URL", "jdbc:postgresql://db/jobs?ssl=true&password=hunter2")))
+                .hasMessageStartingWith("DATABASE_URL: must not carry user or password")
+                .hasMessageNotContaining("hunter2");
+        assertThat(DatabaseConfig.from(settings("DATABASE_URL", "jdbc:postgresql://db:5432/jobs?ssl=true"))
+                        .url())
                 .isEqualTo("jdbc:postgresql://db:5432/jobs?ssl=true");
     }
 
@@ -74,7 +81,10 @@ class ConfigTest {
     void passwordsStayOutOfLogs() {
         DatabaseConfig db = DatabaseConfig.from(settings(
                 "DATABASE_URL", "jdbc:postgresql://db:5432/jobs?sslpassword=hunter2", "DATABASE_PASSWORD", "s3cret"));
-        assertThat(db.toString()).doesNotContain("hunter2").doesNotContain("s3cret").contains("jdbc:postgresql://db:5432/jobs");
+        assertThat(db.toString())
+                .doesNotContain("hunter2")
+                .doesNotContain("s3cret")
+                .contains("jdbc:postgresql://db:5432/jobs");
         assertThat(db.safeUrl()).isEqualTo("jdbc:postgresql://db:5432/jobs?…");
     }
 }

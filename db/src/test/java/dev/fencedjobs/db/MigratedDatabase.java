@@ -21,7 +21,8 @@ public final class MigratedDatabase implements BeforeAllCallback, AfterAllCallba
     public void beforeAll(ExtensionContext context) {
         postgres.beforeAll(context);
         TestDatabase db = postgres.database();
-        pool = Database.pool(config(db), "test-" + context.getRequiredTestClass().getSimpleName());
+        pool = Database.pool(
+                config(db), "test-" + context.getRequiredTestClass().getSimpleName());
         Database.migrate(pool);
         dsl = Database.dsl(pool);
     }
@@ -35,7 +36,9 @@ public final class MigratedDatabase implements BeforeAllCallback, AfterAllCallba
     }
 
     public static DatabaseConfig config(TestDatabase db) {
-        return DatabaseConfig.of(db.url(), db.user(), db.password()).withPoolSize(16).withConnectTimeout(Duration.ofSeconds(5))
+        return DatabaseConfig.of(db.url(), db.user(), db.password())
+                .withPoolSize(16)
+                .withConnectTimeout(Duration.ofSeconds(5))
                 .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
     }
 
@@ -53,6 +56,7 @@ public final class MigratedDatabase implements BeforeAllCallback, AfterAllCallba
 
     /** Moves a role's expiry into the past, as if its lease had run out; the token is untouched. */
     public void expire(String role) {
-        dsl.execute("UPDATE leader_lease SET expires_at = clock_timestamp() - interval '1 second' WHERE role = ?", role);
+        dsl.execute(
+                "UPDATE leader_lease SET expires_at = clock_timestamp() - interval '1 second' WHERE role = ?", role);
     }
 }

@@ -26,13 +26,17 @@ class PoolTest {
     @Test
     void everyConnectionIsReadCommittedWhateverTheDatabaseDefault() throws Exception {
         TestDatabase db = postgres.database();
-        try (Connection c = db.connect(); Statement s = c.createStatement()) {
+        try (Connection c = db.connect();
+                Statement s = c.createStatement()) {
             s.execute("ALTER DATABASE " + db.name() + " SET default_transaction_isolation = 'serializable'");
         }
         try (HikariDataSource pool = Database.pool(MigratedDatabase.config(db), "pool-test")) {
-            assertThat(pool.getTransactionIsolation()).as("configured, not detected").isEqualTo("TRANSACTION_READ_COMMITTED");
+            assertThat(pool.getTransactionIsolation())
+                    .as("configured, not detected")
+                    .isEqualTo("TRANSACTION_READ_COMMITTED");
             for (int i = 0; i < 3; i++) {
-                try (Connection c = pool.getConnection(); Statement s = c.createStatement();
+                try (Connection c = pool.getConnection();
+                        Statement s = c.createStatement();
                         ResultSet rs = s.executeQuery("SELECT current_setting('transaction_isolation')")) {
                     rs.next();
                     assertThat(rs.getString(1)).isEqualTo("read committed");

@@ -35,7 +35,8 @@ class SchemaTest {
                 + "ON CONFLICT (unique_key) DO NOTHING";
         assertThat(db.dsl().execute(insert)).isEqualTo(1);
         assertThat(db.dsl().execute(insert)).isZero();
-        assertThat(db.dsl().fetchCount(JOBS, JOBS.UNIQUE_KEY.eq("invoice-42/2026-11-30"))).isEqualTo(1);
+        assertThat(db.dsl().fetchCount(JOBS, JOBS.UNIQUE_KEY.eq("invoice-42/2026-11-30")))
+                .isEqualTo(1);
         // Jobs without a key never collide.
         db.dsl().execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
         db.dsl().execute("INSERT INTO jobs (due_at) VALUES (clock_timestamp())");
@@ -44,22 +45,29 @@ class SchemaTest {
     @Test
     void aCompletedJobMustCarryItsTokenAndTime() {
         db.dsl().execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'check')");
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> db.dsl().execute(
-                        "UPDATE jobs SET state = 'completed' WHERE resource = 'check'"))
+        org.assertj.core.api.Assertions.assertThatThrownBy(
+                        () -> db.dsl().execute("UPDATE jobs SET state = 'completed' WHERE resource = 'check'"))
                 .hasMessageContaining("jobs_completion");
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> db.dsl().execute(
-                        "UPDATE jobs SET state = 'done', completed_by_token = 1, completed_at = clock_timestamp() WHERE resource = 'check'"))
+        org.assertj.core.api.Assertions.assertThatThrownBy(
+                        () -> db.dsl()
+                                .execute(
+                                        "UPDATE jobs SET state = 'done', completed_by_token = 1, completed_at = clock_timestamp() WHERE resource = 'check'"))
                 .hasMessageContaining("violates check constraint");
     }
 
     @Test
     void duePendingJobsAreReadFromThePartialIndexAtScale() throws Exception {
         // 200,000 completed jobs and 2,000 pending ones: the due query must not scan the table.
-        db.dsl().execute("INSERT INTO jobs (due_at, state, completed_by_token, completed_at) "
-                + "SELECT clock_timestamp() - interval '1 day', 'completed', 1, clock_timestamp() FROM generate_series(1, 200000)");
-        db.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() + (g || ' seconds')::interval FROM generate_series(1, 2000) g");
+        db.dsl()
+                .execute(
+                        "INSERT INTO jobs (due_at, state, completed_by_token, completed_at) "
+                                + "SELECT clock_timestamp() - interval '1 day', 'completed', 1, clock_timestamp() FROM generate_series(1, 200000)");
+        db.dsl()
+                .execute(
+                        "INSERT INTO jobs (due_at) SELECT clock_timestamp() + (g || ' seconds')::interval FROM generate_series(1, 2000) g");
         db.dsl().execute("ANALYZE jobs");
-        try (Connection c = db.pool().getConnection(); Statement s = c.createStatement();
+        try (Connection c = db.pool().getConnection();
+                Statement s = c.createStatement();
                 ResultSet plan = s.executeQuery("EXPLAIN SELECT id FROM jobs WHERE state = 'pending' "
                         + "AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT 500")) {
             StringBuilder text = new StringBuilder();

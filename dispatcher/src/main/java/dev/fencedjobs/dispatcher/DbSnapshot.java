@@ -14,7 +14,12 @@ record DbSnapshot(long xmin, long xmax, long[] inProgress) {
         if (parts.length != 3) {
             throw new IllegalArgumentException("not a snapshot: " + text);
         }
-        long[] xip = parts[2].isEmpty() ? new long[0] : Arrays.stream(parts[2].split(",")).mapToLong(Long::parseLong).sorted().toArray();
+        long[] xip = parts[2].isEmpty()
+                ? new long[0]
+                : Arrays.stream(parts[2].split(","))
+                        .mapToLong(Long::parseLong)
+                        .sorted()
+                        .toArray();
         return new DbSnapshot(Long.parseLong(parts[0]), Long.parseLong(parts[1]), xip);
     }
 

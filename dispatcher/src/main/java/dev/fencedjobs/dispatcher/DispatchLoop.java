@@ -1,8 +1,8 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Grants;
 import dev.fencedjobs.runtime.internal.Backoff;
@@ -94,6 +94,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private static final long NOTHING = Long.MAX_VALUE;
     /** Forces a batch: set after the LISTEN connection (re)connects, when notifications may be lost. */
     private static final long CATCH_UP = Long.MIN_VALUE;
+
     static final int PURGE_CHUNK = 2000;
     static final long FROM_START_EVERY_MS = 1000;
     static final int MAX_QUEUED = 10_000;
@@ -105,8 +106,11 @@ final class DispatchLoop implements LeaderService.Worker {
         static Notified parse(String payload) {
             try {
                 int space = payload.indexOf(' ');
-                return space < 0 ? new Notified(Long.parseLong(payload), -1)
-                        : new Notified(Long.parseLong(payload.substring(0, space)), Long.parseLong(payload.substring(space + 1)));
+                return space < 0
+                        ? new Notified(Long.parseLong(payload), -1)
+                        : new Notified(
+                                Long.parseLong(payload.substring(0, space)),
+                                Long.parseLong(payload.substring(space + 1)));
             } catch (NumberFormatException | NullPointerException e) {
                 return null;
             }
@@ -127,6 +131,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private final AtomicLong earliestNotified = new AtomicLong(NOTHING);
     /** The notifications since the last batch began, to check against the position and the {@link ScanChain}; at most {@value #MAX_QUEUED}. */
     private final ConcurrentLinkedQueue<Notified> notifiedSinceBatch = new ConcurrentLinkedQueue<>();
+
     private final AtomicInteger queued = new AtomicInteger();
     /** Set by a notification that could not be checked (unparseable, or too many queued) or a LISTEN reconnect: the next batch reads from the start. */
     private final AtomicBoolean fromStartNext = new AtomicBoolean();
@@ -134,10 +139,12 @@ final class DispatchLoop implements LeaderService.Worker {
     private final ScanChain chain = new ScanChain();
     /** The loop thread's own: where the next batch starts, under which token, and when a batch last read from the start. */
     private JobBatches.Position position;
+
     private FencingToken positionToken;
     private long fromStartAtNanos;
     /** The loop thread's own: where the next policy batch's keys start. */
     private String policyKey;
+
     private final Backoff backoff = new Backoff(Duration.ofMillis(50), Duration.ofSeconds(2));
     private volatile boolean running = true;
     private volatile boolean warmedUp;
@@ -160,6 +167,7 @@ final class DispatchLoop implements LeaderService.Worker {
     private long heldJobsCountedAt;
     /** Whether the last batch took the policy path: written by the loop thread, read by status too. */
     private volatile boolean policyPath;
+
     private final MeterRegistry registry;
     static final Duration HELD_JOBS_EVERY = Duration.ofSeconds(5);
     private final Map<String, Counter> sentBack = new ConcurrentHashMap<>();
@@ -201,8 +209,15 @@ final class DispatchLoop implements LeaderService.Worker {
         void close();
     }
 
-    DispatchLoop(Grants leadership, JobBatches batches, int batchSize, Duration jobsRetention, Ticker ticker, MeterRegistry registry,
-            Schedules schedules, Tracing tracing) {
+    DispatchLoop(
+            Grants leadership,
+            JobBatches batches,
+            int batchSize,
+            Duration jobsRetention,
+            Ticker ticker,
+            MeterRegistry registry,
+            Schedules schedules,
+            Tracing tracing) {
         this.leadership = leadership;
         this.tracing = tracing;
         this.schedules = schedules;
@@ -212,30 +227,50 @@ final class DispatchLoop implements LeaderService.Worker {
         this.ticker = ticker;
         this.registry = registry;
         PurgeSchedule purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
-        jobsCompleted = Counter.builder("fencedjobs_jobs_completed").description("jobs completed by this replica").register(registry);
+        jobsCompleted = Counter.builder("fencedjobs_jobs_completed")
+                .description("jobs completed by this replica")
+                .register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
-                .description("batches whose lease guard failed: nothing written, stepped down").register(registry);
+                .description("batches whose lease guard failed: nothing written, stepped down")
+                .register(registry);
         batchFailures = Counter.builder("fencedjobs_batch_failures")
-                .description("batches that failed with a database error: rolled back, stepped down").register(registry);
-        batchLatency = Timer.builder("fencedjobs_batch").description("batch transaction latency").register(registry);
-        batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs").description("jobs completed per batch").register(registry);
-        jobsPurged = Counter.builder("fencedjobs_jobs_purged").description("completed jobs deleted after JOBS_RETENTION").register(registry);
+                .description("batches that failed with a database error: rolled back, stepped down")
+                .register(registry);
+        batchLatency = Timer.builder("fencedjobs_batch")
+                .description("batch transaction latency")
+                .register(registry);
+        batchJobs = DistributionSummary.builder("fencedjobs_batch_jobs")
+                .description("jobs completed per batch")
+                .register(registry);
+        jobsPurged = Counter.builder("fencedjobs_jobs_purged")
+                .description("completed jobs deleted after JOBS_RETENTION")
+                .register(registry);
         policyBatches = Counter.builder("fencedjobs_policy_batches")
-                .description("batches that took the policy path (a rate limit defined, or pending jobs with a priority or a key)")
+                .description(
+                        "batches that took the policy path (a rate limit defined, or pending jobs with a priority or a key)")
                 .register(registry);
         registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
         registry.gauge("fencedjobs_dispatch_held_jobs", heldJobs);
         // Every replica, leader or not, reads these when scraped: a stopped scheduler shows too.
         backlog = new ReadCache<>(batches::backlog, ticker);
         Gauge.builder("fencedjobs_jobs_due", backlog, c -> c.gauge(JobBatches.Backlog::due))
-                .description("pending jobs due now, counted up to " + DispatchOverview.DUE_CAP).register(registry);
+                .description("pending jobs due now, counted up to " + DispatchOverview.DUE_CAP)
+                .register(registry);
         Gauge.builder("fencedjobs_jobs_oldest_due_seconds", backlog, c -> c.gauge(JobBatches.Backlog::oldestDueSeconds))
-                .description("how long the earliest-due pending job has been due").register(registry);
-        this.purger = new Purger("dispatcher-purge", purges, () -> leadership.current().isPresent(),
-                () -> batches.purgeCompleted(jobsRetention, purges.chunk()), deleted -> {
+                .description("how long the earliest-due pending job has been due")
+                .register(registry);
+        this.purger = new Purger(
+                "dispatcher-purge",
+                purges,
+                () -> leadership.current().isPresent(),
+                () -> batches.purgeCompleted(jobsRetention, purges.chunk()),
+                deleted -> {
                     jobsPurged.increment(deleted);
                     log.debug("Deleted {} jobs completed more than {} ago", deleted, jobsRetention);
-                }, e -> log.warn("Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}", purges.idleInterval(),
+                },
+                e -> log.warn(
+                        "Deleting completed jobs past JOBS_RETENTION failed; next try in {}: {}",
+                        purges.idleInterval(),
                         Faults.describe(e)));
         leadership.onChange(wakeup::signal);
         leadership.onChange(purger::wake);
@@ -406,15 +441,21 @@ final class DispatchLoop implements LeaderService.Worker {
         JobBatches.BatchResult result;
         // A span per batch, a root of its own (its jobs come from many producers' traces), linked
         // to each job's context: asked of the batch only while the span records.
-        Span span = tracing.tracer().spanBuilder("dispatch batch").setSpanKind(SpanKind.INTERNAL).setNoParent()
-                .setAttribute(Tracing.LEASE_TOKEN, grant.token().value()).startSpan();
+        Span span = tracing.tracer()
+                .spanBuilder("dispatch batch")
+                .setSpanKind(SpanKind.INTERNAL)
+                .setNoParent()
+                .setAttribute(Tracing.LEASE_TOKEN, grant.token().value())
+                .startSpan();
         boolean recording = span.isRecording();
         try {
-            result = recording ? batches.completeDue(grant, batchSize, after, policyKey, true)
+            result = recording
+                    ? batches.completeDue(grant, batchSize, after, policyKey, true)
                     : batches.completeDue(grant, batchSize, after, policyKey);
             if (recording) {
                 for (JobBatches.JobTrace t : result.traces()) {
-                    SpanContext job = Tracing.producer(Tracing.jobContext(new TraceContext(t.traceparent(), t.tracestate())));
+                    SpanContext job =
+                            Tracing.producer(Tracing.jobContext(new TraceContext(t.traceparent(), t.tracestate())));
                     if (job.isValid()) {
                         span.addLink(job, Attributes.of(Tracing.JOB_ID, t.jobId()));
                     }
@@ -472,13 +513,21 @@ final class DispatchLoop implements LeaderService.Worker {
         jobsCompleted.increment(result.completed());
         if (result.completed() > 0) {
             lastBatch = new LastBatch(grant.token(), result.completed(), elapsed / 1e6, Instant.now());
-            log.debug("Completed {} jobs under token {} in {} ms", result.completed(), grant.token(), elapsed / 1_000_000);
+            log.debug(
+                    "Completed {} jobs under token {} in {} ms",
+                    result.completed(),
+                    grant.token(),
+                    elapsed / 1_000_000);
         }
         if (policy != null) {
             if (policy.more()) {
                 return Next.again();
             }
-            idle = new Idle(grant.token(), policy.next().earliestDueMillis(), policy.next().databaseNowMillis(), ticker.nanoTime());
+            idle = new Idle(
+                    grant.token(),
+                    policy.next().earliestDueMillis(),
+                    policy.next().databaseNowMillis(),
+                    ticker.nanoTime());
             Next sleep = sleepUntilDue(idle);
             if (sleep == null) {
                 idle = null;
@@ -523,18 +572,32 @@ final class DispatchLoop implements LeaderService.Worker {
         boolean back = false;
         for (Notified n; (n = notifiedSinceBatch.poll()) != null; ) {
             queued.decrementAndGet();
-            if (position != null && n.dueMillis() <= position.dueAt().toInstant().toEpochMilli() && !chain.saw(n.dueMillis(), n.xid())) {
+            if (position != null
+                    && n.dueMillis() <= position.dueAt().toInstant().toEpochMilli()
+                    && !chain.saw(n.dueMillis(), n.xid())) {
                 back = true;
             }
         }
         if (position != null) {
-            String why = !grant.token().equals(positionToken) ? "new grant" : catchUp ? "catch-up" : back ? "notification"
-                    : now - fromStartAtNanos >= TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) ? "every second" : null;
+            String why = !grant.token().equals(positionToken)
+                    ? "new grant"
+                    : catchUp
+                            ? "catch-up"
+                            : back
+                                    ? "notification"
+                                    : now - fromStartAtNanos >= TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS)
+                                            ? "every second"
+                                            : null;
             if (why != null) {
                 position = null;
-                sentBack.computeIfAbsent(why, w -> Counter.builder("fencedjobs_batches_sent_back")
-                        .description("batches sent back from the scan position to the start of the index, by reason")
-                        .tag("reason", w).register(registry)).increment();
+                sentBack.computeIfAbsent(
+                                why,
+                                w -> Counter.builder("fencedjobs_batches_sent_back")
+                                        .description(
+                                                "batches sent back from the scan position to the start of the index, by reason")
+                                        .tag("reason", w)
+                                        .register(registry))
+                        .increment();
             }
         }
         if (position == null) {
@@ -558,7 +621,9 @@ final class DispatchLoop implements LeaderService.Worker {
         // in the year 9999 saturates its wait, and must not win over the next read from the start.
         long now = ticker.nanoTime();
         // While batches start after a position: the next batch from the start (at most a second away).
-        long wait = position == null ? Long.MAX_VALUE : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
+        long wait = position == null
+                ? Long.MAX_VALUE
+                : fromStartAtNanos + TimeUnit.MILLISECONDS.toNanos(FROM_START_EVERY_MS) - now;
         if (planned != NOTHING) {
             // Due times are in database time: offset from the database's "now" at the query,
             // plus a millisecond for the rounding of due_at to whole milliseconds.

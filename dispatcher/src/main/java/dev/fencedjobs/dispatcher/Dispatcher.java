@@ -1,9 +1,9 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import dev.fencedjobs.runtime.internal.Embedding;
 import dev.fencedjobs.runtime.internal.LeaderService;
@@ -50,14 +50,41 @@ public final class Dispatcher extends LeasedService {
     }
 
     /** Starts a replica whose lease operations and batches pass through the given decorators. */
-    static Dispatcher start(DispatcherConfig config, Embedding embedding, String holderId, Ticker ticker,
-            UnaryOperator<LeaseOps> leaseOps, UnaryOperator<JobBatches> jobBatches) {
-        LeaderService.Spec spec = new LeaderService.Spec("dispatcher", DispatcherConfig.ROLE, holderId, config.service(), embedding,
-                config.lease(), config.safetyMargin(), List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED), ticker, leaseOps);
-        return new Dispatcher(LeaderService.start(spec, parts -> new DispatchLoop(parts.leadership(),
-                jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())), config.batchSize(), config.jobsRetention(), parts.ticker(),
-                parts.registry(), new ScheduleFirer(parts.leadership(), parts.lease(), parts.dsl(), config.misfireGrace(), parts.ticker(),
-                        parts.registry()), parts.tracing())));
+    static Dispatcher start(
+            DispatcherConfig config,
+            Embedding embedding,
+            String holderId,
+            Ticker ticker,
+            UnaryOperator<LeaseOps> leaseOps,
+            UnaryOperator<JobBatches> jobBatches) {
+        LeaderService.Spec spec = new LeaderService.Spec(
+                "dispatcher",
+                DispatcherConfig.ROLE,
+                holderId,
+                config.service(),
+                embedding,
+                config.lease(),
+                config.safetyMargin(),
+                List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED),
+                ticker,
+                leaseOps);
+        return new Dispatcher(LeaderService.start(
+                spec,
+                parts -> new DispatchLoop(
+                        parts.leadership(),
+                        jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())),
+                        config.batchSize(),
+                        config.jobsRetention(),
+                        parts.ticker(),
+                        parts.registry(),
+                        new ScheduleFirer(
+                                parts.leadership(),
+                                parts.lease(),
+                                parts.dsl(),
+                                config.misfireGrace(),
+                                parts.ticker(),
+                                parts.registry()),
+                        parts.tracing())));
     }
 
     /** Builds a {@link Dispatcher}; each setting as its environment variable in docs/dispatcher.md. */
@@ -109,8 +136,14 @@ public final class Dispatcher extends LeasedService {
          * and starts following; it leads once it holds the lease.
          */
         public Dispatcher start() {
-            DispatcherConfig config = new DispatcherConfig(serviceConfig(true), lease, batchSize, jobsRetention, misfireGrace);
-            return Dispatcher.start(config, embedding(), HolderId.generate(), Ticker.system(), UnaryOperator.identity(),
+            DispatcherConfig config =
+                    new DispatcherConfig(serviceConfig(true), lease, batchSize, jobsRetention, misfireGrace);
+            return Dispatcher.start(
+                    config,
+                    embedding(),
+                    HolderId.generate(),
+                    Ticker.system(),
+                    UnaryOperator.identity(),
                     UnaryOperator.identity());
         }
     }

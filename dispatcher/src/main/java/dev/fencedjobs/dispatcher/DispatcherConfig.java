@@ -16,7 +16,8 @@ import java.time.Duration;
  * @param misfireGrace a schedule's occurrence found older than this when a leader comes to it was
  *     missed, and its schedule's misfire policy decides it ({@code SCHEDULE_MISFIRE_GRACE})
  */
-public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int batchSize, Duration jobsRetention, Duration misfireGrace) {
+public record DispatcherConfig(
+        ServiceConfig service, LeaseConfig lease, int batchSize, Duration jobsRetention, Duration misfireGrace) {
 
     public static final String ROLE = "scheduler";
     public static final String BATCH_SIZE = "BATCH_SIZE";
@@ -45,8 +46,11 @@ public record DispatcherConfig(ServiceConfig service, LeaseConfig lease, int bat
     }
 
     public static DispatcherConfig from(Settings settings) {
-        return new DispatcherConfig(ServiceConfig.from(settings), LeaseConfig.from(settings),
-                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE), settings.duration(JOBS_RETENTION, DEFAULT_JOBS_RETENTION),
+        return new DispatcherConfig(
+                ServiceConfig.from(settings),
+                LeaseConfig.from(settings),
+                settings.integer(BATCH_SIZE, DEFAULT_BATCH_SIZE),
+                settings.duration(JOBS_RETENTION, DEFAULT_JOBS_RETENTION),
                 settings.duration(SCHEDULE_MISFIRE_GRACE, DEFAULT_MISFIRE_GRACE));
     }
 

@@ -8,6 +8,9 @@ public final class DispatcherMain {
     private DispatcherMain() {}
 
     public static void main(String[] args) throws InterruptedException {
-        ServiceMain.run("dispatcher", DispatcherConfig::from, config -> Dispatcher.builder(config).start());
+        ServiceMain.run(
+                "dispatcher",
+                DispatcherConfig::from,
+                config -> Dispatcher.builder(config).start());
     }
 }

@@ -11,10 +11,10 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.update;
 import static org.jooq.impl.DSL.val;
 
-import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.DispatchOverview;
 import dev.fencedjobs.db.jooq.tables.records.JobsRecord;
 import dev.fencedjobs.db.jooq.tables.records.OutboxRecord;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
 import java.time.Duration;
@@ -101,9 +101,13 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public BatchResult completeDue(Grant grant, int limit, Position after, String startKey, boolean traces) {
-        return lease.inGuardedTransaction(grant.token(), tx -> policyActive(tx)
-                        ? policyBatch(tx, grant.token(), limit, startKey, traces)
-                        : traces ? tracedPlainBatch(tx, grant.token(), limit, after) : plainBatch(tx, grant.token(), limit, after))
+        return lease.inGuardedTransaction(
+                        grant.token(),
+                        tx -> policyActive(tx)
+                                ? policyBatch(tx, grant.token(), limit, startKey, traces)
+                                : traces
+                                        ? tracedPlainBatch(tx, grant.token(), limit, after)
+                                        : plainBatch(tx, grant.token(), limit, after))
                 .orElse(BatchResult.leaseLost());
     }
 
@@ -113,7 +117,8 @@ final class FencedJobBatches implements JobBatches {
      * a priority or a key). The plain path then costs what it did before the policy existed.
      */
     private static boolean policyActive(DSLContext tx) {
-        return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), dispatch_policy_active()").get(1, Boolean.class);
+        return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), dispatch_policy_active()")
+                .get(1, Boolean.class);
     }
 
     /**
@@ -121,15 +126,28 @@ final class FencedJobBatches implements JobBatches {
      * limit, completes them with the token, writes their outbox rows and spends the limits'
      * tokens, in this transaction.
      */
-    private static BatchResult policyBatch(DSLContext tx, FencingToken token, int limit, String startKey, boolean traces) {
-        Record r = tx.fetchSingle("SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
-                token.value(), limit, startKey);
+    private static BatchResult policyBatch(
+            DSLContext tx, FencingToken token, int limit, String startKey, boolean traces) {
+        Record r = tx.fetchSingle(
+                "SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
+                token.value(),
+                limit,
+                startKey);
         OffsetDateTime nextAt = r.get("next_at", OffsetDateTime.class);
         OffsetDateTime now = r.get("database_now", OffsetDateTime.class);
-        NextDue next = new NextDue(now.toInstant().toEpochMilli(), nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
-        Policy policy = new Policy(r.get("next_key", String.class), r.get("more", Boolean.class), next, r.get("held_keys", Integer.class));
+        NextDue next = new NextDue(
+                now.toInstant().toEpochMilli(),
+                nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
+        Policy policy = new Policy(
+                r.get("next_key", String.class), r.get("more", Boolean.class), next, r.get("held_keys", Integer.class));
         int completed = r.get("completed", Integer.class);
-        return new BatchResult(true, completed, null, null, policy, traces && completed > 0 ? policyTraces(tx, token, now) : List.of());
+        return new BatchResult(
+                true,
+                completed,
+                null,
+                null,
+                policy,
+                traces && completed > 0 ? policyTraces(tx, token, now) : List.of());
     }
 
     /**
@@ -138,8 +156,11 @@ final class FencedJobBatches implements JobBatches {
      * jobs_completed_at}; run only while the batch's span records.
      */
     private static List<JobTrace> policyTraces(DSLContext tx, FencingToken token, OffsetDateTime completedAt) {
-        return tx.select(JOBS.ID, JOBS.TRACEPARENT, JOBS.TRACESTATE).from(JOBS)
-                .where(JOBS.STATE.eq(COMPLETED)).and(JOBS.COMPLETED_AT.eq(completedAt)).and(JOBS.COMPLETED_BY_TOKEN.eq(token.value()))
+        return tx.select(JOBS.ID, JOBS.TRACEPARENT, JOBS.TRACESTATE)
+                .from(JOBS)
+                .where(JOBS.STATE.eq(COMPLETED))
+                .and(JOBS.COMPLETED_AT.eq(completedAt))
+                .and(JOBS.COMPLETED_BY_TOKEN.eq(token.value()))
                 .and(JOBS.TRACEPARENT.isNotNull())
                 .fetch(j -> new JobTrace(j.value1(), j.value2(), j.value3()));
     }
@@ -168,7 +189,8 @@ final class FencedJobBatches implements JobBatches {
                 last = p;
             }
         }
-        DbSnapshot seen = written.isEmpty() ? null : DbSnapshot.parse(written.get(0).get(2, String.class));
+        DbSnapshot seen =
+                written.isEmpty() ? null : DbSnapshot.parse(written.get(0).get(2, String.class));
         return new BatchResult(true, written.size(), last, seen);
     }
 
@@ -178,7 +200,8 @@ final class FencedJobBatches implements JobBatches {
      */
     private static BatchResult tracedPlainBatch(DSLContext tx, FencingToken token, int limit, Position after) {
         Result<Record5<Long, OffsetDateTime, String, String, String>> written = batchInsert(tx, token, limit, after)
-                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE).fetch();
+                .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
+                .fetch();
         List<JobTrace> traces = new ArrayList<>();
         for (Record5<Long, OffsetDateTime, String, String, String> r : written) {
             if (r.value4() != null) {
@@ -194,7 +217,8 @@ final class FencedJobBatches implements JobBatches {
      * due time, and the statement's own snapshot (the same on every row: an uncorrelated subquery,
      * so PostgreSQL computes it once per statement), which says which producers' transactions it saw.
      */
-    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(DSLContext tx, FencingToken token, int limit, Position after) {
+    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(
+            DSLContext tx, FencingToken token, int limit, Position after) {
         return batchInsert(tx, token, limit, after).returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT);
     }
 
@@ -202,9 +226,10 @@ final class FencedJobBatches implements JobBatches {
     private static final Field<String> SNAPSHOT = DSL.field("(SELECT pg_current_snapshot()::text)", String.class);
 
     /** The batch statement without its {@code RETURNING}. */
-    private static InsertOnDuplicateStep<OutboxRecord> batchInsert(DSLContext tx, FencingToken token, int limit, Position after) {
-        CommonTableExpression<Record1<Long>> due = name("due").as(
-                select(JOBS.ID)
+    private static InsertOnDuplicateStep<OutboxRecord> batchInsert(
+            DSLContext tx, FencingToken token, int limit, Position after) {
+        CommonTableExpression<Record1<Long>> due = name("due")
+                .as(select(JOBS.ID)
                         .from(JOBS)
                         .where(JOBS.STATE.eq(PENDING))
                         .and(JOBS.DUE_AT.le(CLOCK_TIMESTAMP))
@@ -213,19 +238,35 @@ final class FencedJobBatches implements JobBatches {
                         .limit(limit)
                         .forUpdate()
                         .skipLocked());
-        CommonTableExpression<JobsRecord> completed = name("completed").as(
-                update(JOBS)
+        CommonTableExpression<JobsRecord> completed = name("completed")
+                .as(update(JOBS)
                         .set(JOBS.STATE, COMPLETED)
                         .set(JOBS.COMPLETED_BY_TOKEN, token.value())
                         .set(JOBS.COMPLETED_AT, CLOCK_TIMESTAMP)
                         .from(due)
                         .where(JOBS.ID.eq(due.field(JOBS.ID)))
-                        .returning(JOBS.ID, JOBS.RESOURCE, JOBS.PAYLOAD, JOBS.DUE_AT, JOBS.COMPLETED_AT, JOBS.CREATED_AT, JOBS.TRACEPARENT,
+                        .returning(
+                                JOBS.ID,
+                                JOBS.RESOURCE,
+                                JOBS.PAYLOAD,
+                                JOBS.DUE_AT,
+                                JOBS.COMPLETED_AT,
+                                JOBS.CREATED_AT,
+                                JOBS.TRACEPARENT,
                                 JOBS.TRACESTATE));
         return tx.with(due)
                 .with(completed)
-                .insertInto(OUTBOX, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT, OUTBOX.COMPLETED_AT,
-                        OUTBOX.JOB_CREATED_AT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
+                .insertInto(
+                        OUTBOX,
+                        OUTBOX.JOB_ID,
+                        OUTBOX.RESOURCE,
+                        OUTBOX.FENCING_TOKEN,
+                        OUTBOX.PAYLOAD,
+                        OUTBOX.DUE_AT,
+                        OUTBOX.COMPLETED_AT,
+                        OUTBOX.JOB_CREATED_AT,
+                        OUTBOX.TRACEPARENT,
+                        OUTBOX.TRACESTATE)
                 .select(select(
                                 completed.field(JOBS.ID),
                                 completed.field(JOBS.RESOURCE),
@@ -294,7 +335,8 @@ final class FencedJobBatches implements JobBatches {
 
     private static int purgeCompleted(DSLContext dsl, Duration retention, int limit) {
         preferIndexOrder(dsl);
-        return purgeStatement(dsl, retention, limit).execute() + purgeCancelledStatement(dsl, retention, limit).execute();
+        return purgeStatement(dsl, retention, limit).execute()
+                + purgeCancelledStatement(dsl, retention, limit).execute();
     }
 
     /** The purge's delete of completed jobs, not yet run. */
@@ -308,8 +350,8 @@ final class FencedJobBatches implements JobBatches {
     }
 
     /** Jobs in {@code state} whose {@code since} is older than the retention, the oldest first, through that state's partial index. */
-    private static Query purgeStatement(DSLContext dsl, String state, TableField<JobsRecord, OffsetDateTime> since,
-            Duration retention, int limit) {
+    private static Query purgeStatement(
+            DSLContext dsl, String state, TableField<JobsRecord, OffsetDateTime> since, Duration retention, int limit) {
         return dsl.deleteFrom(JOBS)
                 .where(JOBS.ID.in(select(JOBS.ID)
                         .from(JOBS)
@@ -327,14 +369,17 @@ final class FencedJobBatches implements JobBatches {
                 .and(after(after))
                 .fetchSingle();
         long now = r.value2().toInstant().toEpochMilli();
-        return new NextDue(now, r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli());
+        return new NextDue(
+                now,
+                r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli());
     }
 
     @Override
     public Backlog backlog() {
         // The count stops at DUE_CAP index entries; the earliest due time is the first entry of jobs_pending_due.
-        Record2<Long, Double> r = dsl.resultQuery("SELECT (" + DispatchOverview.DUE_BACKLOG + "), coalesce(extract(epoch FROM "
-                + "clock_timestamp() - (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp()))::float8, 0)")
+        Record2<Long, Double> r = dsl.resultQuery(
+                        "SELECT (" + DispatchOverview.DUE_BACKLOG + "), coalesce(extract(epoch FROM "
+                                + "clock_timestamp() - (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp()))::float8, 0)")
                 .coerce(DSL.field("due", Long.class), DSL.field("oldest", Double.class))
                 .fetchSingle();
         return new Backlog(r.value1(), r.value2());

@@ -72,7 +72,13 @@ interface JobBatches {
      * @param seen the batch statement's snapshot: the transactions it saw; {@code null} when not
      *     known (no row returned it)
      */
-    record BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy, java.util.List<JobTrace> traces) {
+    record BatchResult(
+            boolean leaseHeld,
+            int completed,
+            Position last,
+            DbSnapshot seen,
+            Policy policy,
+            java.util.List<JobTrace> traces) {
         BatchResult(boolean leaseHeld, int completed, Position last, DbSnapshot seen, Policy policy) {
             this(leaseHeld, completed, last, seen, policy, java.util.List.of());
         }

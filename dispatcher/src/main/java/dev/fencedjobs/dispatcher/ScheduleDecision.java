@@ -27,7 +27,9 @@ import java.util.Locale;
 record ScheduleDecision(List<Instant> jobs, List<Skip> skips, Instant nextFireAt, boolean more) {
 
     enum Misfire {
-        ALL, LATEST, SKIP;
+        ALL,
+        LATEST,
+        SKIP;
 
         static Misfire parse(String value) {
             return valueOf(value.toUpperCase(Locale.ROOT));
@@ -37,8 +39,14 @@ record ScheduleDecision(List<Instant> jobs, List<Skip> skips, Instant nextFireAt
     /** A run of consecutive occurrences decided without a job. */
     record Skip(Instant first, Instant last, long occurrences, String reason) {}
 
-    static ScheduleDecision decide(Occurrences rule, Instant nextFireAt, Instant now, Duration misfireGrace, Misfire policy,
-            Instant resumedAt, int limit) {
+    static ScheduleDecision decide(
+            Occurrences rule,
+            Instant nextFireAt,
+            Instant now,
+            Duration misfireGrace,
+            Misfire policy,
+            Instant resumedAt,
+            int limit) {
         Instant occurrence = nextFireAt != null ? nextFireAt : rule.first();
         Instant missedBefore = now.minus(misfireGrace);
         List<Instant> jobs = new ArrayList<>();

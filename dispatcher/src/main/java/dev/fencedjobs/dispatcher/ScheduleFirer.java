@@ -52,6 +52,7 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
     static final String KEY_PREFIX = "schedule:";
     /** Occurrences decided per schedule in one pass; a schedule with more goes again at once. */
     static final int LIMIT = 10_000;
+
     static final Duration POLL = Duration.ofMinutes(1);
 
     private static final Logger log = LoggerFactory.getLogger(ScheduleFirer.class);
@@ -70,7 +71,13 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
     private volatile boolean running = true;
     private volatile Instant lastPassAt;
 
-    ScheduleFirer(Grants leadership, Lease lease, DSLContext dsl, Duration misfireGrace, Ticker ticker, MeterRegistry registry) {
+    ScheduleFirer(
+            Grants leadership,
+            Lease lease,
+            DSLContext dsl,
+            Duration misfireGrace,
+            Ticker ticker,
+            MeterRegistry registry) {
         this.leadership = leadership;
         this.lease = lease;
         this.dsl = dsl;
@@ -78,12 +85,17 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
         this.ticker = ticker;
         this.thread = new Thread(this::run, "dispatcher-schedules");
         thread.setDaemon(true);
-        fired = Counter.builder("fencedjobs_schedule_occurrences").tag("outcome", "job")
-                .description("schedule occurrences decided by this replica, by outcome").register(registry);
-        skipped = Counter.builder("fencedjobs_schedule_occurrences").tag("outcome", "skipped")
-                .description("schedule occurrences decided by this replica, by outcome").register(registry);
+        fired = Counter.builder("fencedjobs_schedule_occurrences")
+                .tag("outcome", "job")
+                .description("schedule occurrences decided by this replica, by outcome")
+                .register(registry);
+        skipped = Counter.builder("fencedjobs_schedule_occurrences")
+                .tag("outcome", "skipped")
+                .description("schedule occurrences decided by this replica, by outcome")
+                .register(registry);
         failures = Counter.builder("fencedjobs_schedule_pass_failures")
-                .description("schedule passes that failed with a database error: rolled back").register(registry);
+                .description("schedule passes that failed with a database error: rolled back")
+                .register(registry);
         leadership.onChange(wakeup::signal);
     }
 
@@ -126,8 +138,11 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
                     }
                     failures.increment();
                     wait = backoff.nextNanos();
-                    log.warn("Deciding schedule occurrences under token {} failed, rolled back; next try in {} ms: {}", grant.get().token(),
-                            TimeUnit.NANOSECONDS.toMillis(wait), Faults.describe(e));
+                    log.warn(
+                            "Deciding schedule occurrences under token {} failed, rolled back; next try in {} ms: {}",
+                            grant.get().token(),
+                            TimeUnit.NANOSECONDS.toMillis(wait),
+                            Faults.describe(e));
                 }
                 if (wait > 0) {
                     wakeup.await(wait);
@@ -147,13 +162,18 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
         OffsetDateTime next = peek.get("next", OffsetDateTime.class);
         boolean fresh = peek.get("fresh", Boolean.class);
         if (!fresh && (next == null || next.toInstant().isAfter(now))) {
-            long untilNext = next == null ? Long.MAX_VALUE : Duration.between(now, next.toInstant()).toNanos() + TimeUnit.MILLISECONDS.toNanos(1);
+            long untilNext = next == null
+                    ? Long.MAX_VALUE
+                    : Duration.between(now, next.toInstant()).toNanos() + TimeUnit.MILLISECONDS.toNanos(1);
             return Math.min(untilNext, POLL.toNanos());
         }
         long started = ticker.nanoTime();
         Optional<Pass> pass = lease.inGuardedTransaction(grant.token(), this::decide);
         if (pass.isEmpty()) {
-            leadership.stepDown(grant, "lease guard rejected token " + grant.token() + " while deciding schedule occurrences; nothing was written");
+            leadership.stepDown(
+                    grant,
+                    "lease guard rejected token " + grant.token()
+                            + " while deciding schedule occurrences; nothing was written");
             return 0;
         }
         lastPassAt = Instant.now();
@@ -161,8 +181,12 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
         fired.increment(p.jobs());
         skipped.increment(p.skipped());
         if (p.jobs() > 0 || p.skipped() > 0) {
-            log.debug("Decided schedule occurrences under token {} in {} ms: {} jobs, {} skipped", grant.token(),
-                    TimeUnit.NANOSECONDS.toMillis(ticker.nanoTime() - started), p.jobs(), p.skipped());
+            log.debug(
+                    "Decided schedule occurrences under token {} in {} ms: {} jobs, {} skipped",
+                    grant.token(),
+                    TimeUnit.NANOSECONDS.toMillis(ticker.nanoTime() - started),
+                    p.jobs(),
+                    p.skipped());
         }
         // Again at once: the next look reads the new next_fire_at, or finds more to decide.
         return 0;
@@ -171,10 +195,11 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
     record Pass(long jobs, long skipped) {}
 
     private Pass decide(DSLContext tx) {
-        Result<Record> rows = tx.fetch("SELECT clock_timestamp() AS now, name, cron, (extract(epoch FROM every) * 1000000)::bigint AS every_us, "
-                + "time_zone, resource, payload::text AS payload, misfire, starts_at, next_fire_at, resumed_at FROM schedules "
-                + "WHERE NOT paused AND error IS NULL AND (next_fire_at IS NULL OR next_fire_at <= clock_timestamp() OR resumed_at IS NOT NULL) "
-                + "ORDER BY name FOR UPDATE SKIP LOCKED");
+        Result<Record> rows = tx.fetch(
+                "SELECT clock_timestamp() AS now, name, cron, (extract(epoch FROM every) * 1000000)::bigint AS every_us, "
+                        + "time_zone, resource, payload::text AS payload, misfire, starts_at, next_fire_at, resumed_at FROM schedules "
+                        + "WHERE NOT paused AND error IS NULL AND (next_fire_at IS NULL OR next_fire_at <= clock_timestamp() OR resumed_at IS NOT NULL) "
+                        + "ORDER BY name FOR UPDATE SKIP LOCKED");
         List<OffsetDateTime> dues = new ArrayList<>();
         List<String> resources = new ArrayList<>();
         List<String> payloads = new ArrayList<>();
@@ -191,7 +216,8 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
             ScheduleDecision.Misfire policy;
             try {
                 String cron = row.get("cron", String.class);
-                rule = cron != null ? Occurrences.cron(cron, row.get("time_zone", String.class), startsAt)
+                rule = cron != null
+                        ? Occurrences.cron(cron, row.get("time_zone", String.class), startsAt)
                         : Occurrences.every(Duration.ofNanos(row.get("every_us", Long.class) * 1000), startsAt);
                 policy = ScheduleDecision.Misfire.parse(row.get("misfire", String.class));
             } catch (IllegalArgumentException e) {
@@ -205,10 +231,17 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
                 continue;
             }
             ScheduleDecision d = ScheduleDecision.decide(rule, nextFireAt, now, misfireGrace, policy, resumedAt, LIMIT);
-            List<Instant> late = d.jobs().stream().filter(t -> t.isBefore(now.minus(misfireGrace))).toList();
+            List<Instant> late = d.jobs().stream()
+                    .filter(t -> t.isBefore(now.minus(misfireGrace)))
+                    .toList();
             if (!late.isEmpty()) {
-                log.info("Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})", name,
-                        late.size(), late.get(0), late.get(late.size() - 1), policy.name().toLowerCase(Locale.ROOT));
+                log.info(
+                        "Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})",
+                        name,
+                        late.size(),
+                        late.get(0),
+                        late.get(late.size() - 1),
+                        policy.name().toLowerCase(Locale.ROOT));
             }
             String resource = row.get("resource", String.class);
             String payload = row.get("payload", String.class);
@@ -223,39 +256,73 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
             }
             long skippedHere = 0;
             for (ScheduleDecision.Skip s : d.skips()) {
-                tx.execute("INSERT INTO schedule_skips (schedule_name, first_fire_at, last_fire_at, occurrences, reason, fencing_token) "
-                        + "VALUES (?, ?::timestamptz, ?::timestamptz, ?, ?, (SELECT fencing_token FROM leader_lease WHERE role = ?))", name,
-                        OffsetDateTime.ofInstant(s.first(), ZoneOffset.UTC), OffsetDateTime.ofInstant(s.last(), ZoneOffset.UTC), s.occurrences(),
-                        s.reason(), DispatcherConfig.ROLE);
+                tx.execute(
+                        "INSERT INTO schedule_skips (schedule_name, first_fire_at, last_fire_at, occurrences, reason, fencing_token) "
+                                + "VALUES (?, ?::timestamptz, ?::timestamptz, ?, ?, (SELECT fencing_token FROM leader_lease WHERE role = ?))",
+                        name,
+                        OffsetDateTime.ofInstant(s.first(), ZoneOffset.UTC),
+                        OffsetDateTime.ofInstant(s.last(), ZoneOffset.UTC),
+                        s.occurrences(),
+                        s.reason(),
+                        DispatcherConfig.ROLE);
                 skippedHere += s.occurrences();
-                log.info("Schedule {}: skipped {} occurrence(s) from {} to {} ({}, policy {})", name, s.occurrences(), s.first(), s.last(),
-                        s.reason().equals("paused") ? "not decided before the schedule was resumed" : "missed while no dispatcher led",
+                log.info(
+                        "Schedule {}: skipped {} occurrence(s) from {} to {} ({}, policy {})",
+                        name,
+                        s.occurrences(),
+                        s.first(),
+                        s.last(),
+                        s.reason().equals("paused")
+                                ? "not decided before the schedule was resumed"
+                                : "missed while no dispatcher led",
                         policy.name().toLowerCase(Locale.ROOT));
             }
             if (d.nextFireAt() == null) {
-                fail(tx, name, "the rule fires no more after " + (d.jobs().isEmpty() ? startsAt : d.jobs().get(d.jobs().size() - 1)));
+                fail(
+                        tx,
+                        name,
+                        "the rule fires no more after "
+                                + (d.jobs().isEmpty()
+                                        ? startsAt
+                                        : d.jobs().get(d.jobs().size() - 1)));
             }
-            boolean stillResuming = resumedAt != null && d.nextFireAt() != null && d.nextFireAt().isBefore(resumedAt);
-            tx.execute("UPDATE schedules SET next_fire_at = coalesce(?::timestamptz, next_fire_at), fired = fired + ?, skipped = skipped + ?, "
-                    + "last_fired_at = coalesce(?::timestamptz, last_fired_at), resumed_at = CASE WHEN ?::boolean THEN resumed_at END WHERE name = ?",
-                    d.nextFireAt() == null ? null : OffsetDateTime.ofInstant(d.nextFireAt(), ZoneOffset.UTC), (long) d.jobs().size(), skippedHere,
-                    d.jobs().isEmpty() ? null : OffsetDateTime.ofInstant(d.jobs().get(d.jobs().size() - 1), ZoneOffset.UTC), stillResuming, name);
+            boolean stillResuming = resumedAt != null
+                    && d.nextFireAt() != null
+                    && d.nextFireAt().isBefore(resumedAt);
+            tx.execute(
+                    "UPDATE schedules SET next_fire_at = coalesce(?::timestamptz, next_fire_at), fired = fired + ?, skipped = skipped + ?, "
+                            + "last_fired_at = coalesce(?::timestamptz, last_fired_at), resumed_at = CASE WHEN ?::boolean THEN resumed_at END WHERE name = ?",
+                    d.nextFireAt() == null ? null : OffsetDateTime.ofInstant(d.nextFireAt(), ZoneOffset.UTC),
+                    (long) d.jobs().size(),
+                    skippedHere,
+                    d.jobs().isEmpty()
+                            ? null
+                            : OffsetDateTime.ofInstant(d.jobs().get(d.jobs().size() - 1), ZoneOffset.UTC),
+                    stillResuming,
+                    name);
             jobs += d.jobs().size();
             skippedOccurrences += skippedHere;
         }
         if (!keys.isEmpty()) {
-            List<String> inserted = tx.fetch("INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by, traceparent) "
-                    + "SELECT * FROM unnest(?::timestamptz[], ?::varchar[], ?::jsonb[], ?::varchar[], ?::varchar[], ?::varchar[]) "
-                    + "ON CONFLICT (unique_key) DO NOTHING RETURNING unique_key",
-                    dues.toArray(new OffsetDateTime[0]), resources.toArray(new String[0]), payloads.toArray(new String[0]),
-                    keys.toArray(new String[0]), submitters.toArray(new String[0]), traceparents.toArray(new String[0]))
+            List<String> inserted = tx.fetch(
+                            "INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by, traceparent) "
+                                    + "SELECT * FROM unnest(?::timestamptz[], ?::varchar[], ?::jsonb[], ?::varchar[], ?::varchar[], ?::varchar[]) "
+                                    + "ON CONFLICT (unique_key) DO NOTHING RETURNING unique_key",
+                            dues.toArray(new OffsetDateTime[0]),
+                            resources.toArray(new String[0]),
+                            payloads.toArray(new String[0]),
+                            keys.toArray(new String[0]),
+                            submitters.toArray(new String[0]),
+                            traceparents.toArray(new String[0]))
                     .getValues(0, String.class);
             if (inserted.size() < keys.size()) {
                 List<String> taken = new ArrayList<>(keys);
                 taken.removeAll(inserted);
                 // Only a job inserted by hand can hold such a key: the occurrence is that job, and fires once.
-                log.warn("{} schedule occurrence(s) already had a job with their key, inserted by someone else; not inserted again: {}",
-                        taken.size(), taken.size() > 5 ? taken.subList(0, 5) + " …" : taken);
+                log.warn(
+                        "{} schedule occurrence(s) already had a job with their key, inserted by someone else; not inserted again: {}",
+                        taken.size(),
+                        taken.size() > 5 ? taken.subList(0, 5) + " …" : taken);
             }
         }
         return new Pass(jobs, skippedOccurrences);

@@ -37,20 +37,30 @@ class BatchPlanTest {
             // setting), which a busy machine can exceed for 20,000 rows.
             dsl.transaction(c -> {
                 c.dsl().execute("SET LOCAL statement_timeout = 0");
-                c.dsl().execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'account-' || mod(g, 100) FROM generate_series(1, 20000) g");
+                c.dsl()
+                        .execute(
+                                "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'account-' || mod(g, 100) FROM generate_series(1, 20000) g");
             });
-            Boolean unanalyzed = dsl.fetchOne("SELECT reltuples < 0 FROM pg_class WHERE relname = 'jobs'").get(0, Boolean.class);
+            Boolean unanalyzed = dsl.fetchOne("SELECT reltuples < 0 FROM pg_class WHERE relname = 'jobs'")
+                    .get(0, Boolean.class);
             assertThat(unanalyzed).as("no statistics yet").isTrue();
 
             JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
             for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
-                String unguided = dueStep(plan(dsl, false, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
-                assertThat(unguided).as("the case this guards against, reproduced (from %s)", position)
-                        .contains("Bitmap Heap Scan on jobs").containsPattern("LockRows[\\s\\S]*Sort");
+                String unguided = dueStep(
+                        plan(dsl, false, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
+                assertThat(unguided)
+                        .as("the case this guards against, reproduced (from %s)", position)
+                        .contains("Bitmap Heap Scan on jobs")
+                        .containsPattern("LockRows[\\s\\S]*Sort");
 
-                String batch = dueStep(plan(dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
-                assertThat(batch).as("batch from %s", position).contains("Index Scan using jobs_pending_due on jobs")
-                        .doesNotContain("Sort").doesNotContain("Bitmap");
+                String batch = dueStep(
+                        plan(dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
+                assertThat(batch)
+                        .as("batch from %s", position)
+                        .contains("Index Scan using jobs_pending_due on jobs")
+                        .doesNotContain("Sort")
+                        .doesNotContain("Bitmap");
             }
             String purge = plan(dsl, true, FencedJobBatches.purgeStatement(dsl, Duration.ofMinutes(3), 2000));
             assertThat(purge).contains("Index Scan using jobs_completed_at").doesNotContain("Bitmap");
@@ -73,20 +83,28 @@ class BatchPlanTest {
             // A new leader's first batches, while the table is small: its session keeps the plans
             // that its statements (and the triggers they fire) get now.
             for (int i = 0; i < 10; i++) {
-                leader.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'small' FROM generate_series(1, 20)");
+                leader.execute(
+                        "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'small' FROM generate_series(1, 20)");
                 assertThat(batch(leader)).isEqualTo(20);
             }
             // The table grows: 30,000 jobs completed in another session, and 500 more due.
             int grown = 30_000;
-            other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'grown' FROM generate_series(1, " + grown + ")");
-            assertThat(FencedJobBatches.batchStatement(other, FencingToken.of(1), grown, null).fetch()).hasSize(grown);
-            other.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'next' FROM generate_series(1, 500)");
+            other.execute(
+                    "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'grown' FROM generate_series(1, "
+                            + grown + ")");
+            assertThat(FencedJobBatches.batchStatement(other, FencingToken.of(1), grown, null)
+                            .fetch())
+                    .hasSize(grown);
+            other.execute(
+                    "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'next' FROM generate_series(1, 500)");
             long before = jobsReadSequentially(other, leader);
 
             assertThat(batch(leader)).isEqualTo(500);
 
             long read = jobsReadSequentially(other, leader) - before;
-            assertThat(read).as("rows of jobs read sequentially by a batch of 500 in a table of %d", grown + 700).isLessThan(500);
+            assertThat(read)
+                    .as("rows of jobs read sequentially by a batch of 500 in a table of %d", grown + 700)
+                    .isLessThan(500);
         }
     }
 
@@ -94,7 +112,9 @@ class BatchPlanTest {
     private static int batch(DSLContext session) {
         return session.transactionResult(c -> {
             FencedJobBatches.preferIndexOrder(c.dsl());
-            return FencedJobBatches.batchStatement(c.dsl(), FencingToken.of(1), 500, null).fetch().size();
+            return FencedJobBatches.batchStatement(c.dsl(), FencingToken.of(1), 500, null)
+                    .fetch()
+                    .size();
         });
     }
 
@@ -110,7 +130,10 @@ class BatchPlanTest {
     private static String dueStep(String plan) {
         int start = plan.indexOf("CTE due");
         int end = plan.indexOf("CTE completed");
-        assertThat(start).as("a plan with the due step first: %s", plan).isNotNegative().isLessThan(end);
+        assertThat(start)
+                .as("a plan with the due step first: %s", plan)
+                .isNotNegative()
+                .isLessThan(end);
         return plan.substring(start, end);
     }
 

@@ -28,32 +28,38 @@ class DatabaseRestartTest {
             // A producer inserts jobs the whole time; it counts only the inserts that committed.
             AtomicBoolean producing = new AtomicBoolean(true);
             AtomicInteger committed = new AtomicInteger();
-            Thread producer = new Thread(() -> {
-                while (producing.get()) {
-                    try (Connection c = DriverManager.getConnection(pg.url(), pg.user(), pg.password());
-                            Statement s = c.createStatement()) {
+            Thread producer = new Thread(
+                    () -> {
                         while (producing.get()) {
-                            committed.addAndGet(s.executeUpdate(
-                                    "INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 50)"));
-                            Thread.sleep(10);
+                            try (Connection c = DriverManager.getConnection(pg.url(), pg.user(), pg.password());
+                                    Statement s = c.createStatement()) {
+                                while (producing.get()) {
+                                    committed.addAndGet(
+                                            s.executeUpdate(
+                                                    "INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, 50)"));
+                                    Thread.sleep(10);
+                                }
+                            } catch (SQLException e) {
+                                DispatcherTest.sleep(100); // the database is down: try again
+                            } catch (InterruptedException e) {
+                                return;
+                            }
                         }
-                    } catch (SQLException e) {
-                        DispatcherTest.sleep(100); // the database is down: try again
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                }
-            }, "producer");
+                    },
+                    "producer");
             producer.start();
             await().atMost(Duration.ofSeconds(10)).until(() -> committed.get() > 2000);
 
             pg.stop();
             await().atMost(Duration.ofSeconds(10)).until(() -> !a.ready() && !b.ready());
-            assertThat(fixture.leader()).as("no leader work while the database is away").isEmpty();
+            assertThat(fixture.leader())
+                    .as("no leader work while the database is away")
+                    .isEmpty();
             DispatcherTest.sleep(1000);
             pg.start();
 
-            await().atMost(Duration.ofSeconds(20)).until(() -> a.ready() && b.ready() && fixture.leader().isPresent());
+            await().atMost(Duration.ofSeconds(20))
+                    .until(() -> a.ready() && b.ready() && fixture.leader().isPresent());
             int before = committed.get();
             await().atMost(Duration.ofSeconds(10)).until(() -> committed.get() > before + 2000);
             producing.set(false);
@@ -64,7 +70,9 @@ class DatabaseRestartTest {
             assertThat(fixture.leader().orElseThrow().state()).isEqualTo(RunningService.State.LEADING);
             // Leader work resumed only through a new acquisition: follower to leader twice in all.
             // (The token stays the same if the holder renewed before its lease ran out.)
-            assertThat(((Number) a.status().get("acquisitions")).longValue() + ((Number) b.status().get("acquisitions")).longValue()).isGreaterThanOrEqualTo(2);
+            assertThat(((Number) a.status().get("acquisitions")).longValue()
+                            + ((Number) b.status().get("acquisitions")).longValue())
+                    .isGreaterThanOrEqualTo(2);
         }
     }
 }

@@ -27,8 +27,15 @@ class DispatchLoopTest {
     private final Ticker ticker = () -> now;
     private final MemoryJobs jobs = new MemoryJobs(this::databaseMillis);
     private final ScriptedGrants grants = new ScriptedGrants("scheduler");
-    private final DispatchLoop loop = new DispatchLoop(grants, jobs, BATCH, Duration.ofDays(7), ticker, new SimpleMeterRegistry(),
-            DispatchLoop.Schedules.NONE, new Tracing(OpenTelemetry.noop()));
+    private final DispatchLoop loop = new DispatchLoop(
+            grants,
+            jobs,
+            BATCH,
+            Duration.ofDays(7),
+            ticker,
+            new SimpleMeterRegistry(),
+            DispatchLoop.Schedules.NONE,
+            new Tracing(OpenTelemetry.noop()));
 
     /** Database time, epoch ms: it moves with the ticker, measured in differences (readings may wrap). */
     private long databaseMillis() {
@@ -55,12 +62,15 @@ class DispatchLoopTest {
         assertThat(jobs.batchesAfter()).as("no grant, no statement").isEmpty();
 
         lead(1);
-        assertThat(loop.step()).as("a job completed: batches start after it, and one reads from the start a second later")
+        assertThat(loop.step())
+                .as("a job completed: batches start after it, and one reads from the start a second later")
                 .isEqualTo(Next.sleepUntil(now + ms(1000)));
         assertThat(jobs.completedAt(due)).isEqualTo(DATABASE_EPOCH_MILLIS);
 
         now += ms(1000);
-        assertThat(loop.step()).as("nothing pending, no position: sleep until woken").isEqualTo(Next.await());
+        assertThat(loop.step())
+                .as("nothing pending, no position: sleep until woken")
+                .isEqualTo(Next.await());
         assertThat(jobs.batchesAfter()).containsExactly(null, null);
     }
 
@@ -68,7 +78,8 @@ class DispatchLoopTest {
     void aJobDueSoonIsCompletedAtItsDueTimeNotAtAPollOrARenewal() {
         lead(1);
         MemoryJobs.Job later = jobs.insert(3_600_000);
-        assertThat(loop.step()).as("sleeps until the job due in an hour, plus the rounding millisecond")
+        assertThat(loop.step())
+                .as("sleeps until the job due in an hour, plus the rounding millisecond")
                 .isEqualTo(Next.sleepUntil(now + ms(3_600_001)));
 
         now += ms(100);
@@ -81,9 +92,12 @@ class DispatchLoopTest {
         assertThat(jobs.batchesAfter()).as("no batch while asleep").hasSize(1);
 
         now = dueAt;
-        assertThat(loop.step()).as("a job completed: batches start after it, and one reads from the start a second later")
+        assertThat(loop.step())
+                .as("a job completed: batches start after it, and one reads from the start a second later")
                 .isEqualTo(Next.sleepUntil(now + ms(1000)));
-        assertThat(jobs.completedAt(soon)).as("completed in the millisecond after it was due").isEqualTo(soon.dueMillis() + 1);
+        assertThat(jobs.completedAt(soon))
+                .as("completed in the millisecond after it was due")
+                .isEqualTo(soon.dueMillis() + 1);
         assertThat(jobs.completedAt(later)).isNull();
 
         // A job moved earlier by an UPDATE notifies too.
@@ -94,7 +108,8 @@ class DispatchLoopTest {
         now += ms(1);
         assertThat(loop.step()).isEqualTo(Next.sleepUntil(dueAt + ms(1000)));
         assertThat(jobs.completedAt(moved)).isEqualTo(moved.dueMillis() + 1);
-        assertThat(jobs.batchesAfter()).as("from the start, from the start, after the first job completed")
+        assertThat(jobs.batchesAfter())
+                .as("from the start, from the start, after the first job completed")
                 .containsExactly(null, null, soon.position());
     }
 
@@ -114,7 +129,8 @@ class DispatchLoopTest {
         assertThat(jobs.batchesAfter()).containsExactly(null, first.position());
 
         now = started + ms(1000);
-        assertThat(loop.step()).as("nothing completed by the read from the start: no position, sleep until the job a minute away")
+        assertThat(loop.step())
+                .as("nothing completed by the read from the start: no position, sleep until the job a minute away")
                 .isEqualTo(Next.sleepUntil(started + ms(60_001)));
         assertThat(jobs.batchesAfter()).containsExactly(null, first.position(), null);
     }
@@ -138,7 +154,8 @@ class DispatchLoopTest {
         MemoryJobs.Job behind = jobs.insert(-15);
         assertThat(behind.position().isAfter(ahead.position())).isFalse();
         notify(behind);
-        assertThat(loop.step()).as("already due; the batch from the start begins the next second")
+        assertThat(loop.step())
+                .as("already due; the batch from the start begins the next second")
                 .isEqualTo(Next.sleepUntil(now + ms(1000)));
         assertThat(jobs.batchesAfter()).last().as("back to the start").isNull();
         assertThat(jobs.completedAt(behind)).isNotNull();
@@ -150,7 +167,9 @@ class DispatchLoopTest {
         MemoryJobs.Job first = jobs.insert(0);
         jobs.insert(253_402_300_799_000L - databaseMillis()); // 9999-12-31T23:59:59Z
         long started = now;
-        assertThat(loop.step()).as("the read from the start a second later, not a sleep until 9999").isEqualTo(Next.sleepUntil(started + ms(1000)));
+        assertThat(loop.step())
+                .as("the read from the start a second later, not a sleep until 9999")
+                .isEqualTo(Next.sleepUntil(started + ms(1000)));
         now += ms(1000);
         loop.step();
         assertThat(jobs.batchesAfter()).containsExactly(null, null);

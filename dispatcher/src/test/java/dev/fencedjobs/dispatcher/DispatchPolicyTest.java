@@ -49,9 +49,11 @@ class DispatchPolicyTest {
 
     /** A scheduler lease of the test's own with {@code token}, as a takeover leaves it. */
     private void lease(long token) {
-        dsl.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('scheduler', ?, ?, clock_timestamp() + interval '1 hour')"
-                + " ON CONFLICT (role) DO UPDATE SET holder_id = excluded.holder_id, fencing_token = excluded.fencing_token, expires_at = excluded.expires_at",
-                "holder-" + token, token);
+        dsl.execute(
+                "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('scheduler', ?, ?, clock_timestamp() + interval '1 hour')"
+                        + " ON CONFLICT (role) DO UPDATE SET holder_id = excluded.holder_id, fencing_token = excluded.fencing_token, expires_at = excluded.expires_at",
+                "holder-" + token,
+                token);
     }
 
     private Record batch(long token, int limit) {
@@ -79,30 +81,44 @@ class DispatchPolicyTest {
 
     @Test
     void withoutPrioritiesKeysOrLimitsThePlainPathDecides() {
-        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'r-' || g FROM generate_series(1, 10) g");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'r-' || g FROM generate_series(1, 10) g");
         assertThat(value(Boolean.class, "SELECT dispatch_policy_active()")).isFalse();
 
-        dsl.execute("INSERT INTO jobs (due_at, resource, priority) VALUES (clock_timestamp() + interval '1 hour', 'later', 5)");
-        assertThat(value(Boolean.class, "SELECT dispatch_policy_active()")).as("a pending job with a priority").isTrue();
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, priority) VALUES (clock_timestamp() + interval '1 hour', 'later', 5)");
+        assertThat(value(Boolean.class, "SELECT dispatch_policy_active()"))
+                .as("a pending job with a priority")
+                .isTrue();
         dsl.execute("DELETE FROM jobs WHERE resource = 'later'");
         dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('r-1', 10, 10)");
-        assertThat(value(Boolean.class, "SELECT dispatch_policy_active()")).as("a limit").isTrue();
+        assertThat(value(Boolean.class, "SELECT dispatch_policy_active()"))
+                .as("a limit")
+                .isTrue();
     }
 
     @Test
     void thePolicyPathReadsEachKeyThroughItsIndexInRankOrder() {
         dsl.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
-        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-' || mod(g, 50) FROM generate_series(1, 20000) g");
-        // The two statements dispatch_batch runs for each key, as it runs them (after the batch's SET LOCAL enable_sort = off).
-        String skip = "SELECT min(coalesce(dispatch_key, resource)) FROM jobs WHERE state = 'pending' AND coalesce(dispatch_key, resource) > 'tenant-1'";
-        String take = "SELECT j.id FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = 'tenant-1' AND j.due_at <= clock_timestamp()"
-                + " ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id LIMIT 100";
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-' || mod(g, 50) FROM generate_series(1, 20000) g");
+        // The two statements dispatch_batch runs for each key, as it runs them (after the batch's SET LOCAL enable_sort
+        // = off).
+        String skip =
+                "SELECT min(coalesce(dispatch_key, resource)) FROM jobs WHERE state = 'pending' AND coalesce(dispatch_key, resource) > 'tenant-1'";
+        String take =
+                "SELECT j.id FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = 'tenant-1' AND j.due_at <= clock_timestamp()"
+                        + " ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id LIMIT 100";
         for (String query : List.of(skip, take)) {
             String plan = dsl.transactionResult(c -> {
                 c.dsl().execute("SET LOCAL enable_sort = off");
                 return String.join("\n", c.dsl().fetch("EXPLAIN " + query).getValues(0, String.class));
             });
-            assertThat(plan).as(query).contains("jobs_pending_key").doesNotContain("Sort").doesNotContain("Seq Scan");
+            assertThat(plan)
+                    .as(query)
+                    .contains("jobs_pending_key")
+                    .doesNotContain("Sort")
+                    .doesNotContain("Seq Scan");
         }
     }
 
@@ -110,7 +126,8 @@ class DispatchPolicyTest {
     void aPriorityRanksAJobOfItsKeyAsIfItWereDueThatManySecondsEarlier() {
         lease(1);
         // One key (the dispatch key), so that only the ranks decide; resources name the jobs.
-        String insert = "INSERT INTO jobs (due_at, resource, priority, dispatch_key) VALUES (clock_timestamp() + ?::interval, ?, ?, 'k')";
+        String insert =
+                "INSERT INTO jobs (due_at, resource, priority, dispatch_key) VALUES (clock_timestamp() + ?::interval, ?, ?, 'k')";
         dsl.execute(insert, "-30 seconds", "plain-30s", 0);
         dsl.execute(insert, "-120 seconds", "plain-120s", 0);
         dsl.execute(insert, "0 seconds", "urgent-60", 60);
@@ -125,40 +142,52 @@ class DispatchPolicyTest {
         // never makes a job due: not-due stays pending. Aging: the plain job that waited two
         // minutes goes before the urgent one, which is worth one.
         assertThat(outboxResources()).containsExactly("plain-120s", "urgent-60", "plain-30s", "low");
-        assertThat(value(String.class, "SELECT state FROM jobs WHERE resource = 'not-due'")).isEqualTo("pending");
+        assertThat(value(String.class, "SELECT state FROM jobs WHERE resource = 'not-due'"))
+                .isEqualTo("pending");
     }
 
     @Test
     void oneKeysBacklogDoesNotDelayAnotherKeysJobBeyondOneBatch() {
         lease(1);
-        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() - interval '1 minute', 'r-' || mod(g, 7), 'tenant-big'"
-                + " FROM generate_series(1, 5000) g");
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) VALUES (clock_timestamp(), 'r-small', 'tenant-small')");
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() - interval '1 minute', 'r-' || mod(g, 7), 'tenant-big'"
+                        + " FROM generate_series(1, 5000) g");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) VALUES (clock_timestamp(), 'r-small', 'tenant-small')");
 
         Record first = batch(1, 100);
 
         assertThat(first.get("completed", Integer.class)).isEqualTo(100);
         assertThat(first.get("more", Boolean.class)).isTrue();
         assertThat(value(String.class, "SELECT state FROM jobs WHERE dispatch_key = 'tenant-small'"))
-                .as("the small tenant's one job, due after 5,000 of the big one's, in the first batch").isEqualTo("completed");
-        assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE dispatch_key = 'tenant-big' AND state = 'completed'"))
-                .as("the room it left goes to the big tenant").isEqualTo(99);
+                .as("the small tenant's one job, due after 5,000 of the big one's, in the first batch")
+                .isEqualTo("completed");
+        assertThat(value(
+                        Integer.class,
+                        "SELECT count(*) FROM jobs WHERE dispatch_key = 'tenant-big' AND state = 'completed'"))
+                .as("the room it left goes to the big tenant")
+                .isEqualTo(99);
     }
 
     @Test
     void aLimitHoldsJobsBackUntilItsTokensComeAndATakeoverNeitherResetsNorExceedsIt() {
         lease(1);
         dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', 1, 5)");
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-a' FROM generate_series(1, 50)");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-a' FROM generate_series(1, 50)");
         dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'free' FROM generate_series(1, 20)");
 
         Record first = batch(1, 100);
-        assertThat(first.get("completed", Integer.class)).as("the burst, and every job of the unlimited key").isEqualTo(5 + 20);
+        assertThat(first.get("completed", Integer.class))
+                .as("the burst, and every job of the unlimited key")
+                .isEqualTo(5 + 20);
         assertThat(first.get("held_keys", Integer.class)).isEqualTo(1);
         assertThat(first.get("more", Boolean.class)).isFalse();
-        Duration untilToken = Duration.between(first.get("database_now", OffsetDateTime.class),
-                first.get("next_at", OffsetDateTime.class));
-        assertThat(untilToken).as("the next token, at 1 a second").isBetween(Duration.ofMillis(999), Duration.ofMillis(1001));
+        Duration untilToken = Duration.between(
+                first.get("database_now", OffsetDateTime.class), first.get("next_at", OffsetDateTime.class));
+        assertThat(untilToken)
+                .as("the next token, at 1 a second")
+                .isBetween(Duration.ofMillis(999), Duration.ofMillis(1001));
 
         // A takeover: the new holder finds the bucket as the last batch left it.
         lease(2);
@@ -166,20 +195,25 @@ class DispatchPolicyTest {
         assertThat(afterTakeover.get("completed", Integer.class)).isLessThanOrEqualTo(1);
         // The former holder's batch is refused by the guard on jobs, its tokens by the guard on the limit.
         dsl.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'free')");
-        assertThatThrownBy(() -> batch(1, 100)).isInstanceOf(DataAccessException.class)
+        assertThatThrownBy(() -> batch(1, 100))
+                .isInstanceOf(DataAccessException.class)
                 .hasMessageContaining("only the lease holder completes jobs");
         assertThatThrownBy(() -> dsl.execute("UPDATE dispatch_limits SET tokens = 5, refilled_by_token = 1"))
                 .hasMessageContaining("only the lease holder spends a limit's tokens");
         assertThatThrownBy(() -> dsl.execute("UPDATE dispatch_limits SET tokens = 5, refilled_by_token = 2"))
-                .as("with the current token, but faster than the limit refills").hasMessageContaining("never refills them faster");
-        assertThatThrownBy(() -> dsl.execute("UPDATE dispatch_limits SET refilled_at = refilled_at - interval '1 hour'"))
-                .as("time moved back").hasMessageContaining("never refills them faster");
+                .as("with the current token, but faster than the limit refills")
+                .hasMessageContaining("never refills them faster");
+        assertThatThrownBy(
+                        () -> dsl.execute("UPDATE dispatch_limits SET refilled_at = refilled_at - interval '1 hour'"))
+                .as("time moved back")
+                .hasMessageContaining("never refills them faster");
 
         // Raised while running: the next batch may spend what the new rate refilled.
         dsl.execute("UPDATE dispatch_limits SET per_second = 1000000, burst = 1000");
         await().atMost(Duration.ofSeconds(5)).until(() -> batch(2, 100).get("completed", Integer.class) > 0);
         assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))
-                .as("held back, never dropped: each pending job is completed in time").isLessThan(50 - 5);
+                .as("held back, never dropped: each pending job is completed in time")
+                .isLessThan(50 - 5);
         fixture.assertExactlyOnceWithOutbox(fixture.completed());
         assertThat(fixture.completed()).isGreaterThan(5 + 20);
     }
@@ -187,66 +221,101 @@ class DispatchPolicyTest {
     @Test
     void eachBatchVisitsAtMostItsSizeOfKeysAndTheNextStartsAfterTheLastOneWrappingRound() {
         lease(1);
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k,"
-                + " generate_series(1, 3)");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k,"
+                        + " generate_series(1, 3)");
         List<List<String>> visited = new ArrayList<>();
         String start = null;
         for (String expectedNext : new String[] {"b", "d", "a", "c"}) {
             Record r = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 2, start);
-            assertThat(r.get("completed", Integer.class)).as("one job of each of two keys").isEqualTo(2);
+            assertThat(r.get("completed", Integer.class))
+                    .as("one job of each of two keys")
+                    .isEqualTo(2);
             assertThat(r.get("more", Boolean.class)).isTrue();
             assertThat(r.get("next_key", String.class)).isEqualTo(expectedNext);
             start = r.get("next_key", String.class);
-            visited.add(dsl.fetch("SELECT j.dispatch_key FROM outbox o JOIN jobs j ON j.id = o.job_id WHERE o.id > (SELECT max(id) FROM outbox) - 2"
-                    + " ORDER BY j.dispatch_key").getValues(0, String.class));
+            visited.add(dsl.fetch(
+                            "SELECT j.dispatch_key FROM outbox o JOIN jobs j ON j.id = o.job_id WHERE o.id > (SELECT max(id) FROM outbox) - 2"
+                                    + " ORDER BY j.dispatch_key")
+                    .getValues(0, String.class));
         }
-        assertThat(visited).as("a b, c d, e then round to a, b c")
+        assertThat(visited)
+                .as("a b, c d, e then round to a, b c")
                 .containsExactly(List.of("a", "b"), List.of("c", "d"), List.of("a", "e"), List.of("b", "c"));
         // Fewer keys than the batch: every key, with room left to those that have more.
         Record all = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 100, start);
         assertThat(all.get("completed", Integer.class)).isEqualTo(15 - 8);
         assertThat(all.get("more", Boolean.class)).isFalse();
-        assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'")).isZero();
+        assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))
+                .isZero();
         fixture.assertExactlyOnceWithOutbox(15);
     }
 
     @Test
     void whatWaitsBehindALimitAndTheBusiestKeysAreVisible() throws Exception {
         lease(1);
-        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', 0.001, 5), ('tenant-idle', 10, 10)");
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-a' FROM generate_series(1, 50)");
-        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'free-' || mod(g, 2) FROM generate_series(1, 30) g");
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() + interval '1 hour', 'r', 'tenant-a'"
-                + " FROM generate_series(1, 7)");
-        assertThat(batch(1, 100).get("completed", Integer.class)).as("tenant-a's burst and every free job").isEqualTo(5 + 30);
-        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'late-' || mod(g, 2) FROM generate_series(1, 3) g");
+        dsl.execute(
+                "INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', 0.001, 5), ('tenant-idle', 10, 10)");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'tenant-a' FROM generate_series(1, 50)");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'free-' || mod(g, 2) FROM generate_series(1, 30) g");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() + interval '1 hour', 'r', 'tenant-a'"
+                        + " FROM generate_series(1, 7)");
+        assertThat(batch(1, 100).get("completed", Integer.class))
+                .as("tenant-a's burst and every free job")
+                .isEqualTo(5 + 30);
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'late-' || mod(g, 2) FROM generate_series(1, 3) g");
 
         DispatchOverview.Overview o = dsl.connectionResult(DispatchOverview::read);
         assertThat(o.limitCount()).isEqualTo(2);
-        assertThat(o.limits()).as("fewest tokens first").extracting(DispatchOverview.Limit::key).containsExactly("tenant-a", "tenant-idle");
+        assertThat(o.limits())
+                .as("fewest tokens first")
+                .extracting(DispatchOverview.Limit::key)
+                .containsExactly("tenant-a", "tenant-idle");
         DispatchOverview.Limit a = o.limits().get(0);
-        assertThat(a.dueWaiting()).as("due jobs of tenant-a still pending; the 7 due in an hour do not count").isEqualTo(50 - 5);
+        assertThat(a.dueWaiting())
+                .as("due jobs of tenant-a still pending; the 7 due in an hour do not count")
+                .isEqualTo(50 - 5);
         assertThat(a.tokens()).isLessThan(1);
         assertThat(a.held()).isTrue();
-        assertThat(o.limits().get(1).held()).as("a full bucket with nothing due").isFalse();
-        assertThat(o.busiestKeys()).extracting(DispatchOverview.BusyKey::key).as("keys with due jobs, busiest first")
+        assertThat(o.limits().get(1).held())
+                .as("a full bucket with nothing due")
+                .isFalse();
+        assertThat(o.busiestKeys())
+                .extracting(DispatchOverview.BusyKey::key)
+                .as("keys with due jobs, busiest first")
                 .containsExactly("tenant-a", "late-1", "late-0");
-        assertThat(o.busiestKeys()).extracting(DispatchOverview.BusyKey::dueJobs).containsExactly(45L, 2L, 1L);
-        assertThat(dsl.connectionResult(DispatchOverview::held)).as("due jobs held back by a limit").isEqualTo(45);
-        assertThat(o.toMap()).containsEntry("limitCount", 2).containsKeys("limits", "busiestKeys", "dueWaitingCap", "busiestAmong");
+        assertThat(o.busiestKeys())
+                .extracting(DispatchOverview.BusyKey::dueJobs)
+                .containsExactly(45L, 2L, 1L);
+        assertThat(dsl.connectionResult(DispatchOverview::held))
+                .as("due jobs held back by a limit")
+                .isEqualTo(45);
+        assertThat(o.toMap())
+                .containsEntry("limitCount", 2)
+                .containsKeys("limits", "busiestKeys", "dueWaitingCap", "busiestAmong");
     }
 
     @Test
     void aRunningDispatcherKeepsALimitInEveryOneSecondWindowAndSleepsBetweenTokens() {
         int perSecond = 20;
         int burst = 5;
-        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', ?, ?)", perSecond, burst);
-        dsl.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r-' || mod(g, 3), 'tenant-a'"
-                + " FROM generate_series(1, 60) g");
+        dsl.execute(
+                "INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('tenant-a', ?, ?)",
+                perSecond,
+                burst);
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r-' || mod(g, 3), 'tenant-a'"
+                        + " FROM generate_series(1, 60) g");
         dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'free' FROM generate_series(1, 30)");
         AtomicInteger batches = new AtomicInteger();
-        Dispatcher leader = fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500),
-                UnaryOperator.identity(), delegate -> new ObservedBatches(delegate, after -> batches.incrementAndGet()));
+        Dispatcher leader = fixture.start(
+                fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500),
+                UnaryOperator.identity(),
+                delegate -> new ObservedBatches(delegate, after -> batches.incrementAndGet()));
         await().atMost(Duration.ofSeconds(10)).until(() -> leader.state() == RunningService.State.LEADING);
         // While it waits for tokens, /status says which limit holds how many jobs back.
         await().atMost(Duration.ofSeconds(20)).until(() -> leader.status().get("heldJobs") instanceof Long n && n > 0);
@@ -255,12 +324,21 @@ class DispatchPolicyTest {
         await().atMost(Duration.ofSeconds(20)).until(() -> fixture.pending() == 0);
 
         // Every window of one second that starts at a completion: at most rate + burst completions.
-        Integer worst = value(Integer.class, "SELECT max(n) FROM (SELECT (SELECT count(*) FROM jobs b WHERE b.dispatch_key = 'tenant-a'"
-                + " AND b.completed_at >= a.completed_at AND b.completed_at <= a.completed_at + interval '1 second') n"
-                + " FROM jobs a WHERE a.dispatch_key = 'tenant-a') w");
-        assertThat(worst).as("completions of tenant-a in any one second").isLessThanOrEqualTo(perSecond + burst).isGreaterThan(burst);
-        Double seconds = value(Double.class, "SELECT extract(epoch FROM max(completed_at) - min(completed_at))::float8 FROM jobs WHERE dispatch_key = 'tenant-a'");
-        assertThat(seconds).as("60 jobs at 20 a second after a burst of 5").isGreaterThanOrEqualTo((60.0 - burst) / perSecond - 0.01);
+        Integer worst = value(
+                Integer.class,
+                "SELECT max(n) FROM (SELECT (SELECT count(*) FROM jobs b WHERE b.dispatch_key = 'tenant-a'"
+                        + " AND b.completed_at >= a.completed_at AND b.completed_at <= a.completed_at + interval '1 second') n"
+                        + " FROM jobs a WHERE a.dispatch_key = 'tenant-a') w");
+        assertThat(worst)
+                .as("completions of tenant-a in any one second")
+                .isLessThanOrEqualTo(perSecond + burst)
+                .isGreaterThan(burst);
+        Double seconds = value(
+                Double.class,
+                "SELECT extract(epoch FROM max(completed_at) - min(completed_at))::float8 FROM jobs WHERE dispatch_key = 'tenant-a'");
+        assertThat(seconds)
+                .as("60 jobs at 20 a second after a burst of 5")
+                .isGreaterThanOrEqualTo((60.0 - burst) / perSecond - 0.01);
         // It slept until each token: about one batch a token, not a loop that spins on the held jobs.
         assertThat(batches.get()).as("batches while 55 tokens came").isLessThan(500);
         fixture.assertExactlyOnceWithOutbox(90);

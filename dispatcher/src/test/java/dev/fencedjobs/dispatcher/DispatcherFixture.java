@@ -1,6 +1,5 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.lease.LeaseOps;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.LEADER_LEASE;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
@@ -11,6 +10,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Embedding;
@@ -34,7 +34,8 @@ final class DispatcherFixture implements AutoCloseable {
     private int started;
 
     DispatcherFixture(String url, String user, String password) {
-        this.database = DatabaseConfig.of(url, user, password).withConnectTimeout(Duration.ofSeconds(1))
+        this.database = DatabaseConfig.of(url, user, password)
+                .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         this.pool = Database.pool(database, "test-fixture");
         Database.migrate(pool);
@@ -50,7 +51,8 @@ final class DispatcherFixture implements AutoCloseable {
     }
 
     Dispatcher start(DispatcherConfig config, UnaryOperator<LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
-        Dispatcher d = Dispatcher.start(config, Embedding.STANDALONE, "replica-" + (++started), Ticker.system(), leaseOps, batches);
+        Dispatcher d = Dispatcher.start(
+                config, Embedding.STANDALONE, "replica-" + (++started), Ticker.system(), leaseOps, batches);
         replicas.add(d);
         return d;
     }
@@ -61,12 +63,17 @@ final class DispatcherFixture implements AutoCloseable {
 
     /** The replica that is leader now, if any. */
     java.util.Optional<Dispatcher> leader() {
-        return replicas.stream().filter(d -> d.state() == RunningService.State.LEADING).findFirst();
+        return replicas.stream()
+                .filter(d -> d.state() == RunningService.State.LEADING)
+                .findFirst();
     }
 
     long currentToken() {
-        return dsl.select(LEADER_LEASE.FENCING_TOKEN).from(LEADER_LEASE)
-                .where(LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE)).fetchOptional(r -> r.value1()).orElse(0L);
+        return dsl.select(LEADER_LEASE.FENCING_TOKEN)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE))
+                .fetchOptional(r -> r.value1())
+                .orElse(0L);
     }
 
     int pending() {
@@ -84,14 +91,27 @@ final class DispatcherFixture implements AutoCloseable {
     void assertExactlyOnceWithOutbox(int expectedCompleted) {
         assertThat(completed()).as("completed jobs").isEqualTo(expectedCompleted);
         assertThat(dsl.fetchCount(OUTBOX)).as("outbox rows").isEqualTo(expectedCompleted);
-        assertThat(dsl.fetchCount(dsl.select(OUTBOX.JOB_ID).from(OUTBOX).groupBy(OUTBOX.JOB_ID).having(DSL.count().gt(1))))
-                .as("jobs with more than one outbox row").isZero();
-        assertThat(dsl.fetchCount(dsl.select(OUTBOX.ID).from(OUTBOX).join(JOBS).on(JOBS.ID.eq(OUTBOX.JOB_ID))
+        assertThat(dsl.fetchCount(dsl.select(OUTBOX.JOB_ID)
+                        .from(OUTBOX)
+                        .groupBy(OUTBOX.JOB_ID)
+                        .having(DSL.count().gt(1))))
+                .as("jobs with more than one outbox row")
+                .isZero();
+        assertThat(dsl.fetchCount(dsl.select(OUTBOX.ID)
+                        .from(OUTBOX)
+                        .join(JOBS)
+                        .on(JOBS.ID.eq(OUTBOX.JOB_ID))
                         .where(JOBS.STATE.ne("completed").or(JOBS.COMPLETED_BY_TOKEN.ne(OUTBOX.FENCING_TOKEN)))))
-                .as("outbox rows for a pending job or with another token than the job's").isZero();
-        assertThat(dsl.fetchCount(dsl.select(JOBS.ID).from(JOBS).leftJoin(OUTBOX).on(OUTBOX.JOB_ID.eq(JOBS.ID))
-                        .where(JOBS.STATE.eq("completed")).and(OUTBOX.ID.isNull())))
-                .as("completed jobs without an outbox row").isZero();
+                .as("outbox rows for a pending job or with another token than the job's")
+                .isZero();
+        assertThat(dsl.fetchCount(dsl.select(JOBS.ID)
+                        .from(JOBS)
+                        .leftJoin(OUTBOX)
+                        .on(OUTBOX.JOB_ID.eq(JOBS.ID))
+                        .where(JOBS.STATE.eq("completed"))
+                        .and(OUTBOX.ID.isNull())))
+                .as("completed jobs without an outbox row")
+                .isZero();
     }
 
     @Override

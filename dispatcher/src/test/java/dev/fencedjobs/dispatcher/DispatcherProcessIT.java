@@ -49,26 +49,41 @@ class DispatcherProcessIT {
 
     private ServiceProcess replica(Duration leaseDuration, Duration renewInterval, boolean fastTakeover) {
         TestDatabase db = postgres.database();
-        Map<String, String> env = ServiceEnvironment.database(db.url(), db.user(), db.password()).lease(leaseDuration, renewInterval)
-                .fastTakeover(fastTakeover).serverTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1)).httpPort(0).toMap();
-        ServiceProcess p = ServiceProcess.start(testName + "-" + (processes.size() + 1),
-                Path.of(System.getProperty("dispatcher.jar")), env, Path.of("target", "process-logs"));
+        Map<String, String> env = ServiceEnvironment.database(db.url(), db.user(), db.password())
+                .lease(leaseDuration, renewInterval)
+                .fastTakeover(fastTakeover)
+                .serverTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1))
+                .httpPort(0)
+                .toMap();
+        ServiceProcess p = ServiceProcess.start(
+                testName + "-" + (processes.size() + 1),
+                Path.of(System.getProperty("dispatcher.jar")),
+                env,
+                Path.of("target", "process-logs"));
         processes.add(p);
         return p;
     }
 
     /** The process whose holder id (host-pid-random) holds the lease now. */
     private ServiceProcess leaderProcess() {
-        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.dsl()
-                .fetchExists(LEADER_LEASE, LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE)));
-        String holder = fixture.dsl().select(LEADER_LEASE.HOLDER_ID).from(LEADER_LEASE)
-                .where(LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE)).fetchSingle().value1();
-        return processes.stream().filter(p -> holder.contains("-" + p.pid() + "-")).findFirst().orElseThrow();
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> fixture.dsl().fetchExists(LEADER_LEASE, LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE)));
+        String holder = fixture.dsl()
+                .select(LEADER_LEASE.HOLDER_ID)
+                .from(LEADER_LEASE)
+                .where(LEADER_LEASE.ROLE.eq(DispatcherConfig.ROLE))
+                .fetchSingle()
+                .value1();
+        return processes.stream()
+                .filter(p -> holder.contains("-" + p.pid() + "-"))
+                .findFirst()
+                .orElseThrow();
     }
 
     private void insertAndAwaitCompletion(int jobs) {
         int before = fixture.completed();
-        fixture.dsl().execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, " + jobs + ")");
+        fixture.dsl()
+                .execute("INSERT INTO jobs (due_at) SELECT clock_timestamp() FROM generate_series(1, " + jobs + ")");
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.completed() == before + jobs);
     }
 
@@ -98,10 +113,14 @@ class DispatcherProcessIT {
         java.time.OffsetDateTime expiryAtStop = expiryOf(token);
         leader.pause();
         try {
-            fixture.dsl().execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'after-stop' FROM generate_series(1, 200)");
+            fixture.dsl()
+                    .execute(
+                            "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'after-stop' FROM generate_series(1, 200)");
             await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
             assertThat(fixture.currentToken()).isEqualTo(token + 1);
-            assertThat(acquiredAt(token + 1)).as("the takeover from a stopped, not dead, leader").isAfterOrEqualTo(expiryAtStop);
+            assertThat(acquiredAt(token + 1))
+                    .as("the takeover from a stopped, not dead, leader")
+                    .isAfterOrEqualTo(expiryAtStop);
         } finally {
             leader.resume();
         }
@@ -116,9 +135,14 @@ class DispatcherProcessIT {
      * proves nothing, and waits for the expiry.
      */
     private void awaitFollowerWatching() {
-        await().atMost(Duration.ofSeconds(30)).until(() -> fixture.dsl().fetchExists(fixture.dsl()
-                .selectFrom("pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid")
-                .where("l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'dispatcher-watch'")));
+        await().atMost(Duration.ofSeconds(30))
+                .until(
+                        () -> fixture.dsl()
+                                .fetchExists(
+                                        fixture.dsl()
+                                                .selectFrom("pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid")
+                                                .where(
+                                                        "l.locktype = 'advisory' AND NOT l.granted AND a.application_name = 'dispatcher-watch'")));
     }
 
     private void killLeaderAndCheckTakeover(boolean fastPath) {
@@ -129,21 +153,32 @@ class DispatcherProcessIT {
             awaitFollowerWatching();
         }
 
-        // Read before the kill (the row belongs to the next holder afterwards): a renewal after it only moves the expiry later.
+        // Read before the kill (the row belongs to the next holder afterwards): a renewal after it only moves the
+        // expiry later.
         java.time.OffsetDateTime expiryAtKill = expiryOf(token);
         leader.kill();
-        fixture.dsl().execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'after-kill' FROM generate_series(1, 500)");
+        fixture.dsl()
+                .execute(
+                        "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'after-kill' FROM generate_series(1, 500)");
         await().atMost(Duration.ofSeconds(15)).until(() -> fixture.pending() == 0);
 
         assertThat(fixture.currentToken()).isEqualTo(token + 1);
         assertThat(leaderProcess()).isNotSameAs(leader);
-        assertThat(fixture.dsl().selectDistinct(JOBS.COMPLETED_BY_TOKEN).from(JOBS).where(JOBS.RESOURCE.eq("after-kill"))
-                .fetch(r -> r.value1())).containsExactly(token + 1);
+        assertThat(fixture.dsl()
+                        .selectDistinct(JOBS.COMPLETED_BY_TOKEN)
+                        .from(JOBS)
+                        .where(JOBS.RESOURCE.eq("after-kill"))
+                        .fetch(r -> r.value1()))
+                .containsExactly(token + 1);
         // In database time, against the killed leader's last renewed expiry.
         if (fastPath) {
-            assertThat(acquiredAt(token + 1)).as("the takeover after SIGKILL, on the fast path").isBefore(expiryAtKill);
+            assertThat(acquiredAt(token + 1))
+                    .as("the takeover after SIGKILL, on the fast path")
+                    .isBefore(expiryAtKill);
         } else {
-            assertThat(acquiredAt(token + 1)).as("the takeover after SIGKILL, by the lease").isAfterOrEqualTo(expiryAtKill);
+            assertThat(acquiredAt(token + 1))
+                    .as("the takeover after SIGKILL, by the lease")
+                    .isAfterOrEqualTo(expiryAtKill);
         }
         fixture.assertExactlyOnceWithOutbox(1000);
         assertThat(leader.output()).doesNotContain("released the lease");
@@ -167,22 +202,29 @@ class DispatcherProcessIT {
         assertThat(leader.waitFor()).as("exit code after SIGTERM").isIn(0, 143);
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.currentToken() == token + 1);
 
-        assertThat(acquiredAt(token + 1)).as("the graceful handoff, in database time, against the 30 s lease's expiry")
+        assertThat(acquiredAt(token + 1))
+                .as("the graceful handoff, in database time, against the 30 s lease's expiry")
                 .isBefore(expiryBeforeStop);
         assertThat(leaderProcess()).isSameAs(follower);
-        assertThat(leader.output()).contains("stopping: no new work").contains("released the lease").contains("stopped");
+        assertThat(leader.output())
+                .contains("stopping: no new work")
+                .contains("released the lease")
+                .contains("stopped");
         insertAndAwaitCompletion(200);
         fixture.assertExactlyOnceWithOutbox(400);
     }
 
     /** The lease's expiry while {@code token} holds it (the last renewal's), in database time. */
     private java.time.OffsetDateTime expiryOf(long token) {
-        return fixture.dsl().fetchOne("SELECT expires_at FROM leader_lease WHERE role = 'scheduler' AND fencing_token = ?", token)
+        return fixture.dsl()
+                .fetchOne("SELECT expires_at FROM leader_lease WHERE role = 'scheduler' AND fencing_token = ?", token)
                 .get(0, java.time.OffsetDateTime.class);
     }
 
     private java.time.OffsetDateTime acquiredAt(long token) {
-        return fixture.dsl().fetchOne("SELECT acquired_at FROM lease_takeover WHERE role = 'scheduler' AND fencing_token = ?", token)
+        return fixture.dsl()
+                .fetchOne(
+                        "SELECT acquired_at FROM lease_takeover WHERE role = 'scheduler' AND fencing_token = ?", token)
                 .get(0, java.time.OffsetDateTime.class);
     }
 }

@@ -1,6 +1,5 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
@@ -9,6 +8,7 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
@@ -44,25 +44,38 @@ class EmbeddedDispatcherTest {
         SimpleMeterRegistry registry = new SimpleMeterRegistry();
         try (HikariDataSource pool = applicationPool("SET statement_timeout = 2000; SET lock_timeout = 1000; "
                 + "SET idle_in_transaction_session_timeout = 2000")) {
-            Dispatcher dispatcher = Dispatcher.builder().dataSource(pool).meterRegistry(registry).start();
+            Dispatcher dispatcher = Dispatcher.builder()
+                    .dataSource(pool)
+                    .meterRegistry(registry)
+                    .start();
             try {
                 assertThat(dispatcher.httpPort()).isEqualTo(-1);
                 await().atMost(Duration.ofSeconds(30)).until(() -> dispatcher.state() == RunningService.State.LEADING);
-                try (Connection c = pool.getConnection(); Statement s = c.createStatement()) {
-                    s.execute("INSERT INTO jobs (resource, due_at) SELECT 'r', clock_timestamp() FROM generate_series(1, 20)");
+                try (Connection c = pool.getConnection();
+                        Statement s = c.createStatement()) {
+                    s.execute(
+                            "INSERT INTO jobs (resource, due_at) SELECT 'r', clock_timestamp() FROM generate_series(1, 20)");
                 }
                 await().atMost(Duration.ofSeconds(30)).until(() -> completed(pool) == 20);
                 // The counter moves once the batch's transaction has returned, just after its rows show as completed.
-                await().atMost(Duration.ofSeconds(30)).untilAsserted(() ->
-                        assertThat(registry.get("fencedjobs_jobs_completed").tag("service", "dispatcher").counter().count()).isEqualTo(20));
+                await().atMost(Duration.ofSeconds(30))
+                        .untilAsserted(() -> assertThat(registry.get("fencedjobs_jobs_completed")
+                                        .tag("service", "dispatcher")
+                                        .counter()
+                                        .count())
+                                .isEqualTo(20));
                 assertThat(dispatcher.token()).hasValue(FencingToken.of(1));
             } finally {
                 dispatcher.close();
             }
             assertThat(dispatcher.state()).isEqualTo(RunningService.State.STOPPED);
             assertThat(pool.isClosed()).isFalse();
-            assertThat(completed(pool)).as("the application's pool still serves it").isEqualTo(20);
-            assertThat(registry.getMeters()).as("a stopped dispatcher's meters are gone from the application's registry").isEmpty();
+            assertThat(completed(pool))
+                    .as("the application's pool still serves it")
+                    .isEqualTo(20);
+            assertThat(registry.getMeters())
+                    .as("a stopped dispatcher's meters are gone from the application's registry")
+                    .isEmpty();
             // Every connection of the pool (4), the one the dispatcher listened on among them: none listens any more.
             java.util.List<Connection> all = new java.util.ArrayList<>();
             try {
@@ -70,9 +83,12 @@ class EmbeddedDispatcherTest {
                     all.add(pool.getConnection());
                 }
                 for (Connection c : all) {
-                    try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
+                    try (Statement s = c.createStatement();
+                            ResultSet rs = s.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
                         rs.next();
-                        assertThat(rs.getLong(1)).as("channels still listened on by a connection given back to the application").isZero();
+                        assertThat(rs.getLong(1))
+                                .as("channels still listened on by a connection given back to the application")
+                                .isZero();
                     }
                 }
             } finally {
@@ -103,7 +119,8 @@ class EmbeddedDispatcherTest {
     }
 
     private static long completed(HikariDataSource pool) throws Exception {
-        try (Connection c = pool.getConnection(); Statement s = c.createStatement();
+        try (Connection c = pool.getConnection();
+                Statement s = c.createStatement();
                 ResultSet rs = s.executeQuery("SELECT count(*) FROM jobs WHERE state = 'completed'")) {
             rs.next();
             return rs.getLong(1);

@@ -1,7 +1,6 @@
 package dev.fencedjobs.dispatcher;
 
 import dev.fencedjobs.db.internal.DispatchOverview;
-
 import dev.fencedjobs.lease.Grant;
 import java.time.Duration;
 import java.time.Instant;
@@ -86,8 +85,12 @@ final class MemoryJobs implements JobBatches {
             return BatchResult.leaseLost();
         }
         long now = databaseMillis.getAsLong();
-        List<Job> due = pending.stream().filter(j -> j.dueMillis() <= now && (after == null || j.position().isAfter(after)))
-                .sorted(ORDER).limit(limit).toList();
+        List<Job> due = pending.stream()
+                .filter(j ->
+                        j.dueMillis() <= now && (after == null || j.position().isAfter(after)))
+                .sorted(ORDER)
+                .limit(limit)
+                .toList();
         pending.removeAll(due);
         due.forEach(j -> completedAt.put(j.id(), now));
         Position last = due.isEmpty() ? null : due.get(due.size() - 1).position();
@@ -115,7 +118,10 @@ final class MemoryJobs implements JobBatches {
 
     @Override
     public NextDue nextDue(Position after) {
-        long earliest = pending.stream().filter(j -> after == null || j.position().isAfter(after)).mapToLong(Job::dueMillis).min()
+        long earliest = pending.stream()
+                .filter(j -> after == null || j.position().isAfter(after))
+                .mapToLong(Job::dueMillis)
+                .min()
                 .orElse(Long.MAX_VALUE);
         return new NextDue(databaseMillis.getAsLong(), earliest);
     }
@@ -125,5 +131,6 @@ final class MemoryJobs implements JobBatches {
         return 0;
     }
 
-    private static final Comparator<Job> ORDER = Comparator.comparingLong(Job::dueMillis).thenComparingLong(Job::id);
+    private static final Comparator<Job> ORDER =
+            Comparator.comparingLong(Job::dueMillis).thenComparingLong(Job::id);
 }

@@ -1,7 +1,7 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.lease.Grant;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.testing.Gate;
 
 /**

@@ -31,14 +31,18 @@ class ScanChainTest {
     void theBatchThatScannedTheDueTimeDecides() {
         ScanChain chain = new ScanChain();
         chain.restart();
-        chain.ran(at(1_000), DbSnapshot.parse("50:50:"));   // from the start to 1,000 ms; saw transactions below 50
-        chain.ran(at(2_000), DbSnapshot.parse("60:60:"));   // 1,000 to 2,000; saw below 60
+        chain.ran(at(1_000), DbSnapshot.parse("50:50:")); // from the start to 1,000 ms; saw transactions below 50
+        chain.ran(at(2_000), DbSnapshot.parse("60:60:")); // 1,000 to 2,000; saw below 60
         chain.ran(at(3_000), DbSnapshot.parse("70:72:70")); // 2,000 to 3,000; saw below 72 but 70
 
         assertThat(chain.saw(500, 49)).as("seen by the first batch").isTrue();
-        assertThat(chain.saw(500, 55)).as("committed after the batch that scanned its place: behind the position").isFalse();
+        assertThat(chain.saw(500, 55))
+                .as("committed after the batch that scanned its place: behind the position")
+                .isFalse();
         assertThat(chain.saw(1_500, 55)).isTrue();
-        assertThat(chain.saw(1_000, 55)).as("at a batch's end: the earlier batch decides").isFalse();
+        assertThat(chain.saw(1_000, 55))
+                .as("at a batch's end: the earlier batch decides")
+                .isFalse();
         assertThat(chain.saw(2_500, 70)).as("in progress for that batch").isFalse();
         assertThat(chain.saw(2_500, 71)).isTrue();
         assertThat(chain.saw(2_500, -1)).as("a payload without a transaction").isFalse();
@@ -54,13 +58,17 @@ class ScanChainTest {
 
         chain.ran(at(1_000), DbSnapshot.parse("50:50:"));
         chain.ran(at(2_000), null);
-        assertThat(chain.saw(500, 10)).as("a batch of unknown snapshot may have been the one").isFalse();
+        assertThat(chain.saw(500, 10))
+                .as("a batch of unknown snapshot may have been the one")
+                .isFalse();
         chain.restart();
 
         for (int i = 1; i <= ScanChain.MAX_BATCHES + 1; i++) {
             chain.ran(at(i * 10L), DbSnapshot.parse("50:50:"));
         }
-        assertThat(chain.saw(5, 10)).as("the batch that scanned it was forgotten").isFalse();
+        assertThat(chain.saw(5, 10))
+                .as("the batch that scanned it was forgotten")
+                .isFalse();
         assertThat(chain.saw(ScanChain.MAX_BATCHES * 10L, 10)).isTrue();
     }
 }

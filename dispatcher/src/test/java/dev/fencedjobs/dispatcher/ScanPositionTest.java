@@ -46,30 +46,43 @@ class ScanPositionTest {
     void startBusyLeader() {
         var db = postgres.database();
         fixture = new DispatcherFixture(db.url(), db.user(), db.password());
-        fixture.start(fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500), UnaryOperator.identity(),
-                delegate -> new TimedBatches(new ObservedBatches(delegate, after -> starts.add(after == null ? FROM_START : after))));
-        await().atMost(Duration.ofSeconds(10)).until(() -> fixture.leader().map(d -> d.state() == RunningService.State.LEADING).orElse(false));
+        fixture.start(
+                fixture.config(new LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500),
+                UnaryOperator.identity(),
+                delegate -> new TimedBatches(
+                        new ObservedBatches(delegate, after -> starts.add(after == null ? FROM_START : after))));
+        await().atMost(Duration.ofSeconds(10))
+                .until(() -> fixture.leader()
+                        .map(d -> d.state() == RunningService.State.LEADING)
+                        .orElse(false));
         // A steady stream of jobs due at once keeps the leader busy, so that its batches start after a
         // position. At most 1,000 wait at a time: an offered load the machine cannot follow (CI
         // builds root filesystems beside the tests) would grow the backlog without end instead.
-        load = new Thread(() -> {
-            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
-                int lastRows = -1;
-                while (loading.get()) {
-                    long began = System.nanoTime();
-                    int rows = s.executeUpdate("INSERT INTO jobs (resource, due_at) SELECT 'load', clock_timestamp() FROM generate_series(1, 20)"
-                            + " WHERE (SELECT count(*) FROM jobs WHERE state = 'pending') < 1000");
-                    long took = System.nanoTime() - began;
-                    if ((rows == 0) != (lastRows == 0) || took > SLOW) {
-                        event(began, "load inserted " + rows + " in " + took / 1_000_000 + " ms" + (rows == 0 ? " (1,000 jobs waiting), and so on" : ""));
+        load = new Thread(
+                () -> {
+                    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+                            Statement s = c.createStatement()) {
+                        int lastRows = -1;
+                        while (loading.get()) {
+                            long began = System.nanoTime();
+                            int rows = s.executeUpdate(
+                                    "INSERT INTO jobs (resource, due_at) SELECT 'load', clock_timestamp() FROM generate_series(1, 20)"
+                                            + " WHERE (SELECT count(*) FROM jobs WHERE state = 'pending') < 1000");
+                            long took = System.nanoTime() - began;
+                            if ((rows == 0) != (lastRows == 0) || took > SLOW) {
+                                event(
+                                        began,
+                                        "load inserted " + rows + " in " + took / 1_000_000 + " ms"
+                                                + (rows == 0 ? " (1,000 jobs waiting), and so on" : ""));
+                            }
+                            lastRows = rows;
+                            Thread.sleep(5);
+                        }
+                    } catch (Exception e) {
+                        loadFailure.set(e);
                     }
-                    lastRows = rows;
-                    Thread.sleep(5);
-                }
-            } catch (Exception e) {
-                loadFailure.set(e);
-            }
-        }, "load");
+                },
+                "load");
         load.start();
         await().atMost(Duration.ofSeconds(10)).until(() -> starts.stream().anyMatch(p -> p != FROM_START));
         tokenAtStart = fixture.leader().orElseThrow().status().get("token");
@@ -87,6 +100,7 @@ class ScanPositionTest {
 
     /** The load's inserts slower than this go into the timeline. */
     private static final long SLOW = Duration.ofMillis(100).toNanos();
+
     private static final int TIMELINE = 1000;
     private final long testStart = System.nanoTime();
     /** The last {@value #TIMELINE} batches and next-due reads, and the load's slow or empty inserts: what a failure prints. */
@@ -100,8 +114,8 @@ class ScanPositionTest {
     }
 
     private String timeline() {
-        return String.join("\n", timeline) + "\nleader: " + fixture.leader().map(d -> d.status().toString()).orElse("none")
-                + "\npending: " + fixture.pending();
+        return String.join("\n", timeline) + "\nleader: "
+                + fixture.leader().map(d -> d.status().toString()).orElse("none") + "\npending: " + fixture.pending();
     }
 
     /** Puts each batch and next-due read in the timeline: when it began, where from, how long it took, what it did. */
@@ -116,8 +130,11 @@ class ScanPositionTest {
             long began = System.nanoTime();
             try {
                 BatchResult r = super.completeDue(grant, limit, after, startKey);
-                event(began, "batch " + (after == null ? "from the start" : "from a position") + " under " + grant.token() + ": "
-                        + r.completed() + " jobs, lease held " + r.leaseHeld() + ", " + (System.nanoTime() - began) / 1_000_000 + " ms");
+                event(
+                        began,
+                        "batch " + (after == null ? "from the start" : "from a position") + " under " + grant.token()
+                                + ": " + r.completed() + " jobs, lease held " + r.leaseHeld() + ", "
+                                + (System.nanoTime() - began) / 1_000_000 + " ms");
                 return r;
             } catch (RuntimeException e) {
                 event(began, "batch failed after " + (System.nanoTime() - began) / 1_000_000 + " ms: " + e);
@@ -129,17 +146,25 @@ class ScanPositionTest {
         public NextDue nextDue(Position after) {
             long began = System.nanoTime();
             NextDue n = super.nextDue(after);
-            event(began, "next due " + (n.earliestDueMillis() == Long.MAX_VALUE ? "none" : (n.earliestDueMillis() - n.databaseNowMillis()) + " ms from now")
-                    + ", " + (System.nanoTime() - began) / 1_000_000 + " ms");
+            event(
+                    began,
+                    "next due "
+                            + (n.earliestDueMillis() == Long.MAX_VALUE
+                                    ? "none"
+                                    : (n.earliestDueMillis() - n.databaseNowMillis()) + " ms from now")
+                            + ", " + (System.nanoTime() - began) / 1_000_000 + " ms");
             return n;
         }
     }
 
-    private static final JobBatches.Position FROM_START = new JobBatches.Position(java.time.OffsetDateTime.MIN, Long.MIN_VALUE);
+    private static final JobBatches.Position FROM_START =
+            new JobBatches.Position(java.time.OffsetDateTime.MIN, Long.MIN_VALUE);
 
     @Test
     void aJobInsertedDueBeforeThePositionIsCompleted() {
-        long id = fixture.dsl().fetchOne("INSERT INTO jobs (resource, due_at) VALUES ('early', clock_timestamp() - interval '1 hour') RETURNING id")
+        long id = fixture.dsl()
+                .fetchOne(
+                        "INSERT INTO jobs (resource, due_at) VALUES ('early', clock_timestamp() - interval '1 hour') RETURNING id")
                 .get(0, Long.class);
 
         await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
@@ -156,21 +181,31 @@ class ScanPositionTest {
             c.setAutoCommit(false);
             try (Statement s = c.createStatement()) {
                 // Due in two seconds, so that it is locked before any batch can take it.
-                s.execute("INSERT INTO jobs (resource, due_at) VALUES ('locked', clock_timestamp() + interval '2 seconds')");
+                s.execute(
+                        "INSERT INTO jobs (resource, due_at) VALUES ('locked', clock_timestamp() + interval '2 seconds')");
                 c.commit();
-                id = fixture.dsl().fetchOne("SELECT id FROM jobs WHERE resource = 'locked'").get(0, Long.class);
-                // A producer holds the row (an update it has not committed yet) while it falls due and later jobs are completed past it.
+                id = fixture.dsl()
+                        .fetchOne("SELECT id FROM jobs WHERE resource = 'locked'")
+                        .get(0, Long.class);
+                // A producer holds the row (an update it has not committed yet) while it falls due and later jobs are
+                // completed past it.
                 s.execute("SELECT id FROM jobs WHERE id = " + id + " FOR UPDATE");
-                await().atMost(Duration.ofSeconds(10)).until(() -> fixture.dsl()
-                        .fetchOne("SELECT due_at < clock_timestamp() FROM jobs WHERE id = " + id).get(0, Boolean.class));
+                await().atMost(Duration.ofSeconds(10))
+                        .until(() -> fixture.dsl()
+                                .fetchOne("SELECT due_at < clock_timestamp() FROM jobs WHERE id = " + id)
+                                .get(0, Boolean.class));
                 long completedBefore = fixture.completed();
                 await().atMost(Duration.ofSeconds(10)).until(() -> fixture.completed() > completedBefore + 200);
                 // The batches have passed it: the last one started after it. A leader that had fallen
                 // behind the load (a slower server: Testcontainers' was, through Docker's port mapping) would
                 // reach it from its position once released, and the batch from the start would prove nothing.
                 JobBatches.Position locked = new JobBatches.Position(
-                        fixture.dsl().fetchOne("SELECT due_at FROM jobs WHERE id = " + id).get(0, java.time.OffsetDateTime.class), id);
-                await().atMost(Duration.ofSeconds(10)).until(() -> starts.get(starts.size() - 1).isAfter(locked));
+                        fixture.dsl()
+                                .fetchOne("SELECT due_at FROM jobs WHERE id = " + id)
+                                .get(0, java.time.OffsetDateTime.class),
+                        id);
+                await().atMost(Duration.ofSeconds(10))
+                        .until(() -> starts.get(starts.size() - 1).isAfter(locked));
                 assertThat(state(id)).as("SKIP LOCKED passed it").isEqualTo("pending");
                 c.commit();
             }
@@ -178,7 +213,9 @@ class ScanPositionTest {
         long fromStartBefore = starts.stream().filter(p -> p == FROM_START).count();
 
         await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
-        assertThat(starts.stream().filter(p -> p == FROM_START).count()).as("a batch from the start found it").isGreaterThan(fromStartBefore);
+        assertThat(starts.stream().filter(p -> p == FROM_START).count())
+                .as("a batch from the start found it")
+                .isGreaterThan(fromStartBefore);
     }
 
     @Test
@@ -192,16 +229,19 @@ class ScanPositionTest {
         // Testcontainers' port mapping here, several times that embedded): the wait fails only if the batches stop.
         long afterPosition = positioned();
         long[] progress = {afterPosition, System.nanoTime()};
-        await().atMost(Duration.ofMinutes(5)).pollInterval(Duration.ofMillis(100)).until(() -> {
-            long now = positioned();
-            if (now > progress[0]) {
-                progress[0] = now;
-                progress[1] = System.nanoTime();
-            }
-            assertThat(System.nanoTime() - progress[1]).as(() -> "nanoseconds without a batch from a position; the timeline:\n" + timeline())
-                    .isLessThan(Duration.ofSeconds(10).toNanos());
-            return now > afterPosition + 300;
-        });
+        await().atMost(Duration.ofMinutes(5))
+                .pollInterval(Duration.ofMillis(100))
+                .until(() -> {
+                    long now = positioned();
+                    if (now > progress[0]) {
+                        progress[0] = now;
+                        progress[1] = System.nanoTime();
+                    }
+                    assertThat(System.nanoTime() - progress[1])
+                            .as(() -> "nanoseconds without a batch from a position; the timeline:\n" + timeline())
+                            .isLessThan(Duration.ofSeconds(10).toNanos());
+                    return now > afterPosition + 300;
+                });
 
         Map<String, Long> sentBack = (Map<String, Long>) leader.status().get("batchesSentBack");
         assertThat(sentBack).as("batches sent back, by reason").doesNotContainKey("notification");
@@ -213,6 +253,11 @@ class ScanPositionTest {
     }
 
     private String state(long id) {
-        return fixture.dsl().select(JOBS.STATE).from(JOBS).where(JOBS.ID.eq(id)).fetchSingle().value1();
+        return fixture.dsl()
+                .select(JOBS.STATE)
+                .from(JOBS)
+                .where(JOBS.ID.eq(id))
+                .fetchSingle()
+                .value1();
     }
 }

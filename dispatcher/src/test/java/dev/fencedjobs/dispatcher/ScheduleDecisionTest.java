@@ -1,10 +1,10 @@
 package dev.fencedjobs.dispatcher;
 
-import dev.fencedjobs.runtime.internal.Occurrences;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.dispatcher.ScheduleDecision.Misfire;
 import dev.fencedjobs.dispatcher.ScheduleDecision.Skip;
+import dev.fencedjobs.runtime.internal.Occurrences;
 import java.time.Duration;
 import java.time.Instant;
 import org.junit.jupiter.api.Test;
@@ -18,15 +18,18 @@ class ScheduleDecisionTest {
 
     @Test
     void occurrencesWithinTheGraceBecomeJobsAndTheNextIsTheFirstInTheFuture() {
-        ScheduleDecision d = ScheduleDecision.decide(EVERY_MINUTE, null, START.plusSeconds(30), GRACE, Misfire.LATEST, null, 100);
+        ScheduleDecision d =
+                ScheduleDecision.decide(EVERY_MINUTE, null, START.plusSeconds(30), GRACE, Misfire.LATEST, null, 100);
         assertThat(d.jobs()).containsExactly(START);
         assertThat(d.skips()).isEmpty();
         assertThat(d.nextFireAt()).isEqualTo(START.plusSeconds(60));
         assertThat(d.more()).isFalse();
 
-        ScheduleDecision late = ScheduleDecision.decide(EVERY_MINUTE, START, START.plusSeconds(59), GRACE, Misfire.SKIP, null, 100);
+        ScheduleDecision late =
+                ScheduleDecision.decide(EVERY_MINUTE, START, START.plusSeconds(59), GRACE, Misfire.SKIP, null, 100);
         assertThat(late.jobs()).as("59 s late is within the grace").containsExactly(START);
-        ScheduleDecision none = ScheduleDecision.decide(EVERY_MINUTE, START.plusSeconds(60), START.plusSeconds(59), GRACE, Misfire.SKIP, null, 100);
+        ScheduleDecision none = ScheduleDecision.decide(
+                EVERY_MINUTE, START.plusSeconds(60), START.plusSeconds(59), GRACE, Misfire.SKIP, null, 100);
         assertThat(none.jobs()).isEmpty();
         assertThat(none.nextFireAt()).isEqualTo(START.plusSeconds(60));
     }
@@ -58,9 +61,11 @@ class ScheduleDecisionTest {
         assertThat(first.jobs()).isEmpty();
         assertThat(first.skips()).containsExactly(new Skip(START, min(3), 4, "misfire"));
         assertThat(first.more()).isTrue();
-        ScheduleDecision second = ScheduleDecision.decide(EVERY_MINUTE, first.nextFireAt(), now, GRACE, Misfire.LATEST, null, 4);
+        ScheduleDecision second =
+                ScheduleDecision.decide(EVERY_MINUTE, first.nextFireAt(), now, GRACE, Misfire.LATEST, null, 4);
         assertThat(second.skips()).containsExactly(new Skip(min(4), min(7), 4, "misfire"));
-        ScheduleDecision third = ScheduleDecision.decide(EVERY_MINUTE, second.nextFireAt(), now, GRACE, Misfire.LATEST, null, 4);
+        ScheduleDecision third =
+                ScheduleDecision.decide(EVERY_MINUTE, second.nextFireAt(), now, GRACE, Misfire.LATEST, null, 4);
         assertThat(third.skips()).containsExactly(new Skip(min(8), min(8), 1, "misfire"));
         assertThat(third.jobs()).containsExactly(min(9), min(10));
         assertThat(third.more()).isFalse();
@@ -74,14 +79,16 @@ class ScheduleDecisionTest {
         assertThat(d.skips()).containsExactly(new Skip(START, min(1), 2, "misfire"));
         assertThat(d.jobs()).containsExactly(min(2));
         assertThat(d.more()).isTrue();
-        ScheduleDecision next = ScheduleDecision.decide(EVERY_MINUTE, d.nextFireAt(), now, GRACE, Misfire.LATEST, null, 3);
+        ScheduleDecision next =
+                ScheduleDecision.decide(EVERY_MINUTE, d.nextFireAt(), now, GRACE, Misfire.LATEST, null, 3);
         assertThat(next.jobs()).containsExactly(min(3), min(4));
     }
 
     @Test
     void occurrencesNotDecidedBeforeAResumeAreSkippedAsPaused() {
         // Paused from before 09:00; resumed at 09:05:30; the leader looks at 09:05:40.
-        ScheduleDecision d = ScheduleDecision.decide(EVERY_MINUTE, START, min(5).plusSeconds(40), GRACE, Misfire.ALL, min(5).plusSeconds(30), 100);
+        ScheduleDecision d = ScheduleDecision.decide(
+                EVERY_MINUTE, START, min(5).plusSeconds(40), GRACE, Misfire.ALL, min(5).plusSeconds(30), 100);
         assertThat(d.skips()).containsExactly(new Skip(START, min(5), 6, "paused"));
         assertThat(d.jobs()).isEmpty();
         assertThat(d.nextFireAt()).isEqualTo(min(6));

@@ -28,7 +28,9 @@ class SchedulesTest {
         try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
             fixture.start();
             fixture.start();
-            fixture.dsl().execute("INSERT INTO schedules (name, every, resource, payload) VALUES ('tick', interval '100 milliseconds', 'r-1', '{\"n\": 1}')");
+            fixture.dsl()
+                    .execute(
+                            "INSERT INTO schedules (name, every, resource, payload) VALUES ('tick', interval '100 milliseconds', 'r-1', '{\"n\": 1}')");
             for (int handoff = 0; handoff < 2; handoff++) {
                 long before = fired(fixture, "tick");
                 await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "tick") >= before + 10);
@@ -40,14 +42,21 @@ class SchedulesTest {
             await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "tick") >= settled + 10);
 
             assertCoveredExactlyOnce(fixture, "tick", Duration.ofMillis(100));
-            assertThat(fixture.dsl().fetchCount(fixture.dsl().selectFrom("schedule_skips"))).as("no occurrence skipped: no leader was away a minute").isZero();
-            Record job = fixture.dsl().fetchOne("SELECT resource, payload::text AS payload, submitted_by FROM jobs WHERE unique_key LIKE 'schedule:tick@%' LIMIT 1");
+            assertThat(fixture.dsl().fetchCount(fixture.dsl().selectFrom("schedule_skips")))
+                    .as("no occurrence skipped: no leader was away a minute")
+                    .isZero();
+            Record job = fixture.dsl()
+                    .fetchOne(
+                            "SELECT resource, payload::text AS payload, submitted_by FROM jobs WHERE unique_key LIKE 'schedule:tick@%' LIMIT 1");
             assertThat(job.get("resource", String.class)).isEqualTo("r-1");
             assertThat(job.get("payload", String.class)).isEqualTo("{\"n\": 1}");
             assertThat(job.get("submitted_by", String.class)).isEqualTo("schedule:tick");
             // The dispatcher completes them as any other job.
-            await().atMost(Duration.ofSeconds(30)).until(() -> num(fixture,
-                    "SELECT count(*) FILTER (WHERE state = 'pending' AND due_at < clock_timestamp() - interval '2 seconds') FROM jobs") == 0);
+            await().atMost(Duration.ofSeconds(30))
+                    .until(() -> num(
+                                    fixture,
+                                    "SELECT count(*) FILTER (WHERE state = 'pending' AND due_at < clock_timestamp() - interval '2 seconds') FROM jobs")
+                            == 0);
         }
     }
 
@@ -59,23 +68,40 @@ class SchedulesTest {
             // 0:30 minutes ago. With a grace of five minutes all but the last were missed; the next one is
             // 9:30 minutes away, so however slow the machine, the test decides exactly these ten.
             for (String policy : List.of("all", "latest", "skip")) {
-                fixture.dsl().execute("INSERT INTO schedules (name, every, misfire, starts_at) VALUES (?, interval '10 minutes', ?, "
-                        + "date_trunc('second', clock_timestamp()) - interval '90 minutes 30 seconds')", "missed-" + policy, policy);
+                fixture.dsl()
+                        .execute(
+                                "INSERT INTO schedules (name, every, misfire, starts_at) VALUES (?, interval '10 minutes', ?, "
+                                        + "date_trunc('second', clock_timestamp()) - interval '90 minutes 30 seconds')",
+                                "missed-" + policy,
+                                policy);
             }
-            DispatcherConfig base = fixture.config(new dev.fencedjobs.lease.LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500);
-            fixture.start(new DispatcherConfig(base.service(), base.lease(), base.batchSize(), base.jobsRetention(), Duration.ofMinutes(5)),
-                    java.util.function.UnaryOperator.identity(), java.util.function.UnaryOperator.identity());
+            DispatcherConfig base = fixture.config(
+                    new dev.fencedjobs.lease.LeaseConfig(DispatcherFixture.LEASE, DispatcherFixture.RENEW), 500);
+            fixture.start(
+                    new DispatcherConfig(
+                            base.service(),
+                            base.lease(),
+                            base.batchSize(),
+                            base.jobsRetention(),
+                            Duration.ofMinutes(5)),
+                    java.util.function.UnaryOperator.identity(),
+                    java.util.function.UnaryOperator.identity());
             for (String policy : List.of("all", "latest", "skip")) {
                 await().atMost(Duration.ofSeconds(30)).until(() -> decided(fixture, "missed-" + policy) >= 10);
             }
             // 10 occurrences are past; the last within the grace.
             assertThat(fired(fixture, "missed-all")).isEqualTo(10);
             assertThat(skipped(fixture, "missed-all")).isZero();
-            assertThat(fired(fixture, "missed-latest")).as("the latest missed one and the one within the grace").isEqualTo(2);
+            assertThat(fired(fixture, "missed-latest"))
+                    .as("the latest missed one and the one within the grace")
+                    .isEqualTo(2);
             assertThat(skipped(fixture, "missed-latest")).isEqualTo(8);
-            assertThat(fired(fixture, "missed-skip")).as("only the one within the grace").isEqualTo(1);
+            assertThat(fired(fixture, "missed-skip"))
+                    .as("only the one within the grace")
+                    .isEqualTo(1);
             assertThat(skipped(fixture, "missed-skip")).isEqualTo(9);
-            assertThat(str(fixture, "SELECT string_agg(DISTINCT reason, ',') FROM schedule_skips")).isEqualTo("misfire");
+            assertThat(str(fixture, "SELECT string_agg(DISTINCT reason, ',') FROM schedule_skips"))
+                    .isEqualTo("misfire");
             for (String policy : List.of("all", "latest", "skip")) {
                 assertCoveredExactlyOnce(fixture, "missed-" + policy, Duration.ofMinutes(10));
             }
@@ -89,7 +115,8 @@ class SchedulesTest {
             fixture.start();
             fixture.dsl().execute("INSERT INTO schedules (name, every) VALUES ('p', interval '100 milliseconds')");
             await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "p") >= 5);
-            fixture.dsl().execute("INSERT INTO schedules (name, every) VALUES ('control', interval '100 milliseconds')");
+            fixture.dsl()
+                    .execute("INSERT INTO schedules (name, every) VALUES ('control', interval '100 milliseconds')");
             await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "control") >= 1);
             fixture.dsl().execute("UPDATE schedules SET paused = true WHERE name = 'p'");
             long atPause = fired(fixture, "p");
@@ -114,17 +141,23 @@ class SchedulesTest {
         try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
             fixture.start();
             fixture.dsl().execute("INSERT INTO schedules (name, cron) VALUES ('bad', '61 * * * *')");
-            fixture.dsl().execute("INSERT INTO schedules (name, cron, time_zone) VALUES ('nowhere', '* * * * *', 'Mars/Olympus')");
+            fixture.dsl()
+                    .execute(
+                            "INSERT INTO schedules (name, cron, time_zone) VALUES ('nowhere', '* * * * *', 'Mars/Olympus')");
             fixture.dsl().execute("INSERT INTO schedules (name, every) VALUES ('good', interval '100 milliseconds')");
             await().atMost(Duration.ofSeconds(30)).until(() -> fired(fixture, "good") >= 3);
             await().atMost(Duration.ofSeconds(30)).until(() -> num(fixture, "SELECT count(error) FROM schedules") == 2);
             assertThat(str(fixture, "SELECT error FROM schedules WHERE name = 'bad'"))
                     .contains("cron '61 * * * *' is not a five-field Unix cron expression");
-            assertThat(str(fixture, "SELECT error FROM schedules WHERE name = 'nowhere'")).contains("Mars/Olympus");
+            assertThat(str(fixture, "SELECT error FROM schedules WHERE name = 'nowhere'"))
+                    .contains("Mars/Olympus");
             // Correcting the rule clears the error, and the schedule starts.
             fixture.dsl().execute("UPDATE schedules SET cron = '* * * * *' WHERE name = 'bad'");
-            assertThat(str(fixture, "SELECT error FROM schedules WHERE name = 'bad'")).isNull();
-            await().atMost(Duration.ofSeconds(30)).until(() -> fixture.dsl().fetchValue("SELECT next_fire_at FROM schedules WHERE name = 'bad'") != null);
+            assertThat(str(fixture, "SELECT error FROM schedules WHERE name = 'bad'"))
+                    .isNull();
+            await().atMost(Duration.ofSeconds(30))
+                    .until(() ->
+                            fixture.dsl().fetchValue("SELECT next_fire_at FROM schedules WHERE name = 'bad'") != null);
         }
     }
 
@@ -168,15 +201,21 @@ class SchedulesTest {
         Instant start = s.get("starts_at", OffsetDateTime.class).toInstant();
         Instant next = s.get("next_fire_at", OffsetDateTime.class).toInstant();
         List<Instant> jobs = new ArrayList<>();
-        for (Record r : dsl.fetch("SELECT due_at, unique_key FROM jobs WHERE unique_key LIKE ? ORDER BY due_at", "schedule:" + name + "@%")) {
+        for (Record r : dsl.fetch(
+                "SELECT due_at, unique_key FROM jobs WHERE unique_key LIKE ? ORDER BY due_at",
+                "schedule:" + name + "@%")) {
             Instant due = r.get("due_at", OffsetDateTime.class).toInstant();
             assertThat(r.get("unique_key", String.class)).isEqualTo(ScheduleFirer.key(name, due));
             jobs.add(due);
         }
         List<Instant[]> skips = new ArrayList<>();
         long skippedCount = 0;
-        for (Record r : dsl.fetch("SELECT first_fire_at, last_fire_at, occurrences FROM schedule_skips WHERE schedule_name = ?", name)) {
-            skips.add(new Instant[] {r.get("first_fire_at", OffsetDateTime.class).toInstant(), r.get("last_fire_at", OffsetDateTime.class).toInstant()});
+        for (Record r : dsl.fetch(
+                "SELECT first_fire_at, last_fire_at, occurrences FROM schedule_skips WHERE schedule_name = ?", name)) {
+            skips.add(new Instant[] {
+                r.get("first_fire_at", OffsetDateTime.class).toInstant(),
+                r.get("last_fire_at", OffsetDateTime.class).toInstant()
+            });
             skippedCount += r.get("occurrences", Long.class);
         }
         long n = 0;
@@ -187,8 +226,12 @@ class SchedulesTest {
                 j++;
             }
             Instant at = t;
-            long inSkips = skips.stream().filter(r -> !at.isBefore(r[0]) && !at.isAfter(r[1])).count();
-            assertThat((isJob ? 1 : 0) + inSkips).as("decisions for the occurrence at " + t).isEqualTo(1);
+            long inSkips = skips.stream()
+                    .filter(r -> !at.isBefore(r[0]) && !at.isAfter(r[1]))
+                    .count();
+            assertThat((isJob ? 1 : 0) + inSkips)
+                    .as("decisions for the occurrence at " + t)
+                    .isEqualTo(1);
         }
         assertThat(j).as("jobs outside the schedule's occurrences").isEqualTo(jobs.size());
         assertThat(jobs.size() + skippedCount).isEqualTo(n);

@@ -11,8 +11,7 @@ final class Chromium {
 
     static final Path BINARY = Path.of("/usr/bin/chromium");
 
-    private Chromium() {
-    }
+    private Chromium() {}
 
     /** A 1280 × 1000 screenshot of {@code url} into {@code file}, once the page's script had a few seconds. */
     static void screenshot(String url, Path file) throws IOException, InterruptedException {
@@ -21,9 +20,21 @@ final class Chromium {
         }
         Path absolute = file.toAbsolutePath();
         Files.deleteIfExists(absolute);
-        List<String> command = List.of(BINARY.toString(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--hide-scrollbars", "--virtual-time-budget=4000", "--window-size=1280,1000", "--screenshot=" + absolute, url);
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        List<String> command = List.of(
+                BINARY.toString(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--virtual-time-budget=4000",
+                "--window-size=1280,1000",
+                "--screenshot=" + absolute,
+                url);
+        Process process = new ProcessBuilder(command)
+                .redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .start();
         if (!process.waitFor(90, TimeUnit.SECONDS)) {
             process.destroyForcibly();
             throw new IOException("chromium did not finish in 90 s");

@@ -38,11 +38,14 @@ final class Demo {
         long end = System.nanoTime() + length.toNanos();
         long nextKill = System.nanoTime() + Duration.ofSeconds(12).toNanos();
         // The screenshots a few seconds before the end, under load: long enough for chromium to load the pages.
-        long screenshotAt = screenshots == null ? Long.MAX_VALUE : end - Duration.ofSeconds(Math.min(5, length.toSeconds() / 2)).toNanos();
+        long screenshotAt = screenshots == null
+                ? Long.MAX_VALUE
+                : end - Duration.ofSeconds(Math.min(5, length.toSeconds() / 2)).toNanos();
         int perStatement = Math.max(1, rate / 10);
         int kills = 0;
         boolean screenshotsOk = true;
-        try (Connection c = stack.connect(); Statement s = c.createStatement()) {
+        try (Connection c = stack.connect();
+                Statement s = c.createStatement()) {
             while (System.nanoTime() < end) {
                 // Three in five due now, the others in the next few seconds, over ten resources.
                 s.execute("INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || (random() * 9)::int, "
@@ -69,11 +72,14 @@ final class Demo {
             }
             boolean exact = counts.exact();
             System.out.println();
-            System.out.println("Demo summary: " + counts.jobs() + " jobs submitted, " + counts.completed() + " completed, "
-                    + counts.effects() + " effects for " + counts.distinctEffects() + " distinct jobs, " + kills
-                    + " dispatcher leaders killed with SIGKILL, tokens used [" + counts.tokens() + "], stale " + counts.stale()
-                    + ", dead letters " + counts.deadLetters() + ".");
-            System.out.println(exact ? "Exactly once: every job has exactly one effect." : "NOT EXACT: see the counts above.");
+            System.out.println(
+                    "Demo summary: " + counts.jobs() + " jobs submitted, " + counts.completed() + " completed, "
+                            + counts.effects() + " effects for " + counts.distinctEffects() + " distinct jobs, " + kills
+                            + " dispatcher leaders killed with SIGKILL, tokens used [" + counts.tokens() + "], stale "
+                            + counts.stale()
+                            + ", dead letters " + counts.deadLetters() + ".");
+            System.out.println(
+                    exact ? "Exactly once: every job has exactly one effect." : "NOT EXACT: see the counts above.");
             if (!screenshotsOk) {
                 System.out.println("Screenshots: not all taken (see above).");
             }
@@ -105,9 +111,11 @@ final class Demo {
             try {
                 Chromium.screenshot(url, file);
                 dispatcherTaken |= !consumer;
-                System.out.println(String.format("%-13s| screenshot of the %s's dashboard under load: %s", "demo", child.name, file));
+                System.out.println(String.format(
+                        "%-13s| screenshot of the %s's dashboard under load: %s", "demo", child.name, file));
             } catch (IOException e) {
-                System.out.println(String.format("%-13s| NO screenshot of the %s's dashboard: %s", "demo", child.name, e.getMessage()));
+                System.out.println(String.format(
+                        "%-13s| NO screenshot of the %s's dashboard: %s", "demo", child.name, e.getMessage()));
                 ok = false;
             }
         }
@@ -125,11 +133,13 @@ final class Demo {
         holder = lease.get().holderId();
         token = lease.get().token().value();
         Optional<LocalStack.Child> leader = stack.children().stream()
-                .filter(c -> c.process.isAlive() && holder.contains("-" + c.process.pid() + "-")).findFirst();
+                .filter(c -> c.process.isAlive() && holder.contains("-" + c.process.pid() + "-"))
+                .findFirst();
         if (leader.isEmpty()) {
             return false;
         }
-        System.out.println(String.format("%-13s| SIGKILL %s, the leader with token %d; a follower takes over once its database session ends (after the lease, 5 s, at the latest)",
+        System.out.println(String.format(
+                "%-13s| SIGKILL %s, the leader with token %d; a follower takes over once its database session ends (after the lease, 5 s, at the latest)",
                 "demo", leader.get().name, token));
         leader.get().process.kill();
         stack.children().remove(leader.get());

@@ -38,13 +38,21 @@ public final class LocalStack {
     static final String OWNER = "fencedjobs";
     static final String OWNER_PASSWORD = "fencedjobs";
     static final Map<String, String> ROLE_PASSWORDS = Map.of(
-            Roles.DISPATCHER, "dispatcher", Roles.RELAY, "relay", Roles.CONSUMER, "consumer", Roles.PRODUCER, "producer");
+            Roles.DISPATCHER,
+            "dispatcher",
+            Roles.RELAY,
+            "relay",
+            Roles.CONSUMER,
+            "consumer",
+            Roles.PRODUCER,
+            "producer");
 
     private final EmbeddedPostgres postgres;
     private final KafkaClusterTestKit kafka;
     private final String jdbcUrl;
     /** A key pair for this run: the relay signs every record with it and the consumer trusts only it. */
     private final RecordTrust trust = RecordTrust.generate();
+
     private final List<Child> children = new CopyOnWriteArrayList<>();
     private int dispatchers;
 
@@ -96,10 +104,13 @@ public final class LocalStack {
         }
         LocalStack stack = start();
         CountDownLatch stopped = new CountDownLatch(1);
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            stack.stop();
-            stopped.countDown();
-        }, "local-stack-stop"));
+        Runtime.getRuntime()
+                .addShutdownHook(new Thread(
+                        () -> {
+                            stack.stop();
+                            stopped.countDown();
+                        },
+                        "local-stack-stop"));
         if (demo) {
             boolean exact = new Demo(stack, Duration.ofSeconds(demoSeconds), demoRate, screenshots).run();
             if (exitAfterDemo) {
@@ -110,14 +121,15 @@ public final class LocalStack {
         stopped.await();
     }
 
-    static final String USAGE = "usage: java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--demo-rate N] [--screenshots DIR]"
-            + " [--exit-after-demo]\n"
-            + "  --demo             submit a stream of jobs and, for a minute, kill the dispatcher leader now and then\n"
-            + "  --demo-seconds N   how long the demo runs (default 60)\n"
-            + "  --demo-rate N      jobs the demo submits a second (default 50)\n"
-            + "  --screenshots DIR  a few seconds before the demo ends, under load, screenshots of the consumer's and a\n"
-            + "                     dispatcher's dashboards (dashboard.png, dashboard-dispatcher.png; needs chromium)\n"
-            + "  --exit-after-demo  stop after the demo's summary; exit code 0 if every job had exactly one effect";
+    static final String USAGE =
+            "usage: java -jar fenced-jobs-local.jar [--demo] [--demo-seconds N] [--demo-rate N] [--screenshots DIR]"
+                    + " [--exit-after-demo]\n"
+                    + "  --demo             submit a stream of jobs and, for a minute, kill the dispatcher leader now and then\n"
+                    + "  --demo-seconds N   how long the demo runs (default 60)\n"
+                    + "  --demo-rate N      jobs the demo submits a second (default 50)\n"
+                    + "  --screenshots DIR  a few seconds before the demo ends, under load, screenshots of the consumer's and a\n"
+                    + "                     dispatcher's dashboards (dashboard.png, dashboard-dispatcher.png; needs chromium)\n"
+                    + "  --exit-after-demo  stop after the demo's summary; exit code 0 if every job had exactly one effect";
 
     private static void usage(String problem) {
         System.err.println("fenced-jobs-local: " + problem);
@@ -127,17 +139,21 @@ public final class LocalStack {
 
     static LocalStack start() throws Exception {
         System.out.println("Starting PostgreSQL 17 and a Kafka broker in this JVM...");
-        EmbeddedPostgres postgres = EmbeddedPostgres.builder().setServerConfig("max_connections", "100").start();
+        EmbeddedPostgres postgres = EmbeddedPostgres.builder()
+                .setServerConfig("max_connections", "100")
+                .start();
         KafkaClusterTestKit kafka = TestKafka.startEmbedded();
         String adminUrl = "jdbc:postgresql://localhost:" + postgres.getPort() + "/postgres";
-        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", ""); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", "");
+                Statement s = c.createStatement()) {
             s.execute("CREATE ROLE " + OWNER + " LOGIN PASSWORD '" + OWNER_PASSWORD + "'");
             s.execute("CREATE DATABASE " + DATABASE + " OWNER " + OWNER);
         }
         String url = "jdbc:postgresql://localhost:" + postgres.getPort() + "/" + DATABASE;
         LocalStack stack = new LocalStack(postgres, kafka, url);
         DatabaseConfig owner = stack.database(OWNER, OWNER_PASSWORD);
-        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", ""); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(adminUrl, "postgres", "");
+                Statement s = c.createStatement()) {
             s.execute("ALTER ROLE " + OWNER + " CREATEROLE");
         }
         Bootstrap.all(owner, ROLE_PASSWORDS, 0);
@@ -163,14 +179,20 @@ public final class LocalStack {
         System.out.println();
         System.out.println("fenced-jobs is running: 2 dispatchers, 1 relay, 1 consumer (separate processes).");
         System.out.println("  JDBC URL  " + jdbcUrl + "  (user " + OWNER + ", password " + OWNER_PASSWORD + ")");
-        System.out.println("  psql      psql \"postgresql://" + OWNER + ":" + OWNER_PASSWORD + "@localhost:" + port + "/" + DATABASE + "\"");
-        System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER) + " (inserts jobs; reads, cancels and reschedules its own: my_jobs, cancel_job)");
-        System.out.println("  Kafka     " + kafka.bootstrapServers() + ", topic fenced-jobs; each record signed by the relay with key "
+        System.out.println("  psql      psql \"postgresql://" + OWNER + ":" + OWNER_PASSWORD + "@localhost:" + port
+                + "/" + DATABASE + "\"");
+        System.out.println("  producer  role " + Roles.PRODUCER + ", password " + ROLE_PASSWORDS.get(Roles.PRODUCER)
+                + " (inserts jobs; reads, cancels and reschedules its own: my_jobs, cancel_job)");
+        System.out.println("  Kafka     " + kafka.bootstrapServers()
+                + ", topic fenced-jobs; each record signed by the relay with key "
                 + trust.signingKeyId().orElseThrow() + " (made for this run), and the consumer applies no other");
-        System.out.println("  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
-        System.out.println("  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
+        System.out.println(
+                "  Submit    INSERT INTO jobs (resource, payload, due_at) VALUES ('account-1', '{\"cents\": 100}', clock_timestamp());");
+        System.out.println(
+                "  See       SELECT job_id, resource, fencing_token, applied_at FROM ledger ORDER BY id DESC LIMIT 5;");
         for (Child c : children) {
-            System.out.println(String.format("  %-9s http://localhost:%d/  (%s: dashboard; /status, /metrics)",
+            System.out.println(String.format(
+                    "  %-9s http://localhost:%d/  (%s: dashboard; /status, /metrics)",
                     c == children.get(0) ? "Dashboard" : "", c.httpPort, c.name));
         }
         System.out.println("  Ctrl-C stops everything.");
@@ -178,18 +200,28 @@ public final class LocalStack {
     }
 
     Child startDispatcher() throws IOException {
-        return startChild("dispatcher-" + (++dispatchers), "dev.fencedjobs.dispatcher.DispatcherMain", Roles.DISPATCHER);
+        return startChild(
+                "dispatcher-" + (++dispatchers), "dev.fencedjobs.dispatcher.DispatcherMain", Roles.DISPATCHER);
     }
 
     private Child startChild(String name, String mainClass, String role) throws IOException {
-        // A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child, with its message).
+        // A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child,
+        // with its message).
         int httpPort = KafkaProcess.freePort();
-        Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role)).migrate(false).httpPort(httpPort)
-                .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC).recordTrust(trust).set(RelayConfig.PARTITIONS, "3")
+        Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role))
+                .migrate(false)
+                .httpPort(httpPort)
+                .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC)
+                .recordTrust(trust)
+                .set(RelayConfig.PARTITIONS, "3")
                 .set(OpsAccess.BIND_ADDRESS, "127.0.0.1")
-                .lease(Duration.ofSeconds(5), Duration.ofSeconds(1)).toMap();
-        ServiceProcess process = ServiceProcess.mainClass(name, mainClass).environment(env).jvmOptions(List.of("-Xmx192m"))
-                .echoTo(System.out).start();
+                .lease(Duration.ofSeconds(5), Duration.ofSeconds(1))
+                .toMap();
+        ServiceProcess process = ServiceProcess.mainClass(name, mainClass)
+                .environment(env)
+                .jvmOptions(List.of("-Xmx192m"))
+                .echoTo(System.out)
+                .start();
         Child child = new Child(name, process, httpPort);
         children.add(child);
         return child;
@@ -204,7 +236,8 @@ public final class LocalStack {
     }
 
     void stop() {
-        System.out.println("Stopping: services first (they finish their work and release their leases), then Kafka and PostgreSQL.");
+        System.out.println(
+                "Stopping: services first (they finish their work and release their leases), then Kafka and PostgreSQL.");
         for (Child c : children) {
             c.process.terminate();
         }
@@ -214,7 +247,8 @@ public final class LocalStack {
         // What the in-JVM broker logs while it stops says nothing about the stack. (Its directory is no
         // longer deleted under it by the test kit's shutdown hook: see TestKafka.startEmbedded.)
         for (String logger : new String[] {"kafka", "org.apache.kafka"}) {
-            ((ch.qos.logback.classic.Logger) LoggerFactory.getLogger(logger)).setLevel(ch.qos.logback.classic.Level.OFF);
+            ((ch.qos.logback.classic.Logger) LoggerFactory.getLogger(logger))
+                    .setLevel(ch.qos.logback.classic.Level.OFF);
         }
         try {
             kafka.close();
@@ -256,7 +290,8 @@ public final class LocalStack {
         public void run() {
             String last = "";
             while (true) {
-                try (Connection c = stack.connect(); Statement s = c.createStatement()) {
+                try (Connection c = stack.connect();
+                        Statement s = c.createStatement()) {
                     while (true) {
                         String now = Counts.read(s).line();
                         if (!now.equals(last)) {

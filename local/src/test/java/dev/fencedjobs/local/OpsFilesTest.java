@@ -32,13 +32,20 @@ class OpsFilesTest {
         assertThat(dashboard.path("uid").asText()).isEqualTo("fenced-jobs");
         assertThat(dashboard.path("panels").size()).isGreaterThan(5);
         for (JsonNode panel : dashboard.path("panels")) {
-            assertThat(panel.path("datasource").path("uid").asText()).as(panel.path("title").asText()).isEqualTo("${datasource}");
-            assertThat(panel.path("targets").size()).as(panel.path("title").asText()).isPositive();
+            assertThat(panel.path("datasource").path("uid").asText())
+                    .as(panel.path("title").asText())
+                    .isEqualTo("${datasource}");
+            assertThat(panel.path("targets").size())
+                    .as(panel.path("title").asText())
+                    .isPositive();
             for (JsonNode target : panel.path("targets")) {
-                assertThat(target.path("expr").asText()).as(panel.path("title").asText()).contains("fencedjobs_");
+                assertThat(target.path("expr").asText())
+                        .as(panel.path("title").asText())
+                        .contains("fencedjobs_");
             }
         }
-        assertThat(OpsFiles.namedIn(OpsFiles.DASHBOARD)).contains("fencedjobs_leader", "fencedjobs_consumer_applied_total");
+        assertThat(OpsFiles.namedIn(OpsFiles.DASHBOARD))
+                .contains("fencedjobs_leader", "fencedjobs_consumer_applied_total");
     }
 
     @Test
@@ -54,8 +61,12 @@ class OpsFilesTest {
         assertThat(alerts).hasSizeGreaterThan(10).doesNotHaveDuplicates();
         for (String alert : alerts) {
             assertThat(tests).as("a promtool test of %s", alert).contains("alertname: " + alert + "\n");
-            assertThat(rules).as("%s's runbook link", alert).contains("runbook: \"docs/operations.md#" + alert.toLowerCase(Locale.ROOT) + "\"");
-            assertThat(anchors).as("a section of docs/operations.md for %s", alert).contains(alert.toLowerCase(Locale.ROOT));
+            assertThat(rules)
+                    .as("%s's runbook link", alert)
+                    .contains("runbook: \"docs/operations.md#" + alert.toLowerCase(Locale.ROOT) + "\"");
+            assertThat(anchors)
+                    .as("a section of docs/operations.md for %s", alert)
+                    .contains(alert.toLowerCase(Locale.ROOT));
         }
     }
 
@@ -64,7 +75,10 @@ class OpsFilesTest {
         Set<String> anchors = new TreeSet<>();
         Matcher m = Pattern.compile("(?m)^#+ +`?([^`\\n]+?)`?\\s*$").matcher(markdown);
         while (m.find()) {
-            anchors.add(m.group(1).toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9 _-]", "").replace(' ', '-'));
+            anchors.add(m.group(1)
+                    .toLowerCase(Locale.ROOT)
+                    .replaceAll("[^a-z0-9 _-]", "")
+                    .replace(' ', '-'));
         }
         return anchors;
     }

@@ -1,6 +1,5 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.LEASE_TAKEOVER;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
@@ -11,6 +10,7 @@ import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.runtime.internal.TraceContext;
@@ -52,8 +52,17 @@ final class JooqOutboxStore implements OutboxStore {
      */
     @Override
     public List<OutboxRow> unpublished(int limit) {
-        var rows = dsl.select(OUTBOX.ID, OUTBOX.JOB_ID, OUTBOX.RESOURCE, OUTBOX.FENCING_TOKEN, OUTBOX.PAYLOAD, OUTBOX.DUE_AT,
-                        OUTBOX.COMPLETED_AT, OUTBOX.JOB_CREATED_AT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
+        var rows = dsl.select(
+                        OUTBOX.ID,
+                        OUTBOX.JOB_ID,
+                        OUTBOX.RESOURCE,
+                        OUTBOX.FENCING_TOKEN,
+                        OUTBOX.PAYLOAD,
+                        OUTBOX.DUE_AT,
+                        OUTBOX.COMPLETED_AT,
+                        OUTBOX.JOB_CREATED_AT,
+                        OUTBOX.TRACEPARENT,
+                        OUTBOX.TRACESTATE)
                 .from(OUTBOX)
                 .where(OUTBOX.ID.gt(position()))
                 .orderBy(OUTBOX.ID)
@@ -72,15 +81,27 @@ final class JooqOutboxStore implements OutboxStore {
         List<OutboxRow> result = new ArrayList<>(rows.size());
         for (var r : rows) {
             Tenure tenure = tenures.getOrDefault(r.value4(), Tenure.UNKNOWN);
-            result.add(new OutboxRow(r.value1(), r.value2(), r.value3(), FencingToken.of(r.value4()), r.value5().data(), r.value6(), r.value7(), r.value8(),
-                    tenure.holder(), tenure.acquiredAt(), TraceContext.of(r.value9(), r.value10())));
+            result.add(new OutboxRow(
+                    r.value1(),
+                    r.value2(),
+                    r.value3(),
+                    FencingToken.of(r.value4()),
+                    r.value5().data(),
+                    r.value6(),
+                    r.value7(),
+                    r.value8(),
+                    tenure.holder(),
+                    tenure.acquiredAt(),
+                    TraceContext.of(r.value9(), r.value10())));
         }
         return result;
     }
 
     /** The relay's position as a subquery: every row up to it is published. */
     private static Field<Long> position() {
-        return DSL.field(DSL.select(OUTBOX_POSITION.PUBLISHED_THROUGH).from(OUTBOX_POSITION).where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE)));
+        return DSL.field(DSL.select(OUTBOX_POSITION.PUBLISHED_THROUGH)
+                .from(OUTBOX_POSITION)
+                .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE)));
     }
 
     /**
@@ -89,22 +110,26 @@ final class JooqOutboxStore implements OutboxStore {
      */
     @Override
     public boolean markPublished(Grant grant, List<Long> published, Map<Long, String> failed) {
-        long through = Math.max(published.stream().mapToLong(Long::longValue).max().orElse(0),
+        long through = Math.max(
+                published.stream().mapToLong(Long::longValue).max().orElse(0),
                 failed.keySet().stream().mapToLong(Long::longValue).max().orElse(0));
         return lease.inGuardedTransaction(grant.token(), tx -> {
-            for (Map.Entry<Long, String> f : failed.entrySet()) {
-                tx.update(OUTBOX)
-                        .set(OUTBOX.PUBLISH_ERROR, f.getValue())
-                        .where(OUTBOX.ID.eq(f.getKey()))
-                        .execute();
-            }
-            tx.update(OUTBOX_POSITION)
-                    .set(OUTBOX_POSITION.PUBLISHED_THROUGH, DSL.greatest(OUTBOX_POSITION.PUBLISHED_THROUGH, val(through)))
-                    .set(OUTBOX_POSITION.UPDATED_AT, CLOCK_TIMESTAMP)
-                    .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
-                    .execute();
-            return true;
-        }).isPresent();
+                    for (Map.Entry<Long, String> f : failed.entrySet()) {
+                        tx.update(OUTBOX)
+                                .set(OUTBOX.PUBLISH_ERROR, f.getValue())
+                                .where(OUTBOX.ID.eq(f.getKey()))
+                                .execute();
+                    }
+                    tx.update(OUTBOX_POSITION)
+                            .set(
+                                    OUTBOX_POSITION.PUBLISHED_THROUGH,
+                                    DSL.greatest(OUTBOX_POSITION.PUBLISHED_THROUGH, val(through)))
+                            .set(OUTBOX_POSITION.UPDATED_AT, CLOCK_TIMESTAMP)
+                            .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
+                            .execute();
+                    return true;
+                })
+                .isPresent();
     }
 
     /** Published rows completed more than {@code retention} ago, oldest first (id order is completion order). */
@@ -125,16 +150,21 @@ final class JooqOutboxStore implements OutboxStore {
         // The position read first and written into the count as a literal, which the planner sees: it
         // reads the rows after it through the primary key. Behind a subquery (position()), it takes a
         // third of the table to be after it, and reads the whole outbox at every scrape.
-        Long position = dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH).from(OUTBOX_POSITION).where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
+        Long position = dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH)
+                .from(OUTBOX_POSITION)
+                .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
                 .fetchOne(OUTBOX_POSITION.PUBLISHED_THROUGH);
         if (position == null) {
             return new Lag(0, 0);
         }
-        Record3<Integer, OffsetDateTime, OffsetDateTime> r = dsl.select(count(), min(OUTBOX.COMPLETED_AT), CLOCK_TIMESTAMP)
+        Record3<Integer, OffsetDateTime, OffsetDateTime> r = dsl.select(
+                        count(), min(OUTBOX.COMPLETED_AT), CLOCK_TIMESTAMP)
                 .from(OUTBOX)
                 .where(OUTBOX.ID.gt(inline(position)))
                 .fetchSingle();
-        double oldest = r.value2() == null ? 0 : Math.max(0, Duration.between(r.value2(), r.value3()).toNanos() / 1e9);
+        double oldest = r.value2() == null
+                ? 0
+                : Math.max(0, Duration.between(r.value2(), r.value3()).toNanos() / 1e9);
         return new Lag(r.value1(), oldest);
     }
 }

@@ -66,6 +66,7 @@ final class KafkaPublisher implements Publisher {
     private KafkaProducer<String, byte[]> producer;
     /** The token the producer belongs to; null with a producer: a spare that no token has taken yet. */
     private FencingToken producerToken;
+
     private boolean topicReady;
     /** The topic's partitions, as the current producer first learned them. */
     private int partitions = 1;
@@ -76,9 +77,17 @@ final class KafkaPublisher implements Publisher {
     KafkaPublisher(RelayConfig config, Tracing tracing) {
         this.config = config;
         this.tracing = tracing;
-        log.info("Publishing to topic {} at {} {}, {}", config.kafka().topic(), config.kafka().bootstrapServers(), config.kafka().redactedClient(),
-                config.kafka().trust().signingKeyId().map(id -> "each batch signed with key " + id)
-                        .orElse("UNSIGNED (RECORD_SIGNATURES=accept-unsigned and no RECORD_SIGNING_KEY): consumers cannot tell these records from forged ones"));
+        log.info(
+                "Publishing to topic {} at {} {}, {}",
+                config.kafka().topic(),
+                config.kafka().bootstrapServers(),
+                config.kafka().redactedClient(),
+                config.kafka()
+                        .trust()
+                        .signingKeyId()
+                        .map(id -> "each batch signed with key " + id)
+                        .orElse(
+                                "UNSIGNED (RECORD_SIGNATURES=accept-unsigned and no RECORD_SIGNING_KEY): consumers cannot tell these records from forged ones"));
     }
 
     @Override
@@ -152,7 +161,9 @@ final class KafkaPublisher implements Publisher {
     }
 
     @Override
-    public void publish(FencingToken token, List<List<ProducerRecord<String, byte[]>>> groups,
+    public void publish(
+            FencingToken token,
+            List<List<ProducerRecord<String, byte[]>>> groups,
             Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
         int size = groups.stream().mapToInt(List::size).sum();
         try {
@@ -170,7 +181,8 @@ final class KafkaPublisher implements Publisher {
                     }
                     Future<RecordMetadata> f;
                     if (traced) {
-                        // With the job's context current, a tracer that wraps send() (the Java agent) makes its span in the
+                        // With the job's context current, a tracer that wraps send() (the Java agent) makes its span in
+                        // the
                         // job's trace, and the headers it writes carry that trace on.
                         try (Scope job = Tracing.jobContext(record.headers()).makeCurrent()) {
                             f = current.send(record, stop);
@@ -220,11 +232,18 @@ final class KafkaPublisher implements Publisher {
                 NewTopic topic = new NewTopic(config.kafka().topic(), config.partitions(), config.replication())
                         .configs(Map.of("min.insync.replicas", Integer.toString(minInsync)));
                 admin.createTopics(List.of(topic)).all().get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-                log.info("Created topic {} ({} partitions, replication {}, min.insync.replicas {})", config.kafka().topic(),
-                        config.partitions(), config.replication(), minInsync);
+                log.info(
+                        "Created topic {} ({} partitions, replication {}, min.insync.replicas {})",
+                        config.kafka().topic(),
+                        config.partitions(),
+                        config.replication(),
+                        minInsync);
                 if (config.replication() < 3) {
-                    log.warn("Topic {} has {} replica(s): a broker down stops publishing, and a lost machine or disk loses "
-                            + "records it acknowledged; production clusters want KAFKA_TOPIC_REPLICATION=3", config.kafka().topic(), config.replication());
+                    log.warn(
+                            "Topic {} has {} replica(s): a broker down stops publishing, and a lost machine or disk loses "
+                                    + "records it acknowledged; production clusters want KAFKA_TOPIC_REPLICATION=3",
+                            config.kafka().topic(),
+                            config.replication());
                 }
             } catch (ExecutionException e) {
                 if (!(e.getCause() instanceof TopicExistsException)) {
@@ -291,7 +310,8 @@ final class KafkaPublisher implements Publisher {
         @Override
         public void onCompletion(RecordMetadata metadata, Exception exception) {
             if (exception != null && first.compareAndSet(null, exception)) {
-                log.debug("First failed record of the batch ({}); closing the producer so nothing after it is sent",
+                log.debug(
+                        "First failed record of the batch ({}); closing the producer so nothing after it is sent",
                         exception.toString());
                 producer.close(Duration.ZERO);
             }

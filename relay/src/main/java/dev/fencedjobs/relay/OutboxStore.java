@@ -2,8 +2,8 @@ package dev.fencedjobs.relay;
 
 import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
-import java.time.Duration;
 import dev.fencedjobs.runtime.internal.TraceContext;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.Map;
@@ -31,8 +31,18 @@ interface OutboxStore {
      * holder and acquisition time are null when the takeover history lacks the token, and
      * {@code trace} is null for a job submitted without a trace context.
      */
-    record OutboxRow(long id, long jobId, String resource, FencingToken token, String payloadJson, OffsetDateTime dueAt,
-            OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder, OffsetDateTime tokenAcquiredAt, TraceContext trace) {}
+    record OutboxRow(
+            long id,
+            long jobId,
+            String resource,
+            FencingToken token,
+            String payloadJson,
+            OffsetDateTime dueAt,
+            OffsetDateTime completedAt,
+            OffsetDateTime jobCreatedAt,
+            String tokenHolder,
+            OffsetDateTime tokenAcquiredAt,
+            TraceContext trace) {}
 
     /** Unpublished rows and the age of the oldest, in database time. */
     record Lag(long rows, double oldestSeconds) {}

@@ -22,7 +22,9 @@ interface Publisher extends AutoCloseable {
      * each group just before its records are sent: the relay signs a group while the one before is
      * on its way to the broker.
      */
-    default void publish(FencingToken token, List<List<ProducerRecord<String, byte[]>>> groups,
+    default void publish(
+            FencingToken token,
+            List<List<ProducerRecord<String, byte[]>>> groups,
             Consumer<List<ProducerRecord<String, byte[]>>> beforeSending) {
         List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
         for (List<ProducerRecord<String, byte[]>> group : groups) {

@@ -1,9 +1,9 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderId;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import dev.fencedjobs.runtime.internal.Embedding;
@@ -39,13 +39,35 @@ public final class Relay extends LeasedService {
     }
 
     /** A replica whose lease operations, outbox store and publisher pass through the given decorators. */
-    static Relay start(RelayConfig config, Embedding embedding, String holderId, Ticker ticker, UnaryOperator<LeaseOps> leaseOps,
-            UnaryOperator<OutboxStore> store, UnaryOperator<Publisher> publisher) {
-        LeaderService.Spec spec = new LeaderService.Spec("relay", RelayConfig.ROLE, holderId, config.service(), embedding, config.lease(),
-                config.service().database().statementTimeout(), List.of(OUTBOX_INSERTED), ticker, leaseOps);
-        return new Relay(LeaderService.start(spec, parts -> new RelayLoop(config, parts.leadership(),
-                store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())), publisher.apply(new KafkaPublisher(config, parts.tracing())),
-                parts.ticker(), parts.registry(), parts.tracing())));
+    static Relay start(
+            RelayConfig config,
+            Embedding embedding,
+            String holderId,
+            Ticker ticker,
+            UnaryOperator<LeaseOps> leaseOps,
+            UnaryOperator<OutboxStore> store,
+            UnaryOperator<Publisher> publisher) {
+        LeaderService.Spec spec = new LeaderService.Spec(
+                "relay",
+                RelayConfig.ROLE,
+                holderId,
+                config.service(),
+                embedding,
+                config.lease(),
+                config.service().database().statementTimeout(),
+                List.of(OUTBOX_INSERTED),
+                ticker,
+                leaseOps);
+        return new Relay(LeaderService.start(
+                spec,
+                parts -> new RelayLoop(
+                        config,
+                        parts.leadership(),
+                        store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())),
+                        publisher.apply(new KafkaPublisher(config, parts.tracing())),
+                        parts.ticker(),
+                        parts.registry(),
+                        parts.tracing())));
     }
 
     /** Builds a {@link Relay}; each setting as its environment variable in docs/relay.md. */
@@ -116,9 +138,23 @@ public final class Relay extends LeasedService {
 
         /** Validates (a {@link dev.fencedjobs.db.ConfigException} names the bad setting), migrates, and starts following. */
         public Relay start() {
-            RelayConfig config = new RelayConfig(serviceConfig(true), lease, kafka, partitions, replication, batchSize, pollInterval,
-                    maxRecordBytes, retention);
-            return Relay.start(config, embedding(), HolderId.generate(), Ticker.system(), UnaryOperator.identity(), UnaryOperator.identity(),
+            RelayConfig config = new RelayConfig(
+                    serviceConfig(true),
+                    lease,
+                    kafka,
+                    partitions,
+                    replication,
+                    batchSize,
+                    pollInterval,
+                    maxRecordBytes,
+                    retention);
+            return Relay.start(
+                    config,
+                    embedding(),
+                    HolderId.generate(),
+                    Ticker.system(),
+                    UnaryOperator.identity(),
+                    UnaryOperator.identity(),
                     UnaryOperator.identity());
         }
     }

@@ -22,8 +22,15 @@ import java.time.Duration;
  * @param retention published rows are purged once completed longer ago than this ({@code OUTBOX_RETENTION})
  */
 public record RelayConfig(
-        ServiceConfig service, LeaseConfig lease, KafkaSettings kafka, int partitions, short replication,
-        int batchSize, Duration pollInterval, int maxRecordBytes, Duration retention) {
+        ServiceConfig service,
+        LeaseConfig lease,
+        KafkaSettings kafka,
+        int partitions,
+        short replication,
+        int batchSize,
+        Duration pollInterval,
+        int maxRecordBytes,
+        Duration retention) {
 
     public static final String ROLE = "relay";
     public static final String PARTITIONS = "KAFKA_TOPIC_PARTITIONS";
@@ -37,6 +44,7 @@ public record RelayConfig(
     public static final int DEFAULT_BATCH_SIZE = 2000;
     /** Kafka's default limit on a produce request, less room for the batch framing. */
     public static final int DEFAULT_MAX_RECORD_BYTES = 1_000_000;
+
     static final int PRODUCER_MAX_REQUEST_BYTES = 1_048_576;
     public static final int DEFAULT_PARTITIONS = 6;
     public static final short DEFAULT_REPLICATION = 1;
@@ -60,8 +68,10 @@ public record RelayConfig(
         ServiceConfig.requireBatchSize(BATCH_SIZE, batchSize);
         Settings.requirePositive(POLL_INTERVAL, pollInterval);
         if (maxRecordBytes < 1024 || maxRecordBytes > PRODUCER_MAX_REQUEST_BYTES - 1024) {
-            throw new ConfigException(MAX_RECORD_BYTES, "must be between 1024 and " + (PRODUCER_MAX_REQUEST_BYTES - 1024)
-                    + " (the producer's request limit less framing), got " + maxRecordBytes);
+            throw new ConfigException(
+                    MAX_RECORD_BYTES,
+                    "must be between 1024 and " + (PRODUCER_MAX_REQUEST_BYTES - 1024)
+                            + " (the producer's request limit less framing), got " + maxRecordBytes);
         }
         Settings.requirePositive(RETENTION, retention);
     }

@@ -1,7 +1,7 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Grants;
 import dev.fencedjobs.runtime.RecordTrust;
@@ -79,7 +79,9 @@ final class RelayLoop implements LeaderService.Worker {
     private FencingToken preparedToken;
     /** The first stand-by as a follower, or the first preparation as leader, has run: ready to lead. */
     private volatile boolean warmedUp;
-    private final KafkaHealth kafka = new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
+
+    private final KafkaHealth kafka =
+            new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
     private volatile Map<String, Object> lastBatch;
 
     private final Counter published;
@@ -91,7 +93,13 @@ final class RelayLoop implements LeaderService.Worker {
     /** The lag, read from the database at most once a second, and only when asked for. */
     private final ReadCache<OutboxStore.Lag> lag;
 
-    RelayLoop(RelayConfig config, Grants leadership, OutboxStore store, Publisher publisher, Ticker ticker, MeterRegistry registry,
+    RelayLoop(
+            RelayConfig config,
+            Grants leadership,
+            OutboxStore store,
+            Publisher publisher,
+            Ticker ticker,
+            MeterRegistry registry,
             Tracing tracing) {
         this.config = config;
         this.tracing = tracing;
@@ -100,23 +108,40 @@ final class RelayLoop implements LeaderService.Worker {
         this.publisher = publisher;
         this.ticker = ticker;
         PurgeSchedule purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
-        published = Counter.builder("fencedjobs_relay_published").description("outbox rows acknowledged by the broker and marked").register(registry);
+        published = Counter.builder("fencedjobs_relay_published")
+                .description("outbox rows acknowledged by the broker and marked")
+                .register(registry);
         rejected = Counter.builder("fencedjobs_relay_rejected_rows")
-                .description("outbox rows not sent (too large); marked with publish_error").register(registry);
-        publishFailures = Counter.builder("fencedjobs_relay_publish_failures").description("Kafka calls that failed: a topic check, or a batch not fully acknowledged").register(registry);
+                .description("outbox rows not sent (too large); marked with publish_error")
+                .register(registry);
+        publishFailures = Counter.builder("fencedjobs_relay_publish_failures")
+                .description("Kafka calls that failed: a topic check, or a batch not fully acknowledged")
+                .register(registry);
         guardRejections = Counter.builder("fencedjobs_guard_rejections")
-                .description("marks whose lease guard failed: nothing marked, stepped down").register(registry);
-        storeFailures = Counter.builder("fencedjobs_relay_database_failures").description("outbox reads or marks that failed").register(registry);
-        batchLatency = Timer.builder("fencedjobs_relay_batch").description("read, publish and mark of one batch").register(registry);
+                .description("marks whose lease guard failed: nothing marked, stepped down")
+                .register(registry);
+        storeFailures = Counter.builder("fencedjobs_relay_database_failures")
+                .description("outbox reads or marks that failed")
+                .register(registry);
+        batchLatency = Timer.builder("fencedjobs_relay_batch")
+                .description("read, publish and mark of one batch")
+                .register(registry);
         lag = new ReadCache<>(store::lag, ticker);
         Gauge.builder("fencedjobs_outbox_unpublished", lag, c -> c.gauge(OutboxStore.Lag::rows))
-                .description("outbox rows not yet published").register(registry);
+                .description("outbox rows not yet published")
+                .register(registry);
         Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))
-                .description("age of the oldest unpublished outbox row").register(registry);
-        // Published rows past their retention, oldest first, on a thread beside the loop's (a slow delete holds up no batch).
-        this.purger = new Purger("relay-purge", purges, () -> leadership.current().isPresent(),
+                .description("age of the oldest unpublished outbox row")
+                .register(registry);
+        // Published rows past their retention, oldest first, on a thread beside the loop's (a slow delete holds up no
+        // batch).
+        this.purger = new Purger(
+                "relay-purge",
+                purges,
+                () -> leadership.current().isPresent(),
                 () -> store.purgePublished(config.retention(), purges.chunk()),
-                purged -> log.debug("Purged {} published outbox rows completed more than {} ago", purged, config.retention()),
+                purged -> log.debug(
+                        "Purged {} published outbox rows completed more than {} ago", purged, config.retention()),
                 e -> log.warn("Purging published outbox rows failed: {}", Faults.describe(e)));
         leadership.onChange(wakeup::signal);
         leadership.onChange(purger::wake);
@@ -204,9 +229,14 @@ final class RelayLoop implements LeaderService.Worker {
             ProducerRecord<String, byte[]> record = toRecord(row);
             int size = record.value().length + record.key().getBytes(StandardCharsets.UTF_8).length + overhead;
             if (size > config.maxRecordBytes()) {
-                String reason = "record of about " + size + " bytes exceeds MAX_RECORD_BYTES=" + config.maxRecordBytes();
-                log.error("Outbox row {} (job {}, resource {}) not sent: {}; marked with publish_error", row.id(), row.jobId(),
-                        row.resource(), reason);
+                String reason =
+                        "record of about " + size + " bytes exceeds MAX_RECORD_BYTES=" + config.maxRecordBytes();
+                log.error(
+                        "Outbox row {} (job {}, resource {}) not sent: {}; marked with publish_error",
+                        row.id(),
+                        row.jobId(),
+                        row.resource(),
+                        reason);
                 failed.put(row.id(), reason);
             } else {
                 records.add(record);
@@ -227,7 +257,9 @@ final class RelayLoop implements LeaderService.Worker {
         Span span = sendSpan(grant, rows, records);
         try {
             if (!records.isEmpty()) {
-                publisher.publish(grant.token(), RecordSignatures.trees(records, publisher.partitions()),
+                publisher.publish(
+                        grant.token(),
+                        RecordSignatures.trees(records, publisher.partitions()),
                         tree -> RecordSignatures.signTree(trust, signedAt, tree));
             }
             kafka.succeeded();
@@ -265,14 +297,18 @@ final class RelayLoop implements LeaderService.Worker {
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
-        return rows.size() < config.batchSize() ? Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos()) : Next.again();
+        return rows.size() < config.batchSize()
+                ? Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos())
+                : Next.again();
     }
 
     /** Kafka failed: nothing is marked, and the loop waits out a back-off before it sends the same rows again. */
     private Next kafkaFailed(RuntimeException e) {
         publishFailures.increment();
         kafka.failed(e);
-        return Next.backOff(ticker.nanoTime() + backoff.nextNanos(), "Kafka: " + e.getClass().getSimpleName());
+        return Next.backOff(
+                ticker.nanoTime() + backoff.nextNanos(),
+                "Kafka: " + e.getClass().getSimpleName());
     }
 
     private Next databaseFault(Grant grant, String what, RuntimeException e) {
@@ -291,11 +327,18 @@ final class RelayLoop implements LeaderService.Worker {
      * its span in the job's trace.
      */
     private Span sendSpan(Grant grant, List<OutboxStore.OutboxRow> rows, List<ProducerRecord<String, byte[]>> records) {
-        Span span = tracing.tracer().spanBuilder("send " + config.kafka().topic()).setSpanKind(SpanKind.PRODUCER).setNoParent()
-                .setAttribute(Tracing.MESSAGING_SYSTEM, "kafka").setAttribute(Tracing.DESTINATION, config.kafka().topic())
-                .setAttribute(Tracing.OPERATION_TYPE, "send").setAttribute(Tracing.OPERATION_NAME, "send")
-                .setAttribute(Tracing.BATCH_COUNT, (long) records.size()).setAttribute(Tracing.LEASE_TOKEN, grant.token().value())
-                .setAttribute(Tracing.FIRST_OUTBOX_ID, rows.get(0).id()).setAttribute(Tracing.LAST_OUTBOX_ID, rows.get(rows.size() - 1).id())
+        Span span = tracing.tracer()
+                .spanBuilder("send " + config.kafka().topic())
+                .setSpanKind(SpanKind.PRODUCER)
+                .setNoParent()
+                .setAttribute(Tracing.MESSAGING_SYSTEM, "kafka")
+                .setAttribute(Tracing.DESTINATION, config.kafka().topic())
+                .setAttribute(Tracing.OPERATION_TYPE, "send")
+                .setAttribute(Tracing.OPERATION_NAME, "send")
+                .setAttribute(Tracing.BATCH_COUNT, (long) records.size())
+                .setAttribute(Tracing.LEASE_TOKEN, grant.token().value())
+                .setAttribute(Tracing.FIRST_OUTBOX_ID, rows.get(0).id())
+                .setAttribute(Tracing.LAST_OUTBOX_ID, rows.get(rows.size() - 1).id())
                 .startSpan();
         if (span.isRecording()) {
             for (OutboxStore.OutboxRow row : rows) {
@@ -311,19 +354,38 @@ final class RelayLoop implements LeaderService.Worker {
     }
 
     private ProducerRecord<String, byte[]> toRecord(OutboxStore.OutboxRow row) {
-        Envelope envelope = new Envelope(Envelope.VERSION, row.id(), row.jobId(), row.resource(), row.token(), row.payloadJson(),
-                row.dueAt(), row.completedAt(), row.jobCreatedAt(), row.tokenHolder(), row.tokenAcquiredAt());
-        ProducerRecord<String, byte[]> record = new ProducerRecord<>(config.kafka().topic(), row.resource(), envelope.toJson());
+        Envelope envelope = new Envelope(
+                Envelope.VERSION,
+                row.id(),
+                row.jobId(),
+                row.resource(),
+                row.token(),
+                row.payloadJson(),
+                row.dueAt(),
+                row.completedAt(),
+                row.jobCreatedAt(),
+                row.tokenHolder(),
+                row.tokenAcquiredAt());
+        ProducerRecord<String, byte[]> record =
+                new ProducerRecord<>(config.kafka().topic(), row.resource(), envelope.toJson());
         record.headers().add(new RecordHeader(Envelope.JOB_ID_HEADER, Envelope.header(row.jobId())));
-        record.headers().add(new RecordHeader(Envelope.TOKEN_HEADER, Envelope.header(row.token().value())));
+        record.headers()
+                .add(new RecordHeader(
+                        Envelope.TOKEN_HEADER, Envelope.header(row.token().value())));
         record.headers().add(new RecordHeader(Envelope.OUTBOX_ID_HEADER, Envelope.header(row.id())));
         record.headers().add(new RecordHeader(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION)));
         if (row.trace() != null) {
             // The W3C headers OpenTelemetry's Kafka instrumentation reads: the producer's context, so a
             // consumer's span joins the trace the job was submitted in.
-            record.headers().add(new RecordHeader(TraceContext.TRACEPARENT_HEADER, row.trace().traceparent().getBytes(StandardCharsets.US_ASCII)));
+            record.headers()
+                    .add(new RecordHeader(
+                            TraceContext.TRACEPARENT_HEADER,
+                            row.trace().traceparent().getBytes(StandardCharsets.US_ASCII)));
             if (row.trace().tracestate() != null && !row.trace().tracestate().isEmpty()) {
-                record.headers().add(new RecordHeader(TraceContext.TRACESTATE_HEADER, row.trace().tracestate().getBytes(StandardCharsets.US_ASCII)));
+                record.headers()
+                        .add(new RecordHeader(
+                                TraceContext.TRACESTATE_HEADER,
+                                row.trace().tracestate().getBytes(StandardCharsets.US_ASCII)));
             }
         }
         return record;

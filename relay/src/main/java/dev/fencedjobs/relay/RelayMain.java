@@ -8,6 +8,7 @@ public final class RelayMain {
     private RelayMain() {}
 
     public static void main(String[] args) throws InterruptedException {
-        ServiceMain.run("relay", RelayConfig::from, config -> Relay.builder(config).start());
+        ServiceMain.run(
+                "relay", RelayConfig::from, config -> Relay.builder(config).start());
     }
 }

@@ -27,17 +27,21 @@ import org.junit.jupiter.api.Test;
  */
 class OpsEndpointStallTest {
 
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    private final HttpClient http =
+            HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
 
     private HttpRequest get(int port, String path) {
-        return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path)).timeout(Duration.ofSeconds(30)).build();
+        return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                .timeout(Duration.ofSeconds(30))
+                .build();
     }
 
     @Test
     void theHealthEndpointsAnswerAtOnceWhileTheDatabaseIsPausedAndStatusIsStuck() throws Exception {
         try (RestartablePostgres pg = new RestartablePostgres()) {
             DatabaseConfig db = DatabaseConfig.of(pg.url(), pg.user(), pg.password());
-            KafkaSettings kafka = new KafkaSettings(TestKafka.shared().bootstrapServers(), "ops-stall-" + UUID.randomUUID())
+            KafkaSettings kafka = new KafkaSettings(
+                            TestKafka.shared().bootstrapServers(), "ops-stall-" + UUID.randomUUID())
                     .withTrust(RecordTrust.generate());
             try (Relay relay = Relay.builder(kafka).database(db).opsServer(0).start()) {
                 await().atMost(Duration.ofSeconds(30)).until(() -> relay.state() == RunningService.State.LEADING);
@@ -51,25 +55,45 @@ class OpsEndpointStallTest {
                     status = http.sendAsync(get(port, "/status"), HttpResponse.BodyHandlers.ofString());
                     for (int i = 0; i < 10; i++) {
                         long t0 = System.nanoTime();
-                        HttpResponse<String> live = http.send(get(port, "/health/live"), HttpResponse.BodyHandlers.ofString());
+                        HttpResponse<String> live =
+                                http.send(get(port, "/health/live"), HttpResponse.BodyHandlers.ofString());
                         liveMillis.add((System.nanoTime() - t0) / 1_000_000);
                         assertThat(live.statusCode()).isEqualTo(200);
                     }
-                    assertThat(http.send(get(port, "/health/ready"), HttpResponse.BodyHandlers.ofString()).statusCode()).isIn(200, 503);
-                    // The worker is stuck on the first /status; a queue's worth more wait, the rest are refused at once.
+                    assertThat(http.send(get(port, "/health/ready"), HttpResponse.BodyHandlers.ofString())
+                                    .statusCode())
+                            .isIn(200, 503);
+                    // The worker is stuck on the first /status; a queue's worth more wait, the rest are refused at
+                    // once.
                     List<CompletableFuture<HttpResponse<String>>> queued = new ArrayList<>();
                     for (int i = 0; i < 12; i++) {
                         queued.add(http.sendAsync(get(port, "/status"), HttpResponse.BodyHandlers.ofString()));
                     }
-                    await().atMost(Duration.ofSeconds(10)).until(() -> queued.stream().filter(CompletableFuture::isDone).count() >= 4);
-                    queued.stream().filter(CompletableFuture::isDone).forEach(f -> moreStatus.add(f.join().statusCode()));
-                    assertThat(status).as("/status waits for the paused database: %s", status.isDone() ? status.join().body() : "").isNotDone();
+                    await().atMost(Duration.ofSeconds(10))
+                            .until(() -> queued.stream()
+                                            .filter(CompletableFuture::isDone)
+                                            .count()
+                                    >= 4);
+                    queued.stream()
+                            .filter(CompletableFuture::isDone)
+                            .forEach(f -> moreStatus.add(f.join().statusCode()));
+                    assertThat(status)
+                            .as(
+                                    "/status waits for the paused database: %s",
+                                    status.isDone() ? status.join().body() : "")
+                            .isNotDone();
                 }
                 System.out.println("/health/live while the database was paused, ms: " + liveMillis);
                 liveMillis.sort(null);
-                assertThat(liveMillis.get(liveMillis.size() / 2)).as("median /health/live, ms").isLessThan(100);
-                assertThat(moreStatus).as("requests beyond the queue refused at once").containsOnly(503);
-                assertThat(status.get().statusCode()).as("/status once the database answers again").isEqualTo(200);
+                assertThat(liveMillis.get(liveMillis.size() / 2))
+                        .as("median /health/live, ms")
+                        .isLessThan(100);
+                assertThat(moreStatus)
+                        .as("requests beyond the queue refused at once")
+                        .containsOnly(503);
+                assertThat(status.get().statusCode())
+                        .as("/status once the database answers again")
+                        .isEqualTo(200);
                 assertThat(status.get().body()).containsPattern("\"unpublishedRows\" : \\d+");
             }
         }

@@ -41,7 +41,9 @@ class OutboxLagTest {
             long read = outboxReadSequentially(dsl) - before;
             assertThat(lag.rows()).isEqualTo(10);
             assertThat(lag.oldestSeconds()).isBetween(0.0, 60.0);
-            assertThat(read).as("outbox rows read sequentially for the lag, in an outbox of 20,010").isLessThan(1_000);
+            assertThat(read)
+                    .as("outbox rows read sequentially for the lag, in an outbox of 20,010")
+                    .isLessThan(1_000);
         }
     }
 

@@ -35,13 +35,16 @@ class RelayBrokerRestartTest {
                 fixture.insertOutbox(400, 25);
                 Thread.sleep(100);
             }
-            ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(45)).until(() -> !"ok".equals(relay.status().get("kafka"))));
+            ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(45))
+                    .until(() -> !"ok".equals(relay.status().get("kafka"))));
             // One more failed attempt at the batch after the one that made Kafka "not ok": sent again,
             // not acknowledged, and nothing marked.
             double failures = RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total");
             ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(60))
                     .until(() -> RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total") >= failures + 1));
-            assertThat(fixture.unpublished()).as("nothing is marked while the broker is away").isEqualTo(2000);
+            assertThat(fixture.unpublished())
+                    .as("nothing is marked while the broker is away")
+                    .isEqualTo(2000);
 
             broker.start();
             ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(90)).until(() -> fixture.unpublished() == 0));
@@ -51,7 +54,8 @@ class RelayBrokerRestartTest {
                 fixture.assertAllArrivedInCommitOrderPerResource(records);
                 assertThat(RelayFixture.countsByOutboxId(records)).hasSize(4000);
             }
-            assertThat(RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total")).isGreaterThanOrEqualTo(1);
+            assertThat(RelayTest.metric(relay, "fencedjobs_relay_publish_failures_total"))
+                    .isGreaterThanOrEqualTo(1);
         }
     }
 }

@@ -14,7 +14,8 @@ import org.junit.jupiter.api.Test;
 class RelayConfigTest {
 
     private static Map<String, String> withKey(String... pairs) {
-        Map<String, String> env = new HashMap<>(Map.of(RecordTrust.SIGNING_KEY, RecordTrust.privatePem(RecordTrust.generateKeys())));
+        Map<String, String> env =
+                new HashMap<>(Map.of(RecordTrust.SIGNING_KEY, RecordTrust.privatePem(RecordTrust.generateKeys())));
         for (int i = 0; i < pairs.length; i += 2) {
             env.put(pairs[i], pairs[i + 1]);
         }
@@ -24,13 +25,17 @@ class RelayConfigTest {
     @Test
     void aRenewalIntervalThatLeavesNoTimeToWorkIsRefusedAsForTheDispatcher() {
         // 3 s + 2 s is not shorter than 5 s: after a renewal the leader would stop before its next batch.
-        assertThatThrownBy(() -> RelayConfig.from(Settings.of(withKey("LEASE_DURATION", "5s", "RENEW_INTERVAL", "3s",
-                "DATABASE_STATEMENT_TIMEOUT", "2s"))))
+        assertThatThrownBy(() -> RelayConfig.from(Settings.of(
+                        withKey("LEASE_DURATION", "5s", "RENEW_INTERVAL", "3s", "DATABASE_STATEMENT_TIMEOUT", "2s"))))
                 .isInstanceOf(ConfigException.class)
-                .hasMessage("RENEW_INTERVAL: plus DATABASE_STATEMENT_TIMEOUT (PT3S + PT2S) must be shorter than LEASE_DURATION (PT5S), "
-                        + "or the leader would idle between renewals");
-        assertThat(RelayConfig.from(Settings.of(withKey("LEASE_DURATION", "6s", "RENEW_INTERVAL", "3s", "DATABASE_STATEMENT_TIMEOUT", "2s")))
-                .lease().duration()).hasSeconds(6);
+                .hasMessage(
+                        "RENEW_INTERVAL: plus DATABASE_STATEMENT_TIMEOUT (PT3S + PT2S) must be shorter than LEASE_DURATION (PT5S), "
+                                + "or the leader would idle between renewals");
+        assertThat(RelayConfig.from(Settings.of(withKey(
+                                "LEASE_DURATION", "6s", "RENEW_INTERVAL", "3s", "DATABASE_STATEMENT_TIMEOUT", "2s")))
+                        .lease()
+                        .duration())
+                .hasSeconds(6);
     }
 
     @Test
@@ -39,7 +44,12 @@ class RelayConfigTest {
                 .isInstanceOf(ConfigException.class)
                 .hasMessageStartingWith("RECORD_SIGNING_KEY: is not set (nor RECORD_SIGNING_KEY_FILE)")
                 .hasMessageContaining("fenced-jobs keygen");
-        assertThat(RelayConfig.from(Settings.of(Map.of(RecordTrust.SIGNATURES, "accept-unsigned"))).kafka().trust().signing()).isNull();
-        assertThat(RelayConfig.from(Settings.of(withKey())).kafka().trust().signingKeyId()).isPresent();
+        assertThat(RelayConfig.from(Settings.of(Map.of(RecordTrust.SIGNATURES, "accept-unsigned")))
+                        .kafka()
+                        .trust()
+                        .signing())
+                .isNull();
+        assertThat(RelayConfig.from(Settings.of(withKey())).kafka().trust().signingKeyId())
+                .isPresent();
     }
 }

@@ -1,6 +1,5 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.LeaseOps;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX_POSITION;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -10,6 +9,7 @@ import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Embedding;
@@ -37,11 +37,13 @@ final class RelayFixture implements AutoCloseable {
     final String topic = "relay-test-" + UUID.randomUUID();
     /** The relays sign with it; {@link #verifier} checks what they published against it. */
     final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
+
     private final List<Relay> relays = new ArrayList<>();
     private int started;
 
     RelayFixture(TestDatabase db, String bootstrap) {
-        this.database = DatabaseConfig.of(db.url(), db.user(), db.password()).withConnectTimeout(Duration.ofSeconds(1))
+        this.database = DatabaseConfig.of(db.url(), db.user(), db.password())
+                .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
         this.pool = Database.pool(database, "relay-fixture");
         Database.migrate(pool);
@@ -50,18 +52,29 @@ final class RelayFixture implements AutoCloseable {
     }
 
     RelayConfig config(int batchSize) {
-        return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
-                new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)), new KafkaSettings(bootstrap, topic).withTrust(trust),
-                3, (short) 1, batchSize, Duration.ofSeconds(1), 100_000, Duration.ofHours(1));
+        return new RelayConfig(
+                new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
+                new LeaseConfig(Duration.ofSeconds(2), Duration.ofMillis(500)),
+                new KafkaSettings(bootstrap, topic).withTrust(trust),
+                3,
+                (short) 1,
+                batchSize,
+                Duration.ofSeconds(1),
+                100_000,
+                Duration.ofHours(1));
     }
 
     Relay start() {
         return start(config(500), UnaryOperator.identity(), UnaryOperator.identity(), UnaryOperator.identity());
     }
 
-    Relay start(RelayConfig config, UnaryOperator<LeaseOps> lease, UnaryOperator<OutboxStore> store,
+    Relay start(
+            RelayConfig config,
+            UnaryOperator<LeaseOps> lease,
+            UnaryOperator<OutboxStore> store,
             UnaryOperator<Publisher> publisher) {
-        Relay relay = Relay.start(config, Embedding.STANDALONE, "relay-" + (++started), Ticker.system(), lease, store, publisher);
+        Relay relay = Relay.start(
+                config, Embedding.STANDALONE, "relay-" + (++started), Ticker.system(), lease, store, publisher);
         relays.add(relay);
         return relay;
     }
@@ -77,7 +90,10 @@ final class RelayFixture implements AutoCloseable {
 
     /** Outbox rows of one resource whose payload is a string of {@code chars} characters. */
     void insertLargeOutbox(int rows, String resource, int chars) {
-        insertOutbox(rows, "'" + resource.replace("'", "''") + "'", "jsonb_build_object('blob', repeat('x', " + chars + "))");
+        insertOutbox(
+                rows,
+                "'" + resource.replace("'", "''") + "'",
+                "jsonb_build_object('blob', repeat('x', " + chars + "))");
     }
 
     /** Outbox rows with a resource and a payload given as SQL expressions over the row number g. */
@@ -91,7 +107,9 @@ final class RelayFixture implements AutoCloseable {
 
     /** The relay's position row: how far it has published, and when it last moved. */
     org.jooq.Record position() {
-        return dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH, OUTBOX_POSITION.UPDATED_AT).from(OUTBOX_POSITION).fetchSingle();
+        return dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH, OUTBOX_POSITION.UPDATED_AT)
+                .from(OUTBOX_POSITION)
+                .fetchSingle();
     }
 
     TopicReader reader() {
@@ -102,7 +120,10 @@ final class RelayFixture implements AutoCloseable {
     static Map<Long, Integer> countsByOutboxId(List<ConsumerRecord<String, byte[]>> records) {
         Map<Long, Integer> counts = new TreeMap<>();
         for (ConsumerRecord<String, byte[]> r : records) {
-            counts.merge(TopicReader.headerLong(r, dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER), 1, Integer::sum);
+            counts.merge(
+                    TopicReader.headerLong(r, dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER),
+                    1,
+                    Integer::sum);
         }
         return counts;
     }
@@ -113,20 +134,30 @@ final class RelayFixture implements AutoCloseable {
      */
     void assertAllSignedByTheRelay(List<ConsumerRecord<String, byte[]>> records) {
         var verifier = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(trust, Duration.ofDays(7));
-        var stranger = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
+        var stranger = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(
+                dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
         long now = System.currentTimeMillis();
         Map<String, java.util.Set<Integer>> partitionsBySignature = new TreeMap<>();
         for (ConsumerRecord<String, byte[]> r : records) {
-            assertThat(verifier.check(r, now)).as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset()).isEmpty();
+            assertThat(verifier.check(r, now))
+                    .as("signature of %s-%d@%d", r.topic(), r.partition(), r.offset())
+                    .isEmpty();
             assertThat(stranger.check(r, now)).as("checked with another key").isPresent();
             // The header: version, key id length, key id, signing time, then the 64-byte signature.
-            byte[] h = r.headers().lastHeader(dev.fencedjobs.runtime.internal.RecordSignatures.HEADER).value();
+            byte[] h = r.headers()
+                    .lastHeader(dev.fencedjobs.runtime.internal.RecordSignatures.HEADER)
+                    .value();
             int at = 2 + (h[1] & 0xff) + 8;
-            partitionsBySignature.computeIfAbsent(java.util.HexFormat.of().formatHex(h, at, at + 64), k -> new java.util.TreeSet<>())
+            partitionsBySignature
+                    .computeIfAbsent(java.util.HexFormat.of().formatHex(h, at, at + 64), k -> new java.util.TreeSet<>())
                     .add(r.partition());
         }
-        assertThat(partitionsBySignature.values()).as("partitions of each signature's records").allSatisfy(p -> assertThat(p).hasSize(1));
-        assertThat(records.stream().map(ConsumerRecord::partition).distinct().count()).as("partitions the records span").isGreaterThan(1);
+        assertThat(partitionsBySignature.values())
+                .as("partitions of each signature's records")
+                .allSatisfy(p -> assertThat(p).hasSize(1));
+        assertThat(records.stream().map(ConsumerRecord::partition).distinct().count())
+                .as("partitions the records span")
+                .isGreaterThan(1);
     }
 
     /**
@@ -135,18 +166,27 @@ final class RelayFixture implements AutoCloseable {
      * A redelivered row may come again later; its first arrival is what must be in order.
      */
     void assertAllArrivedInCommitOrderPerResource(List<ConsumerRecord<String, byte[]>> records) {
-        List<Long> ids = dsl.select(OUTBOX.ID).from(OUTBOX).where(OUTBOX.PUBLISH_ERROR.isNull()).fetch(r -> r.value1());
-        assertThat(countsByOutboxId(records).keySet()).as("outbox ids received").containsExactlyInAnyOrderElementsOf(ids);
+        List<Long> ids = dsl.select(OUTBOX.ID)
+                .from(OUTBOX)
+                .where(OUTBOX.PUBLISH_ERROR.isNull())
+                .fetch(r -> r.value1());
+        assertThat(countsByOutboxId(records).keySet())
+                .as("outbox ids received")
+                .containsExactlyInAnyOrderElementsOf(ids);
         Map<String, Long> lastByResource = new TreeMap<>();
         Map<String, Integer> partitionByResource = new TreeMap<>();
         java.util.Set<Long> seen = new java.util.HashSet<>();
         for (ConsumerRecord<String, byte[]> r : records) {
             long id = TopicReader.headerLong(r, dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER);
             partitionByResource.putIfAbsent(r.key(), r.partition());
-            assertThat(r.partition()).as("partition of resource %s", r.key()).isEqualTo(partitionByResource.get(r.key()));
+            assertThat(r.partition())
+                    .as("partition of resource %s", r.key())
+                    .isEqualTo(partitionByResource.get(r.key()));
             if (seen.add(id)) {
                 Long last = lastByResource.put(r.key(), id);
-                assertThat(last == null ? 0 : last).as("first arrivals of resource %s in commit order", r.key()).isLessThan(id);
+                assertThat(last == null ? 0 : last)
+                        .as("first arrivals of resource %s in commit order", r.key())
+                        .isLessThan(id);
             }
         }
     }

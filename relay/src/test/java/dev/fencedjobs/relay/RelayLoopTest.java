@@ -1,10 +1,10 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.FencingToken;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Ticker;
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.lease.ScriptedGrants;
@@ -39,13 +39,21 @@ class RelayLoopTest {
     private final ScriptedGrants grants = new ScriptedGrants("relay");
     private final MemoryOutbox outbox = new MemoryOutbox();
     private final MemoryBroker broker = new MemoryBroker();
-    private final RelayLoop loop = new RelayLoop(config(), grants, outbox, broker, ticker, new SimpleMeterRegistry(),
-            new Tracing(OpenTelemetry.noop()));
+    private final RelayLoop loop = new RelayLoop(
+            config(), grants, outbox, broker, ticker, new SimpleMeterRegistry(), new Tracing(OpenTelemetry.noop()));
 
     private static RelayConfig config() {
         DatabaseConfig database = DatabaseConfig.of("jdbc:postgresql://localhost/unused", "u", "p");
-        return new RelayConfig(new ServiceConfig(database, 0, Duration.ofSeconds(10), false), new LeaseConfig(Duration.ofSeconds(10),
-                Duration.ofSeconds(3)), new KafkaSettings("localhost:9092", "jobs").withTrust(dev.fencedjobs.runtime.RecordTrust.generate()), 3, (short) 1, BATCH, POLL, 2048, Duration.ofHours(1));
+        return new RelayConfig(
+                new ServiceConfig(database, 0, Duration.ofSeconds(10), false),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
+                new KafkaSettings("localhost:9092", "jobs").withTrust(dev.fencedjobs.runtime.RecordTrust.generate()),
+                3,
+                (short) 1,
+                BATCH,
+                POLL,
+                2048,
+                Duration.ofHours(1));
     }
 
     private void lead(long token) {
@@ -66,13 +74,17 @@ class RelayLoopTest {
         assertThat(broker.sent).allSatisfy(s -> assertThat(s.token()).isEqualTo(1));
         assertThat(outbox.position).isEqualTo(2);
 
-        assertThat(loop.step()).as("nothing new: the poll interval again").isEqualTo(Next.sleepUntil(now + POLL.toNanos()));
+        assertThat(loop.step())
+                .as("nothing new: the poll interval again")
+                .isEqualTo(Next.sleepUntil(now + POLL.toNanos()));
         assertThat(broker.prepared).as("ready once per token").containsExactly(1L);
     }
 
     @Test
     void aFollowerIsReadyOnlyOnceItStoodBy() {
-        assertThat(loop.ready()).as("before its first stand-by, a takeover would wait for the producer").isFalse();
+        assertThat(loop.ready())
+                .as("before its first stand-by, a takeover would wait for the producer")
+                .isFalse();
         assertThat(loop.step()).isEqualTo(Next.await());
         assertThat(broker.standBys).isEqualTo(1);
         assertThat(loop.ready()).isTrue();
@@ -98,7 +110,9 @@ class RelayLoopTest {
         assertThat(next.atNanos() - now).as("the first back-off: 50 to 100 ms").isBetween(ms(50), ms(100));
         assertThat(outbox.position).as("nothing marked").isZero();
         assertThat(loop.ready()).as("not ready while Kafka fails").isFalse();
-        assertThat(grants.stepDowns()).as("Kafka's fault is no reason to give up the lease").isEmpty();
+        assertThat(grants.stepDowns())
+                .as("Kafka's fault is no reason to give up the lease")
+                .isEmpty();
 
         now = next.atNanos();
         assertThat(loop.step()).isEqualTo(Next.sleepUntil(now + POLL.toNanos()));
@@ -112,7 +126,8 @@ class RelayLoopTest {
         lead(1);
         outbox.insert(2);
         outbox.heldToken = 2;
-        String reason = "lease guard rejected token 1; 2 sent rows stay unmarked and will be sent again by the next leader";
+        String reason =
+                "lease guard rejected token 1; 2 sent rows stay unmarked and will be sent again by the next leader";
         assertThat(loop.step()).isEqualTo(Next.steppedDown(reason));
         assertThat(grants.stepDowns()).containsExactly(reason);
         assertThat(outbox.position).isZero();
@@ -145,7 +160,9 @@ class RelayLoopTest {
         loop.step();
         assertThat(broker.sentIds()).containsExactly(1L, 3L);
         assertThat(outbox.errors).containsOnlyKeys(2L);
-        assertThat(outbox.errors.get(2L)).startsWith("record of about ").endsWith("bytes exceeds MAX_RECORD_BYTES=2048");
+        assertThat(outbox.errors.get(2L))
+                .startsWith("record of about ")
+                .endsWith("bytes exceeds MAX_RECORD_BYTES=2048");
         assertThat(outbox.position).isEqualTo(3);
     }
 
@@ -200,7 +217,7 @@ class RelayLoopTest {
         long heldToken;
         int reads;
         RuntimeException failNext;
-        Runnable onRead = () -> { };
+        Runnable onRead = () -> {};
 
         void insert(int count) {
             for (int i = 0; i < count; i++) {
@@ -232,7 +249,9 @@ class RelayLoopTest {
                 return false;
             }
             errors.putAll(failed);
-            position = java.util.stream.Stream.concat(published.stream(), failed.keySet().stream()).mapToLong(Long::longValue).max()
+            position = java.util.stream.Stream.concat(published.stream(), failed.keySet().stream())
+                    .mapToLong(Long::longValue)
+                    .max()
                     .orElse(position);
             return true;
         }
@@ -260,6 +279,7 @@ class RelayLoopTest {
             standBys++;
             reset();
         }
+
         RuntimeException failNext;
         RuntimeException failPrepare;
 
@@ -278,7 +298,10 @@ class RelayLoopTest {
         @Override
         public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
             for (ProducerRecord<String, byte[]> r : records) {
-                long id = Long.parseLong(new String(r.headers().lastHeader(dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER).value(),
+                long id = Long.parseLong(new String(
+                        r.headers()
+                                .lastHeader(dev.fencedjobs.runtime.internal.Envelope.OUTBOX_ID_HEADER)
+                                .value(),
                         java.nio.charset.StandardCharsets.UTF_8));
                 sent.add(new Sent(token.value(), id));
             }

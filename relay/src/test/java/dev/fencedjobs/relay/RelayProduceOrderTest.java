@@ -54,8 +54,12 @@ class RelayProduceOrderTest {
                     records = reader.readFor(Duration.ofSeconds(1));
                     fixture.assertAllArrivedInCommitOrderPerResource(records);
                 }
-                assertThat(proxy.refused()).as("first produce requests refused with NOT_LEADER_OR_FOLLOWER").isEqualTo(2);
-                assertThat(proxy.maxProducesInFlight()).as("produce requests ever in flight at once on a connection").isEqualTo(1);
+                assertThat(proxy.refused())
+                        .as("first produce requests refused with NOT_LEADER_OR_FOLLOWER")
+                        .isEqualTo(2);
+                assertThat(proxy.maxProducesInFlight())
+                        .as("produce requests ever in flight at once on a connection")
+                        .isEqualTo(1);
             }
         }
     }

@@ -1,10 +1,10 @@
 package dev.fencedjobs.relay;
 
-import dev.fencedjobs.lease.FencingToken;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.internal.Envelope;
@@ -60,13 +60,17 @@ class RelayTest {
             assertThat(records).hasSize(10_000);
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             fixture.assertAllSignedByTheRelay(records);
-            assertThat(RelayFixture.countsByOutboxId(records).values()).as("no duplicates without faults").containsOnly(1);
+            assertThat(RelayFixture.countsByOutboxId(records).values())
+                    .as("no duplicates without faults")
+                    .containsOnly(1);
 
             ConsumerRecord<String, byte[]> first = records.get(0);
             Envelope envelope = Envelope.parse(first.value());
             assertThat(first.key()).isEqualTo(envelope.resource());
             assertThat(TopicReader.headerLong(first, Envelope.JOB_ID_HEADER)).isEqualTo(envelope.jobId());
-            assertThat(TopicReader.headerLong(first, Envelope.TOKEN_HEADER)).isEqualTo(1L).isEqualTo(envelope.fencingToken().value());
+            assertThat(TopicReader.headerLong(first, Envelope.TOKEN_HEADER))
+                    .isEqualTo(1L)
+                    .isEqualTo(envelope.fencingToken().value());
             assertThat(envelope.payloadJson()).startsWith("{\"n\":");
         }
         await().atMost(Duration.ofSeconds(10)).until(() -> fixture.unpublished() == 0);
@@ -89,7 +93,11 @@ class RelayTest {
             }
         };
         fixture.insertOutbox(3000, 20);
-        Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(dead, lease), dyingAfterAck, UnaryOperator.identity());
+        Relay a = fixture.start(
+                fixture.config(500),
+                lease -> RelayFixture.pausing(dead, lease),
+                dyingAfterAck,
+                UnaryOperator.identity());
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
         fixture.insertOutbox(2000, 20);
         await().atMost(Duration.ofSeconds(30)).until(() -> dead.waiting() >= 1);
@@ -101,9 +109,12 @@ class RelayTest {
             records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             Set<Long> duplicated = RelayFixture.countsByOutboxId(records).entrySet().stream()
-                    .filter(e -> e.getValue() > 1).map(Map.Entry::getKey).collect(Collectors.toCollection(TreeSet::new));
+                    .filter(e -> e.getValue() > 1)
+                    .map(Map.Entry::getKey)
+                    .collect(Collectors.toCollection(TreeSet::new));
             assertThat(unmarked).hasSize(1);
-            assertThat(duplicated).as("the duplicates are exactly the batch acknowledged but not marked")
+            assertThat(duplicated)
+                    .as("the duplicates are exactly the batch acknowledged but not marked")
                     .containsExactlyElementsOf(new TreeSet<>(unmarked.get(0)));
             assertThat(RelayFixture.countsByOutboxId(records).values()).containsOnly(1, 2);
         }
@@ -129,17 +140,24 @@ class RelayTest {
                 return rows;
             }
         };
-        Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), pauseAfterRead, UnaryOperator.identity());
+        Relay a = fixture.start(
+                fixture.config(500),
+                lease -> RelayFixture.pausing(pausedA, lease),
+                pauseAfterRead,
+                UnaryOperator.identity());
         await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         Relay b = fixture.start();
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
         assertThat(b.state()).as("the other replica stays a follower").isEqualTo(RunningService.State.FOLLOWING);
-        assertThat(metric(b, "fencedjobs_relay_published_total")).as("a follower publishes nothing").isZero();
+        assertThat(metric(b, "fencedjobs_relay_published_total"))
+                .as("a follower publishes nothing")
+                .isZero();
 
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
-        await().atMost(Duration.ofSeconds(30)).until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
         double publishedByA = metric(a, "fencedjobs_relay_published_total");
 
         // A resumes holding rows it read under a grant whose local deadline has passed: it sends
@@ -153,7 +171,10 @@ class RelayTest {
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             assertThat(heldBatch).isNotEmpty();
             Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
-            assertThat(heldBatch).allSatisfy(id -> assertThat(counts.get(id)).as("row %d: B's copy only", id).isEqualTo(1));
+            assertThat(heldBatch)
+                    .allSatisfy(id -> assertThat(counts.get(id))
+                            .as("row %d: B's copy only", id)
+                            .isEqualTo(1));
         }
     }
 
@@ -165,8 +186,10 @@ class RelayTest {
         UnaryOperator<Publisher> pauseBeforeSend = delegate -> new Publisher() {
             @Override
             public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
-                if (records.stream().anyMatch(r -> TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER) == 1001L)) {
-                    records.forEach(r -> heldBatch.add(TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER)));
+                if (records.stream()
+                        .anyMatch(r -> TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER) == 1001L)) {
+                    records.forEach(
+                            r -> heldBatch.add(TopicReader.headerLong(toConsumer(r), Envelope.OUTBOX_ID_HEADER)));
                     pausedA.close();
                 }
                 pausedA.pass();
@@ -183,7 +206,11 @@ class RelayTest {
                 delegate.close();
             }
         };
-        Relay a = fixture.start(fixture.config(500), lease -> RelayFixture.pausing(pausedA, lease), UnaryOperator.identity(), pauseBeforeSend);
+        Relay a = fixture.start(
+                fixture.config(500),
+                lease -> RelayFixture.pausing(pausedA, lease),
+                UnaryOperator.identity(),
+                pauseBeforeSend);
         await().atMost(Duration.ofSeconds(10)).until(() -> a.state() == RunningService.State.LEADING);
         Relay b = fixture.start();
         fixture.insertOutbox(1000, 10);
@@ -191,7 +218,8 @@ class RelayTest {
 
         fixture.insertOutbox(1000, 10);
         await().atMost(Duration.ofSeconds(10)).until(() -> pausedA.waiting() >= 1);
-        await().atMost(Duration.ofSeconds(30)).until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> b.state() == RunningService.State.LEADING && fixture.unpublished() == 0);
         org.jooq.Record markedByB = fixture.position();
         double publishedByA = metric(a, "fencedjobs_relay_published_total");
 
@@ -205,14 +233,19 @@ class RelayTest {
         assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
         assertThat(fixture.position()).as("the position as B set it").isEqualTo(markedByB);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000 + heldBatch.size(), Duration.ofSeconds(30));
+            List<ConsumerRecord<String, byte[]>> records =
+                    reader.readAtLeast(2000 + heldBatch.size(), Duration.ofSeconds(30));
             records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             assertThat(heldBatch).isNotEmpty();
             Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
-            Set<Long> duplicated = counts.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey)
+            Set<Long> duplicated = counts.entrySet().stream()
+                    .filter(e -> e.getValue() > 1)
+                    .map(Map.Entry::getKey)
                     .collect(Collectors.toCollection(TreeSet::new));
-            assertThat(duplicated).as("the only second copies are A's held batch").containsExactlyElementsOf(new TreeSet<>(heldBatch));
+            assertThat(duplicated)
+                    .as("the only second copies are A's held batch")
+                    .containsExactlyElementsOf(new TreeSet<>(heldBatch));
             assertThat(counts.values()).containsOnly(1, 2);
         }
     }
@@ -236,14 +269,19 @@ class RelayTest {
                 Header traceparent = r.headers().lastHeader(TraceContext.TRACEPARENT_HEADER);
                 Header tracestate = r.headers().lastHeader(TraceContext.TRACESTATE_HEADER);
                 if (r.key().startsWith("traced-")) {
-                    assertThat(new String(traceparent.value(), StandardCharsets.US_ASCII)).isEqualTo(parent);
-                    assertThat(new String(tracestate.value(), StandardCharsets.US_ASCII)).isEqualTo("congo=t61rcWkgMzE");
+                    assertThat(new String(traceparent.value(), StandardCharsets.US_ASCII))
+                            .isEqualTo(parent);
+                    assertThat(new String(tracestate.value(), StandardCharsets.US_ASCII))
+                            .isEqualTo("congo=t61rcWkgMzE");
                 } else {
-                    assertThat(traceparent).as("a job without a context: no header").isNull();
+                    assertThat(traceparent)
+                            .as("a job without a context: no header")
+                            .isNull();
                     assertThat(tracestate).isNull();
                 }
                 // The envelope stays version 1 and as it was: the context is in the headers only.
-                assertThat(new String(r.value(), StandardCharsets.UTF_8)).doesNotContain("4bf92f3577b34da6a3ce929d0e0e4736");
+                assertThat(new String(r.value(), StandardCharsets.UTF_8))
+                        .doesNotContain("4bf92f3577b34da6a3ce929d0e0e4736");
                 assertThat(Envelope.parse(r.value()).version()).isEqualTo(1);
             }
         }
@@ -256,7 +294,12 @@ class RelayTest {
         fixture.insertOutbox(10, 2);
         Relay relay = fixture.start();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
-        String error = fixture.dsl().select(OUTBOX.PUBLISH_ERROR).from(OUTBOX).where(OUTBOX.RESOURCE.eq("big")).fetchSingle().value1();
+        String error = fixture.dsl()
+                .select(OUTBOX.PUBLISH_ERROR)
+                .from(OUTBOX)
+                .where(OUTBOX.RESOURCE.eq("big"))
+                .fetchSingle()
+                .value1();
         assertThat(error).startsWith("record of about ").contains("exceeds MAX_RECORD_BYTES=100000");
         assertThat(metric(relay, "fencedjobs_relay_rejected_rows_total")).isEqualTo(1.0);
         try (TopicReader reader = fixture.reader()) {
@@ -269,8 +312,8 @@ class RelayTest {
 
     @Test
     void statusAndMetricsShowTheLag() throws Exception {
-        Relay relay = fixture.start(fixture.config(500), UnaryOperator.identity(), UnaryOperator.identity(),
-                delegate -> new Publisher() {
+        Relay relay = fixture.start(
+                fixture.config(500), UnaryOperator.identity(), UnaryOperator.identity(), delegate -> new Publisher() {
                     @Override
                     public void publish(FencingToken token, List<ProducerRecord<String, byte[]>> records) {
                         throw new IllegalStateException("broker unavailable (simulated)");
@@ -283,7 +326,8 @@ class RelayTest {
                     public void close() {}
                 });
         fixture.insertOutbox(42, 3);
-        await().atMost(Duration.ofSeconds(10)).until(() -> relay.status().get("kafka").toString().contains("broker unavailable"));
+        await().atMost(Duration.ofSeconds(10))
+                .until(() -> relay.status().get("kafka").toString().contains("broker unavailable"));
         Map<String, Object> status = relay.status();
         assertThat(status.get("unpublishedRows")).isEqualTo(42L);
         assertThat((Double) status.get("oldestUnpublishedSeconds")).isGreaterThanOrEqualTo(0.0);
@@ -292,11 +336,17 @@ class RelayTest {
     }
 
     static double metric(Relay relay, String name) throws Exception {
-        java.net.http.HttpResponse<String> response = java.net.http.HttpClient.newHttpClient().send(
-                java.net.http.HttpRequest.newBuilder(java.net.URI.create("http://localhost:" + relay.httpPort() + "/metrics")).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString());
-        return response.body().lines().filter(l -> l.startsWith(name + "{") || l.startsWith(name + " "))
-                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
+        java.net.http.HttpResponse<String> response = java.net.http.HttpClient.newHttpClient()
+                .send(
+                        java.net.http.HttpRequest.newBuilder(
+                                        java.net.URI.create("http://localhost:" + relay.httpPort() + "/metrics"))
+                                .build(),
+                        java.net.http.HttpResponse.BodyHandlers.ofString());
+        return response.body()
+                .lines()
+                .filter(l -> l.startsWith(name + "{") || l.startsWith(name + " "))
+                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1)))
+                .sum();
     }
 
     private static ConsumerRecord<String, byte[]> toConsumer(ProducerRecord<String, byte[]> r) {

@@ -41,7 +41,14 @@ final class FastPath {
     /** When to look at the holder again (a ticker reading), or UNSCHEDULED. */
     private long lookAgainAt = UNSCHEDULED;
 
-    FastPath(String role, String holderId, LeaseOps lease, LeaseConfig config, Ticker ticker, Watcher watcher, BooleanSupplier leading,
+    FastPath(
+            String role,
+            String holderId,
+            LeaseOps lease,
+            LeaseConfig config,
+            Ticker ticker,
+            Watcher watcher,
+            BooleanSupplier leading,
             Consumer<FencingToken> takeOver) {
         this.role = role;
         this.holderId = holderId;
@@ -154,7 +161,11 @@ final class FastPath {
             if (w.token().equals(watchTarget)) {
                 // No proof any more: the next look at the holder starts a new wait if it shows a sign of life.
                 watchTarget = null;
-                log.debug("Lease {}: waiting for the session of token {} to end failed: {}", role, w.token(), Faults.describe(w.error()));
+                log.debug(
+                        "Lease {}: waiting for the session of token {} to end failed: {}",
+                        role,
+                        w.token(),
+                        Faults.describe(w.error()));
                 lookAgainSoon();
             }
         } else if (w.ended()) {

@@ -14,4 +14,5 @@ import java.time.OffsetDateTime;
  *     the reading taken before the request was sent, plus the lease duration. Scheduling only;
  *     the in-transaction guard is what protects data.
  */
-public record Grant(String role, String holderId, FencingToken token, OffsetDateTime expiresAt, long localDeadlineNanos) {}
+public record Grant(
+        String role, String holderId, FencingToken token, OffsetDateTime expiresAt, long localDeadlineNanos) {}

@@ -25,7 +25,8 @@ import org.jooq.exception.DataAccessException;
  */
 public final class HolderWatch implements SessionWatch {
 
-    private static final String WAIT = "WITH t AS MATERIALIZED (SELECT set_config('lock_timeout', ?, true)) SELECT pg_advisory_lock(?, ?) FROM t";
+    private static final String WAIT =
+            "WITH t AS MATERIALIZED (SELECT set_config('lock_timeout', ?, true)) SELECT pg_advisory_lock(?, ?) FROM t";
 
     private final int key;
     private final LeaseSession.Connections connections;
@@ -35,6 +36,7 @@ public final class HolderWatch implements SessionWatch {
     private boolean waiting;
     /** An {@link #interrupt()} that came while no wait was in progress: the next wait ends at once. */
     private boolean interruptPending;
+
     private boolean closed;
 
     public HolderWatch(String role, LeaseSession.Connections connections) {

@@ -42,7 +42,11 @@ import org.slf4j.LoggerFactory;
  */
 public final class Leadership implements Grants, AutoCloseable {
 
-    public enum State { FOLLOWER, LEADER, STOPPED }
+    public enum State {
+        FOLLOWER,
+        LEADER,
+        STOPPED
+    }
 
     /** What other threads post to the lease thread. */
     sealed interface Event permits AttemptNow, FastPath.WaitEnded, SteppedDown {}
@@ -65,9 +69,11 @@ public final class Leadership implements Grants, AutoCloseable {
     private final Ticker ticker;
     /** Null when the fast path is off. */
     private final SessionWatch watch;
+
     private final Watcher watcher;
     /** The fast path's decisions; null when it is off. */
     private final FastPath fastPath;
+
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     private final Queue<Event> events = new ConcurrentLinkedQueue<>();
     private final Wakeup wakeup = new Wakeup();
@@ -82,6 +88,7 @@ public final class Leadership implements Grants, AutoCloseable {
     // Confined to the lease thread (before start and after the threads end: to the caller).
     /** Ticker readings: the next periodic attempt, and the attempt at the holder's expiry (or UNSCHEDULED). */
     private long periodicAt;
+
     private long expiryAt = UNSCHEDULED;
     private boolean attemptRequested;
     /** The token this thread last logged as held, or null: every transition is logged once. */
@@ -92,21 +99,36 @@ public final class Leadership implements Grants, AutoCloseable {
     private final LeaseMeters meters;
 
     /** Without the fast path: a follower takes over only at the holder's expiry or release. */
-    public Leadership(String role, String holderId, LeaseOps lease, LeaseConfig config, Duration safetyMargin,
-            Ticker ticker, MeterRegistry registry) {
+    public Leadership(
+            String role,
+            String holderId,
+            LeaseOps lease,
+            LeaseConfig config,
+            Duration safetyMargin,
+            Ticker ticker,
+            MeterRegistry registry) {
         this(role, holderId, lease, null, config, safetyMargin, ticker, registry);
     }
 
     /** With the fast path when {@code watch} is not null. */
-    public Leadership(String role, String holderId, LeaseOps lease, SessionWatch watch, LeaseConfig config, Duration safetyMargin,
-            Ticker ticker, MeterRegistry registry) {
+    public Leadership(
+            String role,
+            String holderId,
+            LeaseOps lease,
+            SessionWatch watch,
+            LeaseConfig config,
+            Duration safetyMargin,
+            Ticker ticker,
+            MeterRegistry registry) {
         this.role = role;
         this.holderId = holderId;
         this.lease = lease;
         this.watch = watch;
         this.watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
-        this.fastPath = watch == null ? null
-                : new FastPath(role, holderId, lease, config, ticker, watcher, () -> grant.get() != null, this::takeOverFrom);
+        this.fastPath = watch == null
+                ? null
+                : new FastPath(
+                        role, holderId, lease, config, ticker, watcher, () -> grant.get() != null, this::takeOverFrom);
         this.config = config;
         this.safetyMarginNanos = safetyMargin.toNanos();
         this.ticker = ticker;
@@ -116,17 +138,24 @@ public final class Leadership implements Grants, AutoCloseable {
 
     /** Starts the lease thread, and the watcher with the fast path on. */
     public void start() {
-        log.info("Lease {}: holder {} starts as follower (lease {}, renew every {})", role, holderId, config.duration(), config.renewInterval());
+        log.info(
+                "Lease {}: holder {} starts as follower (lease {}, renew every {})",
+                role,
+                holderId,
+                config.duration(),
+                config.renewInterval());
         if (watcher != null) {
             watcher.start();
         }
-        leaseThread = new Thread(() -> {
-            try {
-                Next.drive(this::step, wakeup, ticker);
-            } catch (InterruptedException e) {
-                // Stopped while waiting.
-            }
-        }, "lease-" + role);
+        leaseThread = new Thread(
+                () -> {
+                    try {
+                        Next.drive(this::step, wakeup, ticker);
+                    } catch (InterruptedException e) {
+                        // Stopped while waiting.
+                    }
+                },
+                "lease-" + role);
         leaseThread.setDaemon(true);
         leaseThread.start();
     }
@@ -222,7 +251,9 @@ public final class Leadership implements Grants, AutoCloseable {
                 attemptRequested = true;
             } else if (e instanceof FastPath.WaitEnded w) {
                 fastPath.waitEnded(w);
-            } else if (e instanceof SteppedDown s && s.stale().token().equals(loggedLeaderToken) && grant.get() == null) {
+            } else if (e instanceof SteppedDown s
+                    && s.stale().token().equals(loggedLeaderToken)
+                    && grant.get() == null) {
                 logTransition(State.FOLLOWER, s.stale().token(), s.reason());
             }
         }
@@ -292,7 +323,10 @@ public final class Leadership implements Grants, AutoCloseable {
             }
             databaseReachable = false;
             if (previous != null && grant.compareAndSet(previous, null)) {
-                logTransition(State.FOLLOWER, previous.token(), "renewal failed (" + e.getClass().getSimpleName() + ")");
+                logTransition(
+                        State.FOLLOWER,
+                        previous.token(),
+                        "renewal failed (" + e.getClass().getSimpleName() + ")");
             }
         }
     }
@@ -333,7 +367,10 @@ public final class Leadership implements Grants, AutoCloseable {
             if (result.isPresent()) {
                 periodicAt = started + config.renewInterval().toNanos();
                 meters.fastTakeovers.increment();
-                granted(result.get(), false, "took over from token " + token + ", whose holder's session ended, before its lease expired");
+                granted(
+                        result.get(),
+                        false,
+                        "took over from token " + token + ", whose holder's session ended, before its lease expired");
             } else {
                 attempt(true);
             }
@@ -366,7 +403,9 @@ public final class Leadership implements Grants, AutoCloseable {
             fastPath.sawHolder(h);
         }
         if (!h.remaining().isZero()) {
-            expiryAt = ticker.nanoTime() + Math.min(h.remaining().toNanos(), config.duration().toNanos()) + EXPIRY_SLACK_NANOS;
+            expiryAt = ticker.nanoTime()
+                    + Math.min(h.remaining().toNanos(), config.duration().toNanos())
+                    + EXPIRY_SLACK_NANOS;
         }
     }
 
@@ -404,10 +443,18 @@ public final class Leadership implements Grants, AutoCloseable {
         if (g != null) {
             try {
                 boolean released = lease.release(g.token());
-                log.info("Lease {}: LEADER -> STOPPED (holder {}, token {}): {}", role, holderId, g.token(),
+                log.info(
+                        "Lease {}: LEADER -> STOPPED (holder {}, token {}): {}",
+                        role,
+                        holderId,
+                        g.token(),
                         released ? "released the lease" : "lease had already expired or moved on; nothing to release");
             } catch (RuntimeException e) {
-                log.warn("Lease {}: release of token {} failed, the lease will expire on its own: {}", role, g.token(), Faults.describe(e));
+                log.warn(
+                        "Lease {}: release of token {} failed, the lease will expire on its own: {}",
+                        role,
+                        g.token(),
+                        Faults.describe(e));
             }
         } else {
             log.info("Lease {}: FOLLOWER -> STOPPED (holder {})", role, holderId);

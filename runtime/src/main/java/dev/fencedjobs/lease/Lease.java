@@ -90,10 +90,15 @@ public final class Lease implements LeaseOps {
                 .onConflict(LEADER_LEASE.ROLE)
                 .doUpdate()
                 .set(LEADER_LEASE.HOLDER_ID, holderId)
-                .set(LEADER_LEASE.FENCING_TOKEN,
-                        when(LEADER_LEASE.HOLDER_ID.eq(holderId).and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)),
-                                LEADER_LEASE.FENCING_TOKEN)
-                        .otherwise(LEADER_LEASE.FENCING_TOKEN.plus(1L)))
+                .set(
+                        LEADER_LEASE.FENCING_TOKEN,
+                        when(
+                                        LEADER_LEASE
+                                                .HOLDER_ID
+                                                .eq(holderId)
+                                                .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP)),
+                                        LEADER_LEASE.FENCING_TOKEN)
+                                .otherwise(LEADER_LEASE.FENCING_TOKEN.plus(1L)))
                 .set(LEADER_LEASE.EXPIRES_AT, expiry)
                 .where(LEADER_LEASE.EXPIRES_AT.le(CLOCK_TIMESTAMP).or(LEADER_LEASE.HOLDER_ID.eq(holderId)));
     }
@@ -109,7 +114,8 @@ public final class Lease implements LeaseOps {
      */
     private Field<Boolean> signOfLifeLock(FencingToken held) {
         Condition heldHere = held == null ? DSL.falseCondition() : LEADER_LEASE.FENCING_TOKEN.eq(held.value());
-        return DSL.field("CASE WHEN {0} THEN true ELSE pg_try_advisory_lock({1}, ({2} & 4294967295)::bit(32)::int) END",
+        return DSL.field(
+                "CASE WHEN {0} THEN true ELSE pg_try_advisory_lock({1}, ({2} & 4294967295)::bit(32)::int) END",
                 Boolean.class, heldHere, val(signOfLifeKey(role)), LEADER_LEASE.FENCING_TOKEN);
     }
 
@@ -122,7 +128,8 @@ public final class Lease implements LeaseOps {
      * held until the caller's transaction ends, so keep that transaction short.
      */
     public boolean guard(DSLContext transaction, FencingToken token) {
-        return transaction.select(LEADER_LEASE.FENCING_TOKEN)
+        return transaction
+                .select(LEADER_LEASE.FENCING_TOKEN)
                 .from(LEADER_LEASE)
                 .where(LEADER_LEASE.ROLE.eq(role))
                 .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
@@ -158,12 +165,13 @@ public final class Lease implements LeaseOps {
     /** The conditional release, for operators who name the holder and token themselves. */
     public static boolean release(DSLContext dsl, String role, String holderId, FencingToken token) {
         return dsl.update(LEADER_LEASE)
-                .set(LEADER_LEASE.EXPIRES_AT, CLOCK_TIMESTAMP)
-                .where(LEADER_LEASE.ROLE.eq(role))
-                .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
-                .and(LEADER_LEASE.FENCING_TOKEN.eq(token.value()))
-                .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
-                .execute() == 1;
+                        .set(LEADER_LEASE.EXPIRES_AT, CLOCK_TIMESTAMP)
+                        .where(LEADER_LEASE.ROLE.eq(role))
+                        .and(LEADER_LEASE.HOLDER_ID.eq(holderId))
+                        .and(LEADER_LEASE.FENCING_TOKEN.eq(token.value()))
+                        .and(LEADER_LEASE.EXPIRES_AT.gt(CLOCK_TIMESTAMP))
+                        .execute()
+                == 1;
     }
 
     /**
@@ -172,7 +180,8 @@ public final class Lease implements LeaseOps {
      * may have renewed or released.
      */
     public Optional<Duration> remaining() {
-        Field<Long> millis = DSL.field("(extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint", Long.class, LEADER_LEASE.EXPIRES_AT);
+        Field<Long> millis = DSL.field(
+                "(extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint", Long.class, LEADER_LEASE.EXPIRES_AT);
         return dsl.select(millis)
                 .from(LEADER_LEASE)
                 .where(LEADER_LEASE.ROLE.eq(role))
@@ -191,7 +200,8 @@ public final class Lease implements LeaseOps {
     @Override
     public Optional<Grant> takeOver(FencingToken token) {
         long sentAt = ticker.nanoTime();
-        return takeOverUpdate(token).returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
+        return takeOverUpdate(token)
+                .returning(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT)
                 .fetchOptional()
                 .map(r -> grant(r.getFencingToken(), r.getExpiresAt(), sentAt));
     }
@@ -199,7 +209,8 @@ public final class Lease implements LeaseOps {
     /** {@link #takeOver(FencingToken)} that also takes the new token's sign of life in the same statement, as {@link #acquireOrRenewSigned}. */
     Optional<SignedGrant> takeOverSigned(FencingToken token, FencingToken held) {
         long sentAt = ticker.nanoTime();
-        return takeOverUpdate(token).returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
+        return takeOverUpdate(token)
+                .returningResult(LEADER_LEASE.FENCING_TOKEN, LEADER_LEASE.EXPIRES_AT, signOfLifeLock(held))
                 .fetchOptional()
                 .map(r -> new SignedGrant(grant(r.value1(), r.value2(), sentAt), r.value3()));
     }
@@ -221,16 +232,19 @@ public final class Lease implements LeaseOps {
      */
     @Override
     public Optional<Holder> holder() {
-        Field<Long> millis = DSL.field("greatest(0, (extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint)", Long.class,
-                LEADER_LEASE.EXPIRES_AT);
-        Field<Boolean> alive = DSL.field("EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2"
-                + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-                + " AND k.classid = {0}::bigint::oid AND k.objid = ({1} & 4294967295)::oid)", Boolean.class,
-                val(Integer.toUnsignedLong(signOfLifeKey(role))), LEADER_LEASE.FENCING_TOKEN);
+        Field<Long> millis = DSL.field(
+                "greatest(0, (extract(epoch FROM ({0} - clock_timestamp())) * 1000)::bigint)",
+                Long.class, LEADER_LEASE.EXPIRES_AT);
+        Field<Boolean> alive = DSL.field(
+                "EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2"
+                        + " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                        + " AND k.classid = {0}::bigint::oid AND k.objid = ({1} & 4294967295)::oid)",
+                Boolean.class, val(Integer.toUnsignedLong(signOfLifeKey(role))), LEADER_LEASE.FENCING_TOKEN);
         return dsl.select(LEADER_LEASE.HOLDER_ID, LEADER_LEASE.FENCING_TOKEN, millis, alive)
                 .from(LEADER_LEASE)
                 .where(LEADER_LEASE.ROLE.eq(role))
-                .fetchOptional(r -> new Holder(r.value1(), FencingToken.of(r.value2()), Duration.ofMillis(r.value3()), r.value4()));
+                .fetchOptional(r ->
+                        new Holder(r.value1(), FencingToken.of(r.value2()), Duration.ofMillis(r.value3()), r.value4()));
     }
 
     /**

@@ -29,7 +29,10 @@ public record LeaseConfig(Duration duration, Duration renewInterval, boolean fas
         Settings.requirePositive(DURATION, duration);
         Settings.requirePositive(RENEW_INTERVAL, renewInterval);
         if (renewInterval.compareTo(duration) >= 0) {
-            throw new ConfigException(RENEW_INTERVAL, "must be shorter than " + DURATION + " (" + renewInterval + " is not shorter than " + duration + ")");
+            throw new ConfigException(
+                    RENEW_INTERVAL,
+                    "must be shorter than " + DURATION + " (" + renewInterval + " is not shorter than " + duration
+                            + ")");
         }
         if (duration.toMillis() < 100) {
             throw new ConfigException(DURATION, "must be at least 100ms, got " + duration);
@@ -69,15 +72,19 @@ public record LeaseConfig(Duration duration, Duration renewInterval, boolean fas
      */
     public void requireWorkBetweenRenewals(DatabaseConfig database) {
         if (renewInterval.plus(database.statementTimeout()).compareTo(duration) >= 0) {
-            throw new ConfigException(RENEW_INTERVAL, "plus " + DatabaseConfig.STATEMENT_TIMEOUT + " (" + renewInterval + " + "
-                    + database.statementTimeout() + ") must be shorter than " + DURATION + " (" + duration
-                    + "), or the leader would idle between renewals");
+            throw new ConfigException(
+                    RENEW_INTERVAL,
+                    "plus " + DatabaseConfig.STATEMENT_TIMEOUT + " (" + renewInterval + " + "
+                            + database.statementTimeout() + ") must be shorter than " + DURATION + " (" + duration
+                            + "), or the leader would idle between renewals");
         }
     }
 
     private void requireShorter(String setting, Duration timeout) {
         if (timeout.compareTo(duration) >= 0) {
-            throw new ConfigException(setting, "must be shorter than " + DURATION + " (" + timeout + " is not shorter than " + duration + ")");
+            throw new ConfigException(
+                    setting,
+                    "must be shorter than " + DURATION + " (" + timeout + " is not shorter than " + duration + ")");
         }
     }
 }

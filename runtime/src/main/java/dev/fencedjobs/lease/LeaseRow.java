@@ -19,7 +19,13 @@ import java.util.Optional;
  * @param live whether it expires after now, in database time
  * @param secondsLeft until it expires (negative once expired), to a tenth of a second
  */
-public record LeaseRow(String role, String holderId, FencingToken token, OffsetDateTime expiresAt, boolean live, BigDecimal secondsLeft) {
+public record LeaseRow(
+        String role,
+        String holderId,
+        FencingToken token,
+        OffsetDateTime expiresAt,
+        boolean live,
+        BigDecimal secondsLeft) {
 
     static final String SELECT = "SELECT role, holder_id, fencing_token, expires_at, expires_at > clock_timestamp(), "
             + "round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1) FROM leader_lease";
@@ -27,7 +33,8 @@ public record LeaseRow(String role, String holderId, FencingToken token, OffsetD
     /** Every role's row, by role. */
     public static List<LeaseRow> all(Connection c) throws SQLException {
         List<LeaseRow> rows = new ArrayList<>();
-        try (PreparedStatement s = c.prepareStatement(SELECT + " ORDER BY role"); ResultSet rs = s.executeQuery()) {
+        try (PreparedStatement s = c.prepareStatement(SELECT + " ORDER BY role");
+                ResultSet rs = s.executeQuery()) {
             while (rs.next()) {
                 rows.add(of(rs));
             }
@@ -56,7 +63,12 @@ public record LeaseRow(String role, String holderId, FencingToken token, OffsetD
     }
 
     private static LeaseRow of(ResultSet rs) throws SQLException {
-        return new LeaseRow(rs.getString(1), rs.getString(2), FencingToken.of(rs.getLong(3)), rs.getObject(4, OffsetDateTime.class), rs.getBoolean(5),
+        return new LeaseRow(
+                rs.getString(1),
+                rs.getString(2),
+                FencingToken.of(rs.getLong(3)),
+                rs.getObject(4, OffsetDateTime.class),
+                rs.getBoolean(5),
                 rs.getBigDecimal(6));
     }
 }

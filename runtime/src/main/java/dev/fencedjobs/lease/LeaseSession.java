@@ -40,7 +40,8 @@ public final class LeaseSession implements LeaseOps, AutoCloseable {
     /** The sign of life of the token just granted is held by another session: a follower is taking over. */
     public static final class SignOfLifeTaken extends RuntimeException {
         SignOfLifeTaken(FencingToken token) {
-            super("the sign-of-life lock of token " + token + " is held by another session, a follower that is taking over");
+            super("the sign-of-life lock of token " + token
+                    + " is held by another session, a follower that is taking over");
         }
     }
 
@@ -102,9 +103,10 @@ public final class LeaseSession implements LeaseOps, AutoCloseable {
     }
 
     private void releaseStrayLocks() throws SQLException {
-        try (PreparedStatement s = connection.prepareStatement("SELECT count(pg_advisory_unlock(?, l.objid::bigint::bit(32)::int)) FROM pg_locks l"
-                + " WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
-                + " AND l.classid = ?::oid AND l.objid::bigint <> ?")) {
+        try (PreparedStatement s = connection.prepareStatement(
+                "SELECT count(pg_advisory_unlock(?, l.objid::bigint::bit(32)::int)) FROM pg_locks l"
+                        + " WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+                        + " AND l.classid = ?::oid AND l.objid::bigint <> ?")) {
             s.setInt(1, key);
             s.setLong(2, Integer.toUnsignedLong(key));
             s.setLong(3, held == null ? -1 : held.value() & 0xFFFF_FFFFL);
@@ -180,7 +182,8 @@ public final class LeaseSession implements LeaseOps, AutoCloseable {
             if (connection == null) {
                 connection = connections.open();
                 connection.setAutoCommit(true);
-                onSession = lease.on(DSL.using(connection, SQLDialect.POSTGRES, new Settings().withExecuteLogging(false)));
+                onSession =
+                        lease.on(DSL.using(connection, SQLDialect.POSTGRES, new Settings().withExecuteLogging(false)));
             }
             return statement.apply(onSession);
         } catch (SQLException e) {
@@ -198,7 +201,9 @@ public final class LeaseSession implements LeaseOps, AutoCloseable {
     private boolean broken(RuntimeException e) {
         String state = e instanceof DataAccessException d ? d.sqlState() : null;
         try {
-            return connection == null || connection.isClosed() || (state != null && (state.startsWith("08") || state.startsWith("57P")));
+            return connection == null
+                    || connection.isClosed()
+                    || (state != null && (state.startsWith("08") || state.startsWith("57P")));
         } catch (SQLException closedCheck) {
             return true;
         }

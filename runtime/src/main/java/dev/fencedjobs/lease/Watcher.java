@@ -20,7 +20,11 @@ final class Watcher {
 
     /** What the watcher is told to do next. */
     record Command(Kind kind, FencingToken token) {
-        enum Kind { WAIT, UNLOCK, STOP }
+        enum Kind {
+            WAIT,
+            UNLOCK,
+            STOP
+        }
     }
 
     /** Where the outcome of each wait goes: the session let the lock go ({@code ended}), the wait ran out, or it failed ({@code error}). */
@@ -82,7 +86,7 @@ final class Watcher {
     }
 
     private void run() {
-        for (;;) {
+        for (; ; ) {
             Command c;
             try {
                 c = commands.take();
@@ -101,7 +105,11 @@ final class Watcher {
                     try {
                         watch.unlock(c.token());
                     } catch (RuntimeException e) {
-                        log.debug("Lease {}: letting go of token {}'s lock failed: {}", role, c.token(), Faults.describe(e));
+                        log.debug(
+                                "Lease {}: letting go of token {}'s lock failed: {}",
+                                role,
+                                c.token(),
+                                Faults.describe(e));
                     }
                 }
                 case STOP -> {

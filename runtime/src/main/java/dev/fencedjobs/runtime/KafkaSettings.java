@@ -47,9 +47,18 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
 
     /** Security settings as environment variables: the property name in capitals, dots as underscores, after {@code KAFKA_}. */
     public static final Set<String> SECURITY_PROPERTIES = Set.of(
-            "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.login.callback.handler.class",
-            "sasl.oauthbearer.token.endpoint.url", "ssl.truststore.location", "ssl.truststore.password",
-            "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password",
+            "security.protocol",
+            "sasl.mechanism",
+            "sasl.jaas.config",
+            "sasl.login.callback.handler.class",
+            "sasl.oauthbearer.token.endpoint.url",
+            "ssl.truststore.location",
+            "ssl.truststore.password",
+            "ssl.truststore.type",
+            "ssl.keystore.location",
+            "ssl.keystore.password",
+            "ssl.keystore.type",
+            "ssl.key.password",
             "ssl.endpoint.identification.algorithm");
 
     /**
@@ -57,16 +66,30 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
      * of ours says it ({@code BATCH_SIZE}, {@code CONSUMER_GROUP}).
      */
     public static final Set<String> RESERVED = Set.of(
-            "bootstrap.servers", "acks", "enable.idempotence", "max.in.flight.requests.per.connection", "retries",
-            "transactional.id", "partitioner.class", "key.serializer", "value.serializer", "key.deserializer",
-            "value.deserializer", "group.id", "enable.auto.commit", "isolation.level", "auto.offset.reset", "max.poll.records");
+            "bootstrap.servers",
+            "acks",
+            "enable.idempotence",
+            "max.in.flight.requests.per.connection",
+            "retries",
+            "transactional.id",
+            "partitioner.class",
+            "key.serializer",
+            "value.serializer",
+            "key.deserializer",
+            "value.deserializer",
+            "group.id",
+            "enable.auto.commit",
+            "isolation.level",
+            "auto.offset.reset",
+            "max.poll.records");
 
     private static final Set<String> PROTOCOLS = Set.of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL");
     private static final Pattern SECRET = Pattern.compile("password|jaas|secret|ssl\\.keystore\\.key$|credentials");
 
     public KafkaSettings {
         if (bootstrapServers == null || !bootstrapServers.matches("[^,\\s]+:\\d+(,[^,\\s]+:\\d+)*")) {
-            throw new ConfigException(BOOTSTRAP_SERVERS, "must be host:port[,host:port...], got '" + bootstrapServers + "'");
+            throw new ConfigException(
+                    BOOTSTRAP_SERVERS, "must be host:port[,host:port...], got '" + bootstrapServers + "'");
         }
         if (topic == null || !topic.matches("[a-zA-Z0-9._-]{1,249}")) {
             throw new ConfigException(TOPIC, "must be 1 to 249 of [a-zA-Z0-9._-], got '" + topic + "'");
@@ -75,23 +98,31 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
         Objects.requireNonNull(trust, "trust");
         for (String key : client.keySet()) {
             if (RESERVED.contains(key)) {
-                throw new ConfigException(sourceOf(key), "sets " + key + ", which the services set themselves"
-                        + (key.equals("bootstrap.servers") ? " (use " + BOOTSTRAP_SERVERS + ")" : "") + "; remove it");
+                throw new ConfigException(
+                        sourceOf(key),
+                        "sets " + key + ", which the services set themselves"
+                                + (key.equals("bootstrap.servers") ? " (use " + BOOTSTRAP_SERVERS + ")" : "")
+                                + "; remove it");
             }
         }
         String protocol = client.getOrDefault("security.protocol", "PLAINTEXT").toUpperCase(Locale.ROOT);
         if (!PROTOCOLS.contains(protocol)) {
-            throw new ConfigException(sourceOf("security.protocol"), "must be one of " + new TreeSet<>(PROTOCOLS)
-                    + ", got '" + client.get("security.protocol") + "'");
+            throw new ConfigException(
+                    sourceOf("security.protocol"),
+                    "must be one of " + new TreeSet<>(PROTOCOLS) + ", got '" + client.get("security.protocol") + "'");
         }
         boolean sasl = protocol.startsWith("SASL_");
         if (!sasl && client.containsKey("sasl.mechanism")) {
-            throw new ConfigException(sourceOf("sasl.mechanism"), "is set, but security.protocol is " + protocol
-                    + " (use SASL_SSL or SASL_PLAINTEXT)");
+            throw new ConfigException(
+                    sourceOf("sasl.mechanism"),
+                    "is set, but security.protocol is " + protocol + " (use SASL_SSL or SASL_PLAINTEXT)");
         }
-        if (sasl && !client.containsKey("sasl.jaas.config") && System.getProperty("java.security.auth.login.config") == null) {
-            throw new ConfigException(SASL_USERNAME + " and " + SASL_PASSWORD, "are required with security.protocol " + protocol
-                    + " (or KAFKA_SASL_JAAS_CONFIG)");
+        if (sasl
+                && !client.containsKey("sasl.jaas.config")
+                && System.getProperty("java.security.auth.login.config") == null) {
+            throw new ConfigException(
+                    SASL_USERNAME + " and " + SASL_PASSWORD,
+                    "are required with security.protocol " + protocol + " (or KAFKA_SASL_JAAS_CONFIG)");
         }
         for (String store : new String[] {"ssl.truststore.location", "ssl.keystore.location"}) {
             String location = client.get(store);
@@ -125,17 +156,23 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
         Optional<String> user = settings.get(SASL_USERNAME);
         Optional<String> password = settings.get(SASL_PASSWORD);
         if (user.isPresent() != password.isPresent()) {
-            throw new ConfigException(user.isPresent() ? SASL_PASSWORD : SASL_USERNAME, "is required when "
-                    + (user.isPresent() ? SASL_USERNAME : SASL_PASSWORD) + " is set");
+            throw new ConfigException(
+                    user.isPresent() ? SASL_PASSWORD : SASL_USERNAME,
+                    "is required when " + (user.isPresent() ? SASL_USERNAME : SASL_PASSWORD) + " is set");
         }
         if (user.isPresent()) {
             if (settings.get(environmentName("sasl.jaas.config")).isPresent()) {
                 throw new ConfigException(SASL_USERNAME, "cannot be used with KAFKA_SASL_JAAS_CONFIG; set one of them");
             }
-            client.put("sasl.jaas.config", jaas(client.getOrDefault("sasl.mechanism", "GSSAPI"), user.get(), password.get()));
+            client.put(
+                    "sasl.jaas.config",
+                    jaas(client.getOrDefault("sasl.mechanism", "GSSAPI"), user.get(), password.get()));
         }
-        return new KafkaSettings(settings.string(BOOTSTRAP_SERVERS, DEFAULT_BOOTSTRAP_SERVERS), settings.string(TOPIC, DEFAULT_TOPIC),
-                client, RecordTrust.from(settings));
+        return new KafkaSettings(
+                settings.string(BOOTSTRAP_SERVERS, DEFAULT_BOOTSTRAP_SERVERS),
+                settings.string(TOPIC, DEFAULT_TOPIC),
+                client,
+                RecordTrust.from(settings));
     }
 
     /** {@code ssl.truststore.location} is {@code KAFKA_SSL_TRUSTSTORE_LOCATION}. */
@@ -160,12 +197,14 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
 
     @Override
     public String toString() {
-        return "KafkaSettings[bootstrapServers=" + bootstrapServers + ", topic=" + topic + ", client=" + redactedClient() + ", trust="
-                + trust.describe() + "]";
+        return "KafkaSettings[bootstrapServers=" + bootstrapServers + ", topic=" + topic + ", client="
+                + redactedClient() + ", trust=" + trust.describe() + "]";
     }
 
     private static String sourceOf(String property) {
-        return SECURITY_PROPERTIES.contains(property) ? environmentName(property) + " (or " + CLIENT_PROPERTIES + ")" : CLIENT_PROPERTIES;
+        return SECURITY_PROPERTIES.contains(property)
+                ? environmentName(property) + " (or " + CLIENT_PROPERTIES + ")"
+                : CLIENT_PROPERTIES;
     }
 
     private static Map<String, String> readPropertiesFile(String file) {
@@ -176,7 +215,8 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
             throw new ConfigException(CLIENT_PROPERTIES, "cannot read " + file + ": " + e.getMessage());
         }
         Map<String, String> values = new LinkedHashMap<>();
-        p.stringPropertyNames().forEach(k -> values.put(k.trim(), p.getProperty(k).trim()));
+        p.stringPropertyNames()
+                .forEach(k -> values.put(k.trim(), p.getProperty(k).trim()));
         return values;
     }
 
@@ -192,8 +232,10 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
                 module = "org.apache.kafka.common.security.scram.ScramLoginModule";
                 break;
             default:
-                throw new ConfigException(SASL_USERNAME, "works with KAFKA_SASL_MECHANISM PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not '"
-                        + mechanism + "'; for OAUTHBEARER or GSSAPI set KAFKA_SASL_JAAS_CONFIG");
+                throw new ConfigException(
+                        SASL_USERNAME,
+                        "works with KAFKA_SASL_MECHANISM PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not '" + mechanism
+                                + "'; for OAUTHBEARER or GSSAPI set KAFKA_SASL_JAAS_CONFIG");
         }
         return module + " required username=\"" + quote(user) + "\" password=\"" + quote(password) + "\";";
     }

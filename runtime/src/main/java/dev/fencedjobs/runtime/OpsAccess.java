@@ -41,7 +41,9 @@ public record OpsAccess(String bindAddress, String token) {
     }
 
     public static OpsAccess from(Settings settings) {
-        return new OpsAccess(settings.string(BIND_ADDRESS, ALL_INTERFACES), settings.valueOrFile(TOKEN, TOKEN_FILE).orElse(null));
+        return new OpsAccess(
+                settings.string(BIND_ADDRESS, ALL_INTERFACES),
+                settings.valueOrFile(TOKEN, TOKEN_FILE).orElse(null));
     }
 
     public OpsAccess withToken(String other) {
@@ -60,7 +62,8 @@ public record OpsAccess(String bindAddress, String token) {
         if (authorization == null || !authorization.startsWith("Bearer ")) {
             return false;
         }
-        return MessageDigest.isEqual(authorization.substring("Bearer ".length()).strip().getBytes(StandardCharsets.UTF_8),
+        return MessageDigest.isEqual(
+                authorization.substring("Bearer ".length()).strip().getBytes(StandardCharsets.UTF_8),
                 token.getBytes(StandardCharsets.UTF_8));
     }
 

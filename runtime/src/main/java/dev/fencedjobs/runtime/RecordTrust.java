@@ -113,7 +113,9 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     /** Reads {@code RECORD_SIGNATURES}, the signing key and the trusted keys; each key from its variable or its file. */
     public static RecordTrust from(Settings settings) {
         Mode mode = settings.get(SIGNATURES).map(Mode::parse).orElse(Mode.REQUIRED);
-        KeyPair signing = settings.valueOrFile(SIGNING_KEY, SIGNING_KEY_FILE).map(RecordTrust::parsePrivate).orElse(null);
+        KeyPair signing = settings.valueOrFile(SIGNING_KEY, SIGNING_KEY_FILE)
+                .map(RecordTrust::parsePrivate)
+                .orElse(null);
         Map<String, PublicKey> trusted = new LinkedHashMap<>();
         settings.valueOrFile(VERIFY_KEYS, VERIFY_KEYS_FILE).ifPresent(t -> {
             for (PublicKey key : parsePublic(t)) {
@@ -126,18 +128,22 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     /** The relay's check at start-up. */
     public void requireSigningKey() {
         if (signing == null && mode == Mode.REQUIRED) {
-            throw new ConfigException(SIGNING_KEY, "is not set (nor " + SIGNING_KEY_FILE + "): the relay signs every record so that "
-                    + "consumers can tell its records from forged ones. Make a key pair with `fenced-jobs keygen`, or set "
-                    + SIGNATURES + "=accept-unsigned while a rollout still has consumers without keys");
+            throw new ConfigException(
+                    SIGNING_KEY,
+                    "is not set (nor " + SIGNING_KEY_FILE + "): the relay signs every record so that "
+                            + "consumers can tell its records from forged ones. Make a key pair with `fenced-jobs keygen`, or set "
+                            + SIGNATURES + "=accept-unsigned while a rollout still has consumers without keys");
         }
     }
 
     /** The consumer's check at start-up. */
     public void requireVerifyKeys() {
         if (trusted.isEmpty() && mode == Mode.REQUIRED) {
-            throw new ConfigException(VERIFY_KEYS, "is not set (nor " + VERIFY_KEYS_FILE + "): the consumer applies only records signed "
-                    + "by a relay key it trusts. Give it the relay's public key (`fenced-jobs keygen` writes one), or set "
-                    + SIGNATURES + "=accept-unsigned while relays without a key still publish");
+            throw new ConfigException(
+                    VERIFY_KEYS,
+                    "is not set (nor " + VERIFY_KEYS_FILE + "): the consumer applies only records signed "
+                            + "by a relay key it trusts. Give it the relay's public key (`fenced-jobs keygen` writes one), or set "
+                            + SIGNATURES + "=accept-unsigned while relays without a key still publish");
         }
     }
 
@@ -191,8 +197,9 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
     }
 
     private static String pem(String type, byte[] der) {
-        return "-----BEGIN " + type + "-----\n" + Base64.getMimeEncoder(64, "\n".getBytes(StandardCharsets.US_ASCII)).encodeToString(der)
-                + "\n-----END " + type + "-----\n";
+        return "-----BEGIN " + type + "-----\n"
+                + Base64.getMimeEncoder(64, "\n".getBytes(StandardCharsets.US_ASCII))
+                        .encodeToString(der) + "\n-----END " + type + "-----\n";
     }
 
     /**
@@ -206,7 +213,8 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
                 Matcher m = PEM.matcher(text);
                 while (m.find()) {
                     if (!m.group(1).equals(type)) {
-                        throw new ConfigException(variable, "holds a " + m.group(1) + " block; it takes " + type + " blocks");
+                        throw new ConfigException(
+                                variable, "holds a " + m.group(1) + " block; it takes " + type + " blocks");
                     }
                     ders.add(Base64.getMimeDecoder().decode(m.group(2)));
                 }
@@ -245,7 +253,8 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
             try {
                 keys.add(KeyFactory.getInstance(ALGORITHM).generatePublic(new X509EncodedKeySpec(der)));
             } catch (GeneralSecurityException e) {
-                throw new ConfigException(VERIFY_KEYS, "holds a key that is not an Ed25519 public key (X.509): " + e.getMessage());
+                throw new ConfigException(
+                        VERIFY_KEYS, "holds a key that is not an Ed25519 public key (X.509): " + e.getMessage());
             }
         }
         return keys;
@@ -257,7 +266,8 @@ public record RecordTrust(Mode mode, KeyPair signing, Map<String, PublicKey> tru
      * same private key and its public key (checked).
      */
     private static PublicKey publicOf(PrivateKey key) throws GeneralSecurityException {
-        byte[] seed = ((EdECPrivateKey) key).getBytes()
+        byte[] seed = ((EdECPrivateKey) key)
+                .getBytes()
                 .orElseThrow(() -> new GeneralSecurityException("the private key hides its bytes"));
         KeyPairGenerator generator = KeyPairGenerator.getInstance(ALGORITHM);
         generator.initialize(NamedParameterSpec.ED25519, new FixedSeed(seed));

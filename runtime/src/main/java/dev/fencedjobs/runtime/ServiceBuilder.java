@@ -133,8 +133,10 @@ public abstract class ServiceBuilder<B extends ServiceBuilder<B>> {
         } else if (database != null) {
             db = database;
         } else {
-            throw new ConfigException(DatabaseConfig.URL, "give the builder a database(DatabaseConfig.of(url, user, password)) "
-                    + "or the application's dataSource(…)");
+            throw new ConfigException(
+                    DatabaseConfig.URL,
+                    "give the builder a database(DatabaseConfig.of(url, user, password)) "
+                            + "or the application's dataSource(…)");
         }
         return new ServiceConfig(db, httpPort == null ? 0 : httpPort, shutdownTimeout, migrate, opsAccess);
     }

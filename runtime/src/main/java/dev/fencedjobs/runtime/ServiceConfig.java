@@ -15,7 +15,8 @@ import java.util.Objects;
  * @param migrate apply schema migrations at start-up ({@code DATABASE_MIGRATE})
  * @param ops the endpoint's interface and bearer token ({@code HTTP_BIND_ADDRESS}, {@code OPS_TOKEN})
  */
-public record ServiceConfig(DatabaseConfig database, int httpPort, Duration shutdownTimeout, boolean migrate, OpsAccess ops) {
+public record ServiceConfig(
+        DatabaseConfig database, int httpPort, Duration shutdownTimeout, boolean migrate, OpsAccess ops) {
 
     public static final String HTTP_PORT = "HTTP_PORT";
     public static final String SHUTDOWN_TIMEOUT = "SHUTDOWN_TIMEOUT";

@@ -49,6 +49,7 @@ class FastTakeoverTest {
     private static Server shared;
     /** The server the test at hand runs on: the shared one, or a restartable one of its own. */
     private Server server;
+
     private DSLContext dsl;
     private final List<Replica> replicas = new ArrayList<>();
     private final String role = "role-" + UUID.randomUUID();
@@ -85,7 +86,8 @@ class FastTakeoverTest {
     }
 
     private static DatabaseConfig config(String url, String user, String password) {
-        return DatabaseConfig.of(url, user, password).withPoolSize(8)
+        return DatabaseConfig.of(url, user, password)
+                .withPoolSize(8)
                 .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30));
     }
 
@@ -104,8 +106,15 @@ class FastTakeoverTest {
             this.session = new LeaseSession(lease, () -> connect(url, name + "-lease"));
             HolderWatch watch = new HolderWatch(role, () -> connect(server.url(), name + "-watch"));
             LeaseOps ops = GatedLease.gated(gate, config.fastTakeover() ? session : lease);
-            this.leadership = new Leadership(role, name, ops, config.fastTakeover() ? watch : null, config, Duration.ZERO,
-                    Ticker.system(), new SimpleMeterRegistry());
+            this.leadership = new Leadership(
+                    role,
+                    name,
+                    ops,
+                    config.fastTakeover() ? watch : null,
+                    config,
+                    Duration.ZERO,
+                    Ticker.system(),
+                    new SimpleMeterRegistry());
             replicas.add(this);
             leadership.start();
         }
@@ -142,7 +151,8 @@ class FastTakeoverTest {
 
     private static String viaProxy(String url, TcpProxy proxy) {
         URI uri = URI.create(url.substring("jdbc:".length()));
-        return "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + uri.getRawPath() + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery());
+        return "jdbc:postgresql://127.0.0.1:" + proxy.port(0) + uri.getRawPath()
+                + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery());
     }
 
     private static int port(String url) {
@@ -168,12 +178,20 @@ class FastTakeoverTest {
     }
 
     private OffsetDateTime acquiredAt(FencingToken token) {
-        return dsl.fetchOne("SELECT acquired_at FROM lease_takeover WHERE role = ? AND fencing_token = ?", role, token.value()).get(0, OffsetDateTime.class);
+        return dsl.fetchOne(
+                        "SELECT acquired_at FROM lease_takeover WHERE role = ? AND fencing_token = ?",
+                        role,
+                        token.value())
+                .get(0, OffsetDateTime.class);
     }
 
     private void terminate(String applicationName) {
-        assertThat(dsl.fetchOne("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?",
-                applicationName).get(0, Long.class)).as("sessions named %s terminated", applicationName).isEqualTo(1L);
+        assertThat(dsl.fetchOne(
+                                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?",
+                                applicationName)
+                        .get(0, Long.class))
+                .as("sessions named %s terminated", applicationName)
+                .isEqualTo(1L);
     }
 
     @Test
@@ -187,11 +205,15 @@ class FastTakeoverTest {
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
         assertThat(b.token()).as("token + 1").isEqualTo(token.next());
-        assertThat(acquiredAt(token.next())).as("taken over before the holder's lease expired (database time)").isBefore(expiry);
+        assertThat(acquiredAt(token.next()))
+                .as("taken over before the holder's lease expired (database time)")
+                .isBefore(expiry);
         assertThat(b.leadership.fastTakeoverCount()).isEqualTo(1);
         assertThat(a.canWrite(token)).as("the former holder's guard").isFalse();
         await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
-        assertThat(a.session.signOfLife()).as("the former holder holds no sign of life").isEmpty();
+        assertThat(a.session.signOfLife())
+                .as("the former holder holds no sign of life")
+                .isEmpty();
         assertThat(b.session.signOfLife()).hasValue(token.next());
 
         // And back: the former holder now waits for the new holder's session.
@@ -209,14 +231,18 @@ class FastTakeoverTest {
     void aTokenBeyond32Bits_theGrantsLockIsTheOneTheFollowerReadsAndWaitsFor() {
         // Low 32 bits 0x80000005: negative as Java's (int), so every encoding of the lock's second key must agree.
         FencingToken old = FencingToken.of((1L << 32) + (1L << 31) + 5);
-        dsl.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES (?, 'gone', ?, clock_timestamp() - interval '1 second')",
-                role, old.value());
+        dsl.execute(
+                "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES (?, 'gone', ?, clock_timestamp() - interval '1 second')",
+                role,
+                old.value());
         Replica a = leader(MINUTE, null);
         assertThat(a.token()).isEqualTo(old.next());
         assertThat(a.session.signOfLife()).hasValue(old.next());
         assertThat(dsl.fetchOne("SELECT l.objid::bigint FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid"
-                + " WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'a-lease'").get(0, Long.class))
-                .as("the lock's second key, the token's low 32 bits").isEqualTo(old.next().value() & 0xFFFF_FFFFL);
+                                + " WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'a-lease'")
+                        .get(0, Long.class))
+                .as("the lock's second key, the token's low 32 bits")
+                .isEqualTo(old.next().value() & 0xFFFF_FFFFL);
         Replica b = watchingFollower("b", MINUTE); // only after reading a sign of life
         OffsetDateTime expiry = expiresAt();
 
@@ -230,20 +256,27 @@ class FastTakeoverTest {
 
     @Test
     void aGrantThatFailsAfterItsReturningTookTheLock_leavesNoSignOfLifeBehind() throws Exception {
-        // An AFTER trigger fails the statement once its RETURNING list has run: the grant rolls back, a session-level lock would not.
+        // An AFTER trigger fails the statement once its RETURNING list has run: the grant rolls back, a session-level
+        // lock would not.
         String trigger = "fail_" + role.replace("-", "_");
-        dsl.execute("CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'fails after RETURNING'; END $$");
-        dsl.execute("CREATE TRIGGER " + trigger + " AFTER INSERT OR UPDATE ON leader_lease FOR EACH ROW WHEN (NEW.role = '" + role
-                + "' AND NEW.holder_id = 'doomed') EXECUTE FUNCTION " + trigger + "()");
-        try (LeaseSession doomed = new LeaseSession(new Lease(dsl, role, "doomed", MINUTE.duration(), Ticker.system()),
+        dsl.execute("CREATE FUNCTION " + trigger
+                + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'fails after RETURNING'; END $$");
+        dsl.execute(
+                "CREATE TRIGGER " + trigger + " AFTER INSERT OR UPDATE ON leader_lease FOR EACH ROW WHEN (NEW.role = '"
+                        + role + "' AND NEW.holder_id = 'doomed') EXECUTE FUNCTION " + trigger + "()");
+        try (LeaseSession doomed = new LeaseSession(
+                new Lease(dsl, role, "doomed", MINUTE.duration(), Ticker.system()),
                 () -> connect(server.url(), "doomed-lease"))) {
             assertThatThrownBy(doomed::acquireOrRenew).hasMessageContaining("fails after RETURNING");
             assertThat(Lease.read(dsl, role)).as("the grant rolled back").isEmpty();
             assertThat(dsl.fetchCount(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
-                    .where("l.locktype = 'advisory' AND s.application_name = 'doomed-lease'"))).as("locks left on the failed session").isZero();
+                            .where("l.locktype = 'advisory' AND s.application_name = 'doomed-lease'")))
+                    .as("locks left on the failed session")
+                    .isZero();
             assertThat(doomed.signOfLife()).isEmpty();
 
-            // The failed session still open: the replica granted that token takes its sign of life, and a follower waits for it.
+            // The failed session still open: the replica granted that token takes its sign of life, and a follower
+            // waits for it.
             Replica a = leader(MINUTE, null);
             assertThat(a.session.signOfLife()).hasValue(a.token());
             watchingFollower("b", MINUTE);
@@ -254,7 +287,8 @@ class FastTakeoverTest {
     }
 
     @Test
-    void leaseConnectionAloneCut_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() throws Exception {
+    void leaseConnectionAloneCut_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown()
+            throws Exception {
         try (TcpProxy proxy = new TcpProxy("a-lease", port(server.url()))) {
             Replica a = leader(MINUTE, proxy);
             FencingToken token = a.token();
@@ -266,7 +300,9 @@ class FastTakeoverTest {
             await().until(() -> b.leadership.state() == Leadership.State.LEADER);
             assertThat(b.token()).isEqualTo(token.next());
             assertThat(acquiredAt(token.next())).isBefore(expiry);
-            assertThat(a.canWrite(token)).as("the former holder's guard, over its pool").isFalse();
+            assertThat(a.canWrite(token))
+                    .as("the former holder's guard, over its pool")
+                    .isFalse();
             await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
         }
     }
@@ -281,7 +317,8 @@ class FastTakeoverTest {
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
         assertThat(b.token()).isEqualTo(token.next());
-        assertThat(acquiredAt(token.next())).as("taken over no earlier than the paused holder's last renewed expiry")
+        assertThat(acquiredAt(token.next()))
+                .as("taken over no earlier than the paused holder's last renewed expiry")
                 .isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
         assertThat(b.leadership.fastTakeoverCount()).isZero();
         assertThat(a.canWrite(token)).isFalse();
@@ -297,14 +334,16 @@ class FastTakeoverTest {
         a.pause();
 
         await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(acquiredAt(token.next())).isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
+        assertThat(acquiredAt(token.next()))
+                .isAfterOrEqualTo(a.leadership.lastGrant().orElseThrow().expiresAt());
         assertThat(b.leadership.fastTakeoverCount()).isZero();
     }
 
     @Test
     void databaseRestart_endsEverySession_theHolderTakesItsSignOfLifeAgain_andNoOneTakesOverEarly() {
         try (RestartablePostgres pg = new RestartablePostgres();
-                HikariDataSource pool = Database.pool(config(pg.url(), pg.user(), pg.password()), "fast-takeover-restart")) {
+                HikariDataSource pool =
+                        Database.pool(config(pg.url(), pg.user(), pg.password()), "fast-takeover-restart")) {
             Database.migrate(pool);
             on(new Server(pg.url(), pg.user(), pg.password(), Database.dsl(pool)));
             Replica a = leader(MINUTE, null);
@@ -313,13 +352,17 @@ class FastTakeoverTest {
 
             pg.stop();
             pg.start();
-            pool.getHikariPoolMXBean().softEvictConnections(); // the test's own reads: not over connections the restart ended
+            pool.getHikariPoolMXBean()
+                    .softEvictConnections(); // the test's own reads: not over connections the restart ended
 
             // Every session ended, the holder's and the follower's wait alike: an ended wait proves nothing.
-            await().until(() -> a.session.signOfLife().isPresent() && a.leadership.state() == Leadership.State.LEADER
+            await().until(() -> a.session.signOfLife().isPresent()
+                    && a.leadership.state() == Leadership.State.LEADER
                     && dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
                             .where("l.locktype = 'advisory' AND NOT l.granted AND s.application_name = 'b-watch'")));
-            assertThat(a.token()).as("the holder renewed its live lease on a new session: no takeover").isEqualTo(token);
+            assertThat(a.token())
+                    .as("the holder renewed its live lease on a new session: no takeover")
+                    .isEqualTo(token);
             assertThat(b.leadership.state()).isEqualTo(Leadership.State.FOLLOWER);
             assertThat(b.leadership.fastTakeoverCount()).isZero();
 

@@ -33,7 +33,8 @@ class GuardedWriteTest {
     }
 
     private static int writes(String role) {
-        return db.dsl().fetchCount(DSL.table("protected_write"), DSL.field("role").eq(role));
+        return db.dsl()
+                .fetchCount(DSL.table("protected_write"), DSL.field("role").eq(role));
     }
 
     @Test
@@ -47,24 +48,28 @@ class GuardedWriteTest {
 
         CountDownLatch guarded = new CountDownLatch(1);
         CountDownLatch commit = new CountDownLatch(1);
-        CompletableFuture<Boolean> writerA = CompletableFuture.supplyAsync(() -> db.dsl().transactionResult(c -> {
-            if (!a.guard(c.dsl(), tokenA)) {
-                return false;
-            }
-            guarded.countDown();
-            awaitLatch(commit);
-            write(c.dsl(), role, tokenA);
-            return true;
-        }));
+        CompletableFuture<Boolean> writerA =
+                CompletableFuture.supplyAsync(() -> db.dsl().transactionResult(c -> {
+                    if (!a.guard(c.dsl(), tokenA)) {
+                        return false;
+                    }
+                    guarded.countDown();
+                    awaitLatch(commit);
+                    write(c.dsl(), role, tokenA);
+                    return true;
+                }));
         assertThat(guarded.await(10, TimeUnit.SECONDS)).isTrue();
         // A's lease runs out while its transaction still holds the lease row lock.
-        await().atMost(Duration.ofSeconds(10)).until(() -> !a.read().orElseThrow().live());
+        await().atMost(Duration.ofSeconds(10))
+                .until(() -> !a.read().orElseThrow().live());
 
         CompletableFuture<Optional<Grant>> takeover = CompletableFuture.supplyAsync(b::acquireOrRenew);
-        await().atMost(Duration.ofSeconds(10)).until(() -> db.dsl().fetchExists(DSL.selectOne()
-                .from(DSL.table("pg_stat_activity"))
-                .where(DSL.field("wait_event_type").eq("Lock"))
-                .and(DSL.field("query").like("insert into \"leader_lease\"%"))));
+        await().atMost(Duration.ofSeconds(10))
+                .until(() -> db.dsl()
+                        .fetchExists(DSL.selectOne()
+                                .from(DSL.table("pg_stat_activity"))
+                                .where(DSL.field("wait_event_type").eq("Lock"))
+                                .and(DSL.field("query").like("insert into \"leader_lease\"%"))));
         assertThat(takeover).as("the takeover waits for A's transaction").isNotDone();
 
         commit.countDown();
@@ -72,11 +77,23 @@ class GuardedWriteTest {
         Grant grantB = takeover.get(10, TimeUnit.SECONDS).orElseThrow();
         assertThat(grantB.token()).isEqualTo(tokenA.next());
 
-        OffsetDateTime written = db.dsl().select(DSL.field("written_at", OffsetDateTime.class))
-                .from(DSL.table("protected_write")).where(DSL.field("role").eq(role)).fetchSingle().value1();
-        OffsetDateTime takenOver = db.dsl().select(LEASE_TAKEOVER.ACQUIRED_AT).from(LEASE_TAKEOVER)
-                .where(LEASE_TAKEOVER.ROLE.eq(role), LEASE_TAKEOVER.FENCING_TOKEN.eq(grantB.token().value())).fetchSingle().value1();
-        assertThat(written).as("A's protected write happened before B's takeover").isBefore(takenOver);
+        OffsetDateTime written = db.dsl()
+                .select(DSL.field("written_at", OffsetDateTime.class))
+                .from(DSL.table("protected_write"))
+                .where(DSL.field("role").eq(role))
+                .fetchSingle()
+                .value1();
+        OffsetDateTime takenOver = db.dsl()
+                .select(LEASE_TAKEOVER.ACQUIRED_AT)
+                .from(LEASE_TAKEOVER)
+                .where(
+                        LEASE_TAKEOVER.ROLE.eq(role),
+                        LEASE_TAKEOVER.FENCING_TOKEN.eq(grantB.token().value()))
+                .fetchSingle()
+                .value1();
+        assertThat(written)
+                .as("A's protected write happened before B's takeover")
+                .isBefore(takenOver);
     }
 
     @Test
@@ -88,22 +105,25 @@ class GuardedWriteTest {
 
         CountDownLatch begun = new CountDownLatch(1);
         CountDownLatch takenOver = new CountDownLatch(1);
-        CompletableFuture<Boolean> writerA = CompletableFuture.supplyAsync(() -> db.dsl().transactionResult(c -> {
-            c.dsl().selectOne().fetch(); // the transaction is open, its first snapshot taken
-            begun.countDown();
-            awaitLatch(takenOver);
-            if (!a.guard(c.dsl(), tokenA)) {
-                return false;
-            }
-            write(c.dsl(), role, tokenA);
-            return true;
-        }));
+        CompletableFuture<Boolean> writerA =
+                CompletableFuture.supplyAsync(() -> db.dsl().transactionResult(c -> {
+                    c.dsl().selectOne().fetch(); // the transaction is open, its first snapshot taken
+                    begun.countDown();
+                    awaitLatch(takenOver);
+                    if (!a.guard(c.dsl(), tokenA)) {
+                        return false;
+                    }
+                    write(c.dsl(), role, tokenA);
+                    return true;
+                }));
         assertThat(begun.await(10, TimeUnit.SECONDS)).isTrue();
         db.expire(role);
         assertThat(b.acquireOrRenew()).map(Grant::token).contains(tokenA.next());
         takenOver.countDown();
 
-        assertThat(writerA.get(10, TimeUnit.SECONDS)).as("A's guard after the takeover").isFalse();
+        assertThat(writerA.get(10, TimeUnit.SECONDS))
+                .as("A's guard after the takeover")
+                .isFalse();
         assertThat(writes(role)).isZero();
     }
 
@@ -133,8 +153,12 @@ class GuardedWriteTest {
         });
         assertThat(wroteA).isFalse();
         assertThat(wroteB).isTrue();
-        assertThat(db.dsl().select(DSL.field("token", Long.class)).from(DSL.table("protected_write"))
-                .where(DSL.field("role").eq(role)).fetch(r -> r.value1())).containsExactly(tokenB.value());
+        assertThat(db.dsl()
+                        .select(DSL.field("token", Long.class))
+                        .from(DSL.table("protected_write"))
+                        .where(DSL.field("role").eq(role))
+                        .fetch(r -> r.value1()))
+                .containsExactly(tokenB.value());
     }
 
     private static void awaitLatch(CountDownLatch latch) {

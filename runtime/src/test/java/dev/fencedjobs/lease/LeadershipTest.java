@@ -38,7 +38,12 @@ class LeadershipTest {
                 throw e;
             }
             return next instanceof Long token
-                    ? Optional.of(new Grant("r", "me", FencingToken.of(token), OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+                    ? Optional.of(new Grant(
+                            "r",
+                            "me",
+                            FencingToken.of(token),
+                            OffsetDateTime.now(),
+                            now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }
 
@@ -50,13 +55,20 @@ class LeadershipTest {
 
         @Override
         public Optional<Lease.Holder> holder() {
-            return Optional.ofNullable(holderRemaining).map(left -> new Lease.Holder("other", FencingToken.of(holderToken), left, signOfLife));
+            return Optional.ofNullable(holderRemaining)
+                    .map(left -> new Lease.Holder("other", FencingToken.of(holderToken), left, signOfLife));
         }
 
         @Override
         public Optional<Grant> takeOver(FencingToken token) {
             takeOvers.add(token.value());
-            return token.value() == holderToken ? Optional.of(new Grant("r", "me", token.next(), OffsetDateTime.now(), now + LEASE.duration().toNanos()))
+            return token.value() == holderToken
+                    ? Optional.of(new Grant(
+                            "r",
+                            "me",
+                            token.next(),
+                            OffsetDateTime.now(),
+                            now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }
     };
@@ -97,7 +109,9 @@ class LeadershipTest {
         holderRemaining = Duration.ofMillis(6500);
         answers.add("another holder");
         l.attempt();
-        assertThat(l.watchTarget()).as("no sign of life: nothing proves a crash, the expiry decides").isEmpty();
+        assertThat(l.watchTarget())
+                .as("no sign of life: nothing proves a crash, the expiry decides")
+                .isEmpty();
 
         signOfLife = true;
         now += Duration.ofMillis(6510).toNanos();
@@ -152,7 +166,9 @@ class LeadershipTest {
         assertThat(takeOvers).containsExactly(7L);
         assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
         assertThat(answers).as("the ordinary attempt asked").isEmpty();
-        assertThat(l.watchTarget()).as("and now waits for the new holder's session").hasValue(FencingToken.of(8));
+        assertThat(l.watchTarget())
+                .as("and now waits for the new holder's session")
+                .hasValue(FencingToken.of(8));
         assertThat(l.fastTakeoverCount()).isZero();
         l.close();
     }
@@ -172,7 +188,9 @@ class LeadershipTest {
         signOfLife = true;
         answers.add("another holder");
         long start = now;
-        assertThat(l.step()).as("next: the periodic attempt").isEqualTo(Next.sleepUntil(start + LEASE.renewInterval().toNanos()));
+        assertThat(l.step())
+                .as("next: the periodic attempt")
+                .isEqualTo(Next.sleepUntil(start + LEASE.renewInterval().toNanos()));
         assertThat(l.takeWatchCommands()).containsExactly(waitFor(7));
         assertThat(l.watchTarget()).hasValue(FencingToken.of(7));
         return l;
@@ -182,7 +200,8 @@ class LeadershipTest {
     void theStepSleepsUntilTheNextThingDue_andAFollowerSendsNothingBeforeTheHoldersExpiry() {
         Leadership l = following();
         now += LEASE.renewInterval().toNanos();
-        assertThat(l.step()).as("the periodic attempt is skipped: the holder's lease runs until 9 s")
+        assertThat(l.step())
+                .as("the periodic attempt is skipped: the holder's lease runs until 9 s")
                 .isEqualTo(Next.sleepUntil(now + LEASE.renewInterval().toNanos()));
         now += Duration.ofMillis(6005).toNanos();
         holderToken = 8L;
@@ -191,7 +210,9 @@ class LeadershipTest {
         l.step();
         assertThat(answers).as("the attempt at the expiry asked").isEmpty();
         assertThat(l.current()).map(Grant::token).contains(FencingToken.of(9));
-        assertThat(l.takeWatchCommands()).as("a wait in progress is left to end by itself").isEmpty();
+        assertThat(l.takeWatchCommands())
+                .as("a wait in progress is left to end by itself")
+                .isEmpty();
         assertThat(interrupts).hasValue(0);
     }
 
@@ -207,7 +228,9 @@ class LeadershipTest {
         l.step();
         assertThat(l.watchTarget()).hasValue(FencingToken.of(8));
         assertThat(interrupts).as("the wait for 7 is cut").hasValue(1);
-        assertThat(l.takeWatchCommands()).as("nothing new until the watcher answers").isEmpty();
+        assertThat(l.takeWatchCommands())
+                .as("nothing new until the watcher answers")
+                .isEmpty();
 
         // Its session ended just before the cut: the answer for 7 takes nothing over.
         l.waitEnded(FencingToken.of(7), true, null);
@@ -232,8 +255,12 @@ class LeadershipTest {
     void race_aWaitFailsAfterADatabaseRestart_theFollowerLooksAgainUntilTheHolderShowsASignOfLife() {
         Leadership l = following();
         long failedAt = now;
-        l.waitEnded(FencingToken.of(7), false, new IllegalStateException("terminating connection due to administrator command"));
-        assertThat(l.step()).as("one look at the holder a renewal interval later")
+        l.waitEnded(
+                FencingToken.of(7),
+                false,
+                new IllegalStateException("terminating connection due to administrator command"));
+        assertThat(l.step())
+                .as("one look at the holder a renewal interval later")
                 .isEqualTo(Next.sleepUntil(failedAt + LEASE.renewInterval().toNanos()));
         assertThat(l.watchTarget()).as("a failed wait proves nothing").isEmpty();
         assertThat(takeOvers).isEmpty();
@@ -274,7 +301,9 @@ class LeadershipTest {
         l.waitEnded(FencingToken.of(7), true, null);
         l.step();
         assertThat(takeOvers).as("a leader takes nothing over").isEmpty();
-        assertThat(l.takeWatchCommands()).as("the lock is let go, and no new wait begins").containsExactly(unlock(7));
+        assertThat(l.takeWatchCommands())
+                .as("the lock is let go, and no new wait begins")
+                .containsExactly(unlock(7));
         assertThat(l.current()).map(Grant::token).contains(FencingToken.of(8));
         assertThat(l.acquisitions()).isEqualTo(1);
         l.close();
@@ -337,14 +366,21 @@ class LeadershipTest {
         now += Duration.ofSeconds(7).toNanos();
         assertThat(l.current()).as("7.0 s into a 10 s lease, margin 2 s").isPresent();
         now += Duration.ofMillis(1001).toNanos();
-        assertThat(l.current()).as("8.001 s into a 10 s lease: stop starting work").isEmpty();
+        assertThat(l.current())
+                .as("8.001 s into a 10 s lease: stop starting work")
+                .isEmpty();
         assertThat(l.state()).as("still leader until a renewal says otherwise").isEqualTo(Leadership.State.LEADER);
 
         int before = changes.get();
         answers.add(1L);
         l.attempt();
-        assertThat(l.current()).as("a renewal moves the deadline").map(Grant::token).contains(FencingToken.of(1));
-        assertThat(changes.get()).as("the worker is woken when a lapsed deadline is lifted").isEqualTo(before + 1);
+        assertThat(l.current())
+                .as("a renewal moves the deadline")
+                .map(Grant::token)
+                .contains(FencingToken.of(1));
+        assertThat(changes.get())
+                .as("the worker is woken when a lapsed deadline is lifted")
+                .isEqualTo(before + 1);
     }
 
     @Test
@@ -420,7 +456,10 @@ class LeadershipTest {
         answers.add(2L);
         l.attempt();
         l.stepDown(old, "guard rejected an older grant");
-        assertThat(l.current()).as("a newer grant survives a step-down for an older one").map(Grant::token).contains(FencingToken.of(2));
+        assertThat(l.current())
+                .as("a newer grant survives a step-down for an older one")
+                .map(Grant::token)
+                .contains(FencingToken.of(2));
         l.stepDown(l.current().orElseThrow(), "guard rejected");
         assertThat(l.state()).isEqualTo(Leadership.State.FOLLOWER);
     }
@@ -447,7 +486,9 @@ class LeadershipTest {
         Backoff b = new Backoff(Duration.ofMillis(100), Duration.ofSeconds(1));
         for (int i = 0; i < 20; i++) {
             long pause = b.nextNanos();
-            long ceiling = Math.min(Duration.ofMillis(100).toNanos() << Math.min(i, 30), Duration.ofSeconds(1).toNanos());
+            long ceiling = Math.min(
+                    Duration.ofMillis(100).toNanos() << Math.min(i, 30),
+                    Duration.ofSeconds(1).toNanos());
             assertThat(pause).isBetween(ceiling / 2, ceiling);
         }
         b.reset();

@@ -25,7 +25,8 @@ class LeaseConfigTest {
     @Test
     void nonPositiveOrUnparseableDurationsAreRefused() {
         assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "0s"))))
-                .isInstanceOf(ConfigException.class).hasMessage("LEASE_DURATION: must be positive, got PT0S");
+                .isInstanceOf(ConfigException.class)
+                .hasMessage("LEASE_DURATION: must be positive, got PT0S");
         assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("RENEW_INTERVAL", "PT-2S"))))
                 .hasMessage("RENEW_INTERVAL: must be positive, got PT-2S");
         assertThatThrownBy(() -> LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "ten seconds"))))
@@ -54,13 +55,15 @@ class LeaseConfigTest {
     @Test
     void databaseTimeoutsMustSitInsideTheLease() {
         LeaseConfig lease = LeaseConfig.from(Settings.of(Map.of("LEASE_DURATION", "2s", "RENEW_INTERVAL", "500ms")));
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of("DATABASE_STATEMENT_TIMEOUT", "2s")))))
-                .hasMessage("DATABASE_STATEMENT_TIMEOUT: must be shorter than LEASE_DURATION (PT2S is not shorter than PT2S)");
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of(
-                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_LOCK_TIMEOUT", "3s")))))
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(
+                        DatabaseConfig.from(Settings.of(Map.of("DATABASE_STATEMENT_TIMEOUT", "2s")))))
+                .hasMessage(
+                        "DATABASE_STATEMENT_TIMEOUT: must be shorter than LEASE_DURATION (PT2S is not shorter than PT2S)");
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(
+                        Settings.of(Map.of("DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_LOCK_TIMEOUT", "3s")))))
                 .hasMessageStartingWith("DATABASE_LOCK_TIMEOUT: must be shorter than LEASE_DURATION");
-        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(Map.of(
-                        "DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "1m")))))
+        assertThatThrownBy(() -> lease.requireTimeoutsWithin(DatabaseConfig.from(Settings.of(
+                        Map.of("DATABASE_STATEMENT_TIMEOUT", "1s", "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "1m")))))
                 .hasMessageStartingWith("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT: must be shorter than LEASE_DURATION");
     }
 

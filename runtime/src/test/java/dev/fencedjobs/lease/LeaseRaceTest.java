@@ -62,10 +62,14 @@ class LeaseRaceTest {
                 assertThat(grants).as("grants in round %d", round).hasSize(1);
                 Grant grant = grants.get(0);
                 if (expired) {
-                    assertThat(grant.token()).as("a takeover, even by the last holder, takes the next token").isEqualTo(FencingToken.of(lastToken + 1));
+                    assertThat(grant.token())
+                            .as("a takeover, even by the last holder, takes the next token")
+                            .isEqualTo(FencingToken.of(lastToken + 1));
                     takeovers++;
                 } else {
-                    assertThat(grant.holderId()).as("only the live holder renews").isEqualTo(lastHolder);
+                    assertThat(grant.holderId())
+                            .as("only the live holder renews")
+                            .isEqualTo(lastHolder);
                     assertThat(grant.token()).as("a renewal keeps the token").isEqualTo(FencingToken.of(lastToken));
                 }
                 lastToken = grant.token().value();
@@ -77,10 +81,16 @@ class LeaseRaceTest {
                 }
             }
             assertThat(takeovers).isGreaterThan(50);
-            assertThat(db.dsl().select(LEASE_TAKEOVER.FENCING_TOKEN).from(LEASE_TAKEOVER)
-                            .where(LEASE_TAKEOVER.ROLE.eq(role)).orderBy(LEASE_TAKEOVER.FENCING_TOKEN).fetch(r -> r.value1()))
+            assertThat(db.dsl()
+                            .select(LEASE_TAKEOVER.FENCING_TOKEN)
+                            .from(LEASE_TAKEOVER)
+                            .where(LEASE_TAKEOVER.ROLE.eq(role))
+                            .orderBy(LEASE_TAKEOVER.FENCING_TOKEN)
+                            .fetch(r -> r.value1()))
                     .as("token history: every takeover once, no gap, no repeat")
-                    .isEqualTo(java.util.stream.LongStream.rangeClosed(1, lastToken).boxed().toList());
+                    .isEqualTo(java.util.stream.LongStream.rangeClosed(1, lastToken)
+                            .boxed()
+                            .toList());
         } finally {
             pool.shutdownNow();
         }
@@ -89,7 +99,9 @@ class LeaseRaceTest {
     @Test
     void freeRunningContendersWithShortLeasesNeverWriteUnderOneTokenFromTwoHolders() throws Exception {
         String role = "race-free";
-        db.dsl().execute("CREATE TABLE guarded_write (seq bigint GENERATED ALWAYS AS IDENTITY, token bigint, holder text)");
+        db.dsl()
+                .execute(
+                        "CREATE TABLE guarded_write (seq bigint GENERATED ALWAYS AS IDENTITY, token bigint, holder text)");
         ExecutorService pool = Executors.newFixedThreadPool(CONTENDERS);
         Map<String, Integer> writesByHolder = new ConcurrentHashMap<>();
         try {
@@ -97,9 +109,15 @@ class LeaseRaceTest {
             // (a JDK 25 build beside a fault-injection run) 4 s gave two writes, too few to mean anything.
             long minimum = System.nanoTime() + Duration.ofSeconds(4).toNanos();
             long cap = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-            java.util.function.BooleanSupplier enough = () -> System.nanoTime() > cap || (System.nanoTime() > minimum
-                    && writesByHolder.values().stream().mapToInt(Integer::intValue).sum() > 100
-                    && ((Number) db.dsl().fetchValue("SELECT count(DISTINCT token) FROM guarded_write")).longValue() > 5);
+            java.util.function.BooleanSupplier enough = () -> System.nanoTime() > cap
+                    || (System.nanoTime() > minimum
+                            && writesByHolder.values().stream()
+                                            .mapToInt(Integer::intValue)
+                                            .sum()
+                                    > 100
+                            && ((Number) db.dsl().fetchValue("SELECT count(DISTINCT token) FROM guarded_write"))
+                                            .longValue()
+                                    > 5);
             List<Future<?>> workers = new ArrayList<>();
             for (int i = 0; i < CONTENDERS; i++) {
                 String holder = "contender-" + i;
@@ -112,7 +130,11 @@ class LeaseRaceTest {
                                 if (!lease.guard(c.dsl(), grant.token())) {
                                     return false;
                                 }
-                                c.dsl().execute("INSERT INTO guarded_write (token, holder) VALUES (?, ?)", grant.token().value(), holder);
+                                c.dsl()
+                                        .execute(
+                                                "INSERT INTO guarded_write (token, holder) VALUES (?, ?)",
+                                                grant.token().value(),
+                                                holder);
                                 return true;
                             });
                             if (wrote) {
@@ -134,23 +156,32 @@ class LeaseRaceTest {
 
         List<Record3<Long, Long, String>> writes = db.dsl()
                 .resultQuery("SELECT seq, token, holder FROM guarded_write ORDER BY seq")
-                .coerce(org.jooq.impl.DSL.field("seq", Long.class), org.jooq.impl.DSL.field("token", Long.class),
+                .coerce(
+                        org.jooq.impl.DSL.field("seq", Long.class),
+                        org.jooq.impl.DSL.field("token", Long.class),
                         org.jooq.impl.DSL.field("holder", String.class))
                 .fetch();
         Map<Long, Set<String>> holdersByToken = new ConcurrentHashMap<>();
         long previous = 0;
         for (Record3<Long, Long, String> w : writes) {
-            holdersByToken.computeIfAbsent(w.value2(), t -> ConcurrentHashMap.newKeySet()).add(w.value3());
+            holdersByToken
+                    .computeIfAbsent(w.value2(), t -> ConcurrentHashMap.newKeySet())
+                    .add(w.value3());
             assertThat(w.value2()).as("tokens in commit order never go back").isGreaterThanOrEqualTo(previous);
             previous = w.value2();
         }
         assertThat(writes).hasSizeGreaterThan(100);
         assertThat(holdersByToken.size()).as("takeovers").isGreaterThan(5);
         assertThat(writesByHolder.size()).as("holders that wrote").isGreaterThan(1);
-        holdersByToken.forEach((token, holders) -> assertThat(holders).as("holders of token %d", token).hasSize(1));
+        holdersByToken.forEach((token, holders) ->
+                assertThat(holders).as("holders of token %d", token).hasSize(1));
         // Every token that wrote was recorded as a takeover by that same holder.
-        holdersByToken.forEach((token, holders) -> assertThat(db.dsl().select(LEASE_TAKEOVER.HOLDER_ID).from(LEASE_TAKEOVER)
-                        .where(LEASE_TAKEOVER.ROLE.eq(role), LEASE_TAKEOVER.FENCING_TOKEN.eq(token)).fetchSingle().value1())
+        holdersByToken.forEach((token, holders) -> assertThat(db.dsl()
+                        .select(LEASE_TAKEOVER.HOLDER_ID)
+                        .from(LEASE_TAKEOVER)
+                        .where(LEASE_TAKEOVER.ROLE.eq(role), LEASE_TAKEOVER.FENCING_TOKEN.eq(token))
+                        .fetchSingle()
+                        .value1())
                 .isEqualTo(holders.iterator().next()));
     }
 }

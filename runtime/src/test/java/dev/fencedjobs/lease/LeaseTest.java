@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
-import dev.fencedjobs.db.internal.DbTime;
 import dev.fencedjobs.db.MigratedDatabase;
+import dev.fencedjobs.db.internal.DbTime;
 import dev.fencedjobs.db.internal.Ticker;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -43,14 +43,17 @@ class LeaseTest {
     }
 
     @Test
-    void articleCheck_oneOfTwoContendersWins_renewalKeepsToken_takeoverIncrements_staleWriterRejected_expiredSameHolderGetsNewToken() {
+    void
+            articleCheck_oneOfTwoContendersWins_renewalKeepsToken_takeoverIncrements_staleWriterRejected_expiredSameHolderGetsNewToken() {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
         Lease b = lease(role, "holder-b", LONG);
 
         Optional<Grant> first = a.acquireOrRenew();
         assertThat(first).map(Grant::token).contains(FencingToken.of(1));
-        assertThat(b.acquireOrRenew()).as("the other contender while A's lease is live").isEmpty();
+        assertThat(b.acquireOrRenew())
+                .as("the other contender while A's lease is live")
+                .isEmpty();
 
         Grant renewed = a.acquireOrRenew().orElseThrow();
         assertThat(renewed.token()).as("renewal retains token").isEqualTo(FencingToken.of(1));
@@ -60,12 +63,18 @@ class LeaseTest {
         Grant takeover = b.acquireOrRenew().orElseThrow();
         assertThat(takeover.token()).as("takeover increments").isEqualTo(FencingToken.of(2));
 
-        assertThat(guardPasses(a, FencingToken.of(1))).as("stale writer rejected").isFalse();
-        assertThat(a.acquireOrRenew()).as("former holder while B's lease is live").isEmpty();
+        assertThat(guardPasses(a, FencingToken.of(1)))
+                .as("stale writer rejected")
+                .isFalse();
+        assertThat(a.acquireOrRenew())
+                .as("former holder while B's lease is live")
+                .isEmpty();
 
         db.expire(role);
         Grant sameHolderAgain = b.acquireOrRenew().orElseThrow();
-        assertThat(sameHolderAgain.token()).as("expired same holder receives a new token").isEqualTo(FencingToken.of(3));
+        assertThat(sameHolderAgain.token())
+                .as("expired same holder receives a new token")
+                .isEqualTo(FencingToken.of(3));
     }
 
     @Test
@@ -75,7 +84,8 @@ class LeaseTest {
         Lease b = lease(role, "holder-b", Duration.ofMillis(300));
         assertThat(a.acquireOrRenew()).map(Grant::token).contains(FencingToken.of(1));
         assertThat(b.acquireOrRenew()).isEmpty();
-        await().atMost(Duration.ofSeconds(5)).until(() -> !a.read().orElseThrow().live());
+        await().atMost(Duration.ofSeconds(5))
+                .until(() -> !a.read().orElseThrow().live());
         assertThat(b.acquireOrRenew()).map(Grant::token).contains(FencingToken.of(2));
     }
 
@@ -107,8 +117,8 @@ class LeaseTest {
 
         FencingToken token = a.acquireOrRenew().orElseThrow().token();
 
-        assertThat(b.remaining()).hasValueSatisfying(left ->
-                assertThat(left).isBetween(Duration.ofSeconds(25), Duration.ofSeconds(30)));
+        assertThat(b.remaining())
+                .hasValueSatisfying(left -> assertThat(left).isBetween(Duration.ofSeconds(25), Duration.ofSeconds(30)));
         assertThat(a.release(token)).isTrue();
         assertThat(b.remaining()).as("released").isEmpty();
     }
@@ -131,8 +141,12 @@ class LeaseTest {
         FencingToken tokenB = b.acquireOrRenew().orElseThrow().token();
         assertThat(tokenB).isEqualTo(tokenA.next());
         OffsetDateTime expiryB = b.read().orElseThrow().expiresAt();
-        assertThat(a.release(tokenA)).as("release by the former holder with its old token").isFalse();
-        assertThat(Lease.release(db.dsl(), role, "holder-a", tokenB)).as("former holder with the new token").isFalse();
+        assertThat(a.release(tokenA))
+                .as("release by the former holder with its old token")
+                .isFalse();
+        assertThat(Lease.release(db.dsl(), role, "holder-a", tokenB))
+                .as("former holder with the new token")
+                .isFalse();
         assertThat(b.read().orElseThrow()).satisfies(s -> {
             assertThat(s.holderId()).isEqualTo("holder-b");
             assertThat(s.token()).isEqualTo(tokenB);
@@ -146,7 +160,8 @@ class LeaseTest {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
         FencingToken token = a.acquireOrRenew().orElseThrow().token();
-        try (Connection listener = db.database().connect(); Statement s = listener.createStatement()) {
+        try (Connection listener = db.database().connect();
+                Statement s = listener.createStatement()) {
             s.execute("LISTEN lease_released");
             a.acquireOrRenew().orElseThrow();
             assertThat(a.release(token)).isTrue();
@@ -187,12 +202,21 @@ class LeaseTest {
         db.expire(role);
         lease(role, "holder-b", LONG).acquireOrRenew().orElseThrow();
 
-        assertThatThrownBy(() -> db.dsl().deleteFrom(LEADER_LEASE).where(LEADER_LEASE.ROLE.eq(role)).execute())
+        assertThatThrownBy(() -> db.dsl()
+                        .deleteFrom(LEADER_LEASE)
+                        .where(LEADER_LEASE.ROLE.eq(role))
+                        .execute())
                 .hasMessageContaining("never deleted");
-        assertThatThrownBy(() -> db.dsl().update(LEADER_LEASE).set(LEADER_LEASE.FENCING_TOKEN, 1L)
-                        .where(LEADER_LEASE.ROLE.eq(role)).execute())
+        assertThatThrownBy(() -> db.dsl()
+                        .update(LEADER_LEASE)
+                        .set(LEADER_LEASE.FENCING_TOKEN, 1L)
+                        .where(LEADER_LEASE.ROLE.eq(role))
+                        .execute())
                 .hasMessageContaining("may not decrease");
-        assertThatThrownBy(() -> db.dsl().deleteFrom(LEASE_TAKEOVER).where(LEASE_TAKEOVER.ROLE.eq(role)).execute())
+        assertThatThrownBy(() -> db.dsl()
+                        .deleteFrom(LEASE_TAKEOVER)
+                        .where(LEASE_TAKEOVER.ROLE.eq(role))
+                        .execute())
                 .hasMessageContaining("append-only");
         assertThat(Lease.read(db.dsl(), role).orElseThrow().token()).isEqualTo(FencingToken.of(2));
     }
@@ -216,7 +240,8 @@ class LeaseTest {
             assertThat(b.acquireOrRenew().orElseThrow().token()).isEqualTo(FencingToken.of(2));
 
             // Expiry is the database's clock plus the duration, whatever the local clock says.
-            OffsetDateTime dbNow = db.dsl().select(DbTime.CLOCK_TIMESTAMP).fetchSingle().value1();
+            OffsetDateTime dbNow =
+                    db.dsl().select(DbTime.CLOCK_TIMESTAMP).fetchSingle().value1();
             assertThat(Duration.between(dbNow, first.expiresAt()).abs()).isLessThan(LONG.plusSeconds(5));
             assertThat(Duration.between(dbNow, first.expiresAt())).isGreaterThan(LONG.minusSeconds(60));
         }

@@ -20,7 +20,8 @@ public final class ScriptedGrants implements Grants {
 
     /** Leads under {@code token} from now on, and tells the listeners. */
     public Grant lead(long token) {
-        grant = new Grant(role, "test", FencingToken.of(token), OffsetDateTime.now().plusSeconds(10), Long.MAX_VALUE);
+        grant = new Grant(
+                role, "test", FencingToken.of(token), OffsetDateTime.now().plusSeconds(10), Long.MAX_VALUE);
         listeners.forEach(Runnable::run);
         return grant;
     }

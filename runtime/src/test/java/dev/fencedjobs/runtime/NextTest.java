@@ -18,18 +18,28 @@ class NextTest {
     @Test
     void theDriverWaitsOnlyForWhatIsAheadAndEndsWhenStopped() throws Exception {
         Wakeup wakeup = new Wakeup();
-        Deque<Next> script = new ArrayDeque<>(List.of(Next.again(), Next.sleepUntil(now), Next.backOff(now - 1, "past"),
-                Next.steppedDown("guard"), Next.await(), Next.sleepUntil(Long.MAX_VALUE), Next.stopped()));
+        Deque<Next> script = new ArrayDeque<>(List.of(
+                Next.again(),
+                Next.sleepUntil(now),
+                Next.backOff(now - 1, "past"),
+                Next.steppedDown("guard"),
+                Next.await(),
+                Next.sleepUntil(Long.MAX_VALUE),
+                Next.stopped()));
         List<Next> taken = new ArrayList<>();
-        Next.drive(() -> {
-            Next next = script.removeFirst();
-            taken.add(next);
-            if (next.kind() == Next.Kind.WAIT || next.kind() == Next.Kind.SLEEP_UNTIL && next.atNanos() == Long.MAX_VALUE) {
-                // A signal sent before the wait (while the step ran) ends it: it is not lost.
-                wakeup.signal();
-            }
-            return next;
-        }, wakeup, () -> now);
+        Next.drive(
+                () -> {
+                    Next next = script.removeFirst();
+                    taken.add(next);
+                    if (next.kind() == Next.Kind.WAIT
+                            || next.kind() == Next.Kind.SLEEP_UNTIL && next.atNanos() == Long.MAX_VALUE) {
+                        // A signal sent before the wait (while the step ran) ends it: it is not lost.
+                        wakeup.signal();
+                    }
+                    return next;
+                },
+                wakeup,
+                () -> now);
         assertThat(taken).hasSize(7).last().isEqualTo(Next.stopped());
         assertThat(script).isEmpty();
     }

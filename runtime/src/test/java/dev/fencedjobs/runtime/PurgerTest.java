@@ -28,23 +28,34 @@ class PurgerTest {
         LinkedBlockingQueue<Boolean> asked = new LinkedBlockingQueue<>();
         AtomicInteger purges = new AtomicInteger();
         CountDownLatch purged = new CountDownLatch(1);
-        try (Purger purger = new Purger("test-purge", new PurgeSchedule(CHUNK, RETENTION, Ticker.system()), () -> {
-            boolean a = active.get();
-            asked.add(a);
-            return a;
-        }, () -> {
-            purges.incrementAndGet();
-            purged.countDown();
-            return 0;
-        }, rows -> { }, e -> { }).start()) {
+        try (Purger purger = new Purger(
+                        "test-purge",
+                        new PurgeSchedule(CHUNK, RETENTION, Ticker.system()),
+                        () -> {
+                            boolean a = active.get();
+                            asked.add(a);
+                            return a;
+                        },
+                        () -> {
+                            purges.incrementAndGet();
+                            purged.countDown();
+                            return 0;
+                        },
+                        rows -> {},
+                        e -> {})
+                .start()) {
             assertThat(asked.poll(10, TimeUnit.SECONDS)).isFalse();
             purger.wake();
-            assertThat(asked.poll(10, TimeUnit.SECONDS)).as("asked again when woken").isFalse();
+            assertThat(asked.poll(10, TimeUnit.SECONDS))
+                    .as("asked again when woken")
+                    .isFalse();
             assertThat(purges).as("no delete while inactive").hasValue(0);
 
             active.set(true);
             purger.wake();
-            assertThat(purged.await(10, TimeUnit.SECONDS)).as("a delete once active").isTrue();
+            assertThat(purged.await(10, TimeUnit.SECONDS))
+                    .as("a delete once active")
+                    .isTrue();
         }
     }
 
@@ -53,14 +64,22 @@ class PurgerTest {
         LinkedBlockingQueue<Integer> results = new LinkedBlockingQueue<>(List.of(CHUNK, CHUNK, 3));
         List<Integer> deleted = new CopyOnWriteArrayList<>();
         CountDownLatch three = new CountDownLatch(3);
-        try (Purger purger = new Purger("test-purge", new PurgeSchedule(CHUNK, Duration.ofDays(1), Ticker.system()), () -> true, () -> {
-            Integer next = results.poll();
-            return next == null ? 0 : next;
-        }, rows -> {
-            deleted.add(rows);
-            three.countDown();
-        }, e -> { }).start()) {
-            // With a day's retention the idle interval is a minute: the three deletes came from full chunks going again.
+        try (Purger purger = new Purger(
+                        "test-purge",
+                        new PurgeSchedule(CHUNK, Duration.ofDays(1), Ticker.system()),
+                        () -> true,
+                        () -> {
+                            Integer next = results.poll();
+                            return next == null ? 0 : next;
+                        },
+                        rows -> {
+                            deleted.add(rows);
+                            three.countDown();
+                        },
+                        e -> {})
+                .start()) {
+            // With a day's retention the idle interval is a minute: the three deletes came from full chunks going
+            // again.
             assertThat(three.await(10, TimeUnit.SECONDS)).isTrue();
             assertThat(deleted).containsExactly(CHUNK, CHUNK, 3);
         }
@@ -72,14 +91,23 @@ class PurgerTest {
         List<RuntimeException> failures = new CopyOnWriteArrayList<>();
         CountDownLatch second = new CountDownLatch(1);
         RuntimeException boom = new IllegalStateException("connection reset");
-        try (Purger purger = new Purger("test-purge", new PurgeSchedule(CHUNK, RETENTION, Ticker.system()), () -> true, () -> {
-            if (calls.incrementAndGet() == 1) {
-                throw boom;
-            }
-            second.countDown();
-            return 0;
-        }, rows -> { }, failures::add).start()) {
-            assertThat(second.await(10, TimeUnit.SECONDS)).as("tried again after the idle interval").isTrue();
+        try (Purger purger = new Purger(
+                        "test-purge",
+                        new PurgeSchedule(CHUNK, RETENTION, Ticker.system()),
+                        () -> true,
+                        () -> {
+                            if (calls.incrementAndGet() == 1) {
+                                throw boom;
+                            }
+                            second.countDown();
+                            return 0;
+                        },
+                        rows -> {},
+                        failures::add)
+                .start()) {
+            assertThat(second.await(10, TimeUnit.SECONDS))
+                    .as("tried again after the idle interval")
+                    .isTrue();
             assertThat(failures).containsExactly(boom);
         }
     }
@@ -90,17 +118,24 @@ class PurgerTest {
         CountDownLatch finish = new CountDownLatch(1);
         AtomicInteger calls = new AtomicInteger();
         AtomicBoolean finished = new AtomicBoolean();
-        Purger purger = new Purger("test-purge", new PurgeSchedule(CHUNK, RETENTION, Ticker.system()), () -> true, () -> {
-            calls.incrementAndGet();
-            inDelete.countDown();
-            try {
-                finish.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            finished.set(true);
-            return CHUNK;
-        }, rows -> { }, e -> { }).start();
+        Purger purger = new Purger(
+                        "test-purge",
+                        new PurgeSchedule(CHUNK, RETENTION, Ticker.system()),
+                        () -> true,
+                        () -> {
+                            calls.incrementAndGet();
+                            inDelete.countDown();
+                            try {
+                                finish.await();
+                            } catch (InterruptedException e) {
+                                Thread.currentThread().interrupt();
+                            }
+                            finished.set(true);
+                            return CHUNK;
+                        },
+                        rows -> {},
+                        e -> {})
+                .start();
         assertThat(inDelete.await(10, TimeUnit.SECONDS)).isTrue();
         Thread closer = new Thread(() -> purger.close(Duration.ofSeconds(30)));
         closer.start();
@@ -111,6 +146,8 @@ class PurgerTest {
         finish.countDown();
         closer.join();
         assertThat(finished).as("close returned after the delete in flight").isTrue();
-        assertThat(calls).as("no delete after the stop, though the chunk came back full").hasValue(1);
+        assertThat(calls)
+                .as("no delete after the stop, though the chunk came back full")
+                .hasValue(1);
     }
 }

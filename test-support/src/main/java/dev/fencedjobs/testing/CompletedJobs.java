@@ -42,11 +42,13 @@ public final class CompletedJobs {
         insert(c, 10_000, "'r-' || (g % 10)", "jsonb_build_object('n', g)");
         insert(c, 10_000, "'r-' || (g % 10)", "jsonb_build_object('n', g)");
         try (Statement s = c.createStatement()) {
-            s.execute("UPDATE outbox_position SET published_through = (SELECT max(id) FROM outbox) WHERE role = 'relay'");
+            s.execute(
+                    "UPDATE outbox_position SET published_through = (SELECT max(id) FROM outbox) WHERE role = 'relay'");
             s.execute("DELETE FROM outbox WHERE id < (SELECT min(id) + 10000 FROM outbox)");
             s.execute("VACUUM outbox");
             s.execute(statement(10_000 + unpublished, "'r-' || (g % 10)", "jsonb_build_object('n', g)"));
-            s.execute("UPDATE outbox_position SET published_through = (SELECT max(id) - " + unpublished + " FROM outbox) WHERE role = 'relay'");
+            s.execute("UPDATE outbox_position SET published_through = (SELECT max(id) - " + unpublished
+                    + " FROM outbox) WHERE role = 'relay'");
             s.execute("ANALYZE outbox");
         }
     }

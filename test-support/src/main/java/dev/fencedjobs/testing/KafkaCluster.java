@@ -63,7 +63,8 @@ public final class KafkaCluster implements AutoCloseable {
             }
             String clusterId = Uuid.randomUuid().toString();
             for (int i = 0; i < size; i++) {
-                nodes.add(KafkaProcess.member(clusterId, i + 1, ports[i], controllerPorts[i], String.join(",", voters), REPLICATED));
+                nodes.add(KafkaProcess.member(
+                        clusterId, i + 1, ports[i], controllerPorts[i], String.join(",", voters), REPLICATED));
             }
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -128,20 +129,32 @@ public final class KafkaCluster implements AutoCloseable {
         if (nodes.size() < 2) {
             throw new IllegalStateException("a single broker has no other to move leaders to");
         }
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrapServers(), "request.timeout.ms", 10_000,
-                "default.api.timeout.ms", 30_000))) {
-            TopicDescription before = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+        try (Admin admin = Admin.create(Map.of(
+                "bootstrap.servers",
+                bootstrapServers(),
+                "request.timeout.ms",
+                10_000,
+                "default.api.timeout.ms",
+                30_000))) {
+            TopicDescription before =
+                    admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
             Map<TopicPartition, Optional<NewPartitionReassignment>> rotated = new HashMap<>();
             Map<Integer, Integer> leaderBefore = new HashMap<>();
             for (TopicPartitionInfo p : before.partitions()) {
-                List<Integer> replicas = new ArrayList<>(p.replicas().stream().map(n -> n.id()).toList());
+                List<Integer> replicas =
+                        new ArrayList<>(p.replicas().stream().map(n -> n.id()).toList());
                 Collections.rotate(replicas, -1);
-                rotated.put(new TopicPartition(topic, p.partition()), Optional.of(new NewPartitionReassignment(replicas)));
-                leaderBefore.put(p.partition(), p.leader() == null ? -1 : p.leader().id());
+                rotated.put(
+                        new TopicPartition(topic, p.partition()), Optional.of(new NewPartitionReassignment(replicas)));
+                leaderBefore.put(
+                        p.partition(), p.leader() == null ? -1 : p.leader().id());
             }
             admin.alterPartitionReassignments(rotated).all().get(30, TimeUnit.SECONDS);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!admin.listPartitionReassignments(rotated.keySet()).reassignments().get().isEmpty()) {
+            while (!admin.listPartitionReassignments(rotated.keySet())
+                    .reassignments()
+                    .get()
+                    .isEmpty()) {
                 if (System.nanoTime() > deadline) {
                     throw new IllegalStateException("reassignment of " + topic + " did not finish in 60 s");
                 }
@@ -149,8 +162,11 @@ public final class KafkaCluster implements AutoCloseable {
             }
             // A partition whose new preferred replica is out of sync keeps its leader: ELECTION_NOT_NEEDED
             // or PREFERRED_LEADER_NOT_AVAILABLE per partition, not a failure of the whole call.
-            admin.electLeaders(ElectionType.PREFERRED, Set.copyOf(rotated.keySet())).partitions().get(30, TimeUnit.SECONDS);
-            TopicDescription after = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            admin.electLeaders(ElectionType.PREFERRED, Set.copyOf(rotated.keySet()))
+                    .partitions()
+                    .get(30, TimeUnit.SECONDS);
+            TopicDescription after =
+                    admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
             int moved = 0;
             for (TopicPartitionInfo p : after.partitions()) {
                 if (p.leader() != null && p.leader().id() != leaderBefore.get(p.partition())) {

@@ -35,7 +35,6 @@ public final class KafkaProcess implements AutoCloseable {
         this(advertisedPort, null, List.of(), List.of());
     }
 
-
     /**
      * A broker with one more listener beside PLAINTEXT ({@code name://localhost:port}, its name also
      * its security protocol, e.g. {@code SASL_SSL://localhost:4242}), more broker settings, and more
@@ -50,27 +49,41 @@ public final class KafkaProcess implements AutoCloseable {
      * Node {@code nodeId} of a cluster whose controllers are {@code voters}
      * ({@code 1@localhost:port,2@…}), on the given ports; formatted, not started.
      */
-    static KafkaProcess member(String clusterId, int nodeId, int port, int controllerPort, String voters, List<String> extraConfig) {
+    static KafkaProcess member(
+            String clusterId, int nodeId, int port, int controllerPort, String voters, List<String> extraConfig) {
         return new KafkaProcess(nodeId, port, 0, controllerPort, voters, clusterId, null, extraConfig, List.of());
     }
 
-    private KafkaProcess(int nodeId, int listenPort, int advertisedPort, int controllerListenPort, String voters, String clusterId,
-            String extraListener, List<String> extraConfig, List<String> formatArgs) {
+    private KafkaProcess(
+            int nodeId,
+            int listenPort,
+            int advertisedPort,
+            int controllerListenPort,
+            String voters,
+            String clusterId,
+            String extraListener,
+            List<String> extraConfig,
+            List<String> formatArgs) {
         try {
             directory = Files.createTempDirectory("fj-kafka");
             port = listenPort == 0 ? freePort() : listenPort;
             int advertised = advertisedPort == 0 ? port : advertisedPort;
             int controllerPort = controllerListenPort == 0 ? freePort() : controllerListenPort;
             String extra = extraListener == null ? "" : "," + extraListener;
-            String extraName = extraListener == null ? "" : "," + extraListener.substring(0, extraListener.indexOf(':')) + ":"
-                    + extraListener.substring(0, extraListener.indexOf(':'));
+            String extraName = extraListener == null
+                    ? ""
+                    : "," + extraListener.substring(0, extraListener.indexOf(':')) + ":"
+                            + extraListener.substring(0, extraListener.indexOf(':'));
             config = directory.resolve("server.properties");
             List<String> lines = new ArrayList<>(List.of(
                     "process.roles=broker,controller",
                     "node.id=" + nodeId,
-                    voters == null ? "controller.quorum.bootstrap.servers=localhost:" + controllerPort : "controller.quorum.voters=" + voters,
+                    voters == null
+                            ? "controller.quorum.bootstrap.servers=localhost:" + controllerPort
+                            : "controller.quorum.voters=" + voters,
                     "listeners=PLAINTEXT://localhost:" + port + extra + ",CONTROLLER://localhost:" + controllerPort,
-                    "advertised.listeners=PLAINTEXT://localhost:" + advertised + extra + ",CONTROLLER://localhost:" + controllerPort,
+                    "advertised.listeners=PLAINTEXT://localhost:" + advertised + extra + ",CONTROLLER://localhost:"
+                            + controllerPort,
                     "controller.listener.names=CONTROLLER",
                     "inter.broker.listener.name=PLAINTEXT",
                     "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" + extraName,
@@ -86,8 +99,13 @@ public final class KafkaProcess implements AutoCloseable {
             // Later lines win: a cluster's replication settings override the single node's above.
             lines.addAll(extraConfig);
             Files.writeString(config, String.join("\n", lines) + "\n");
-            List<String> format = new ArrayList<>(List.of("kafka.tools.StorageTool", "format", "-t",
-                    clusterId == null ? Uuid.randomUuid().toString() : clusterId, "-c", config.toString()));
+            List<String> format = new ArrayList<>(List.of(
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    clusterId == null ? Uuid.randomUuid().toString() : clusterId,
+                    "-c",
+                    config.toString()));
             if (voters == null) {
                 format.add("--standalone");
             }
@@ -189,10 +207,14 @@ public final class KafkaProcess implements AutoCloseable {
         try {
             List<String> command = new ArrayList<>(List.of(
                     Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                    "-Xmx512m", "-cp", System.getProperty("java.class.path")));
+                    "-Xmx512m",
+                    "-cp",
+                    System.getProperty("java.class.path")));
             command.addAll(mainAndArgs);
-            Process p = new ProcessBuilder(command).redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+            Process p = new ProcessBuilder(command)
+                    .redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+                    .start();
             if (wait && (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0)) {
                 throw new IllegalStateException(mainAndArgs.get(0) + " failed; see " + log);
             }

@@ -16,15 +16,20 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  *
  * <pre>{@code @RegisterExtension static final PostgresExtension postgres = new PostgresExtension();}</pre>
  */
-public final class PostgresExtension implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback, AfterEachCallback,
-        AfterTestExecutionCallback {
+public final class PostgresExtension
+        implements BeforeAllCallback,
+                AfterAllCallback,
+                BeforeEachCallback,
+                AfterEachCallback,
+                AfterTestExecutionCallback {
 
     private TestDatabase database;
     private boolean perMethod;
 
     @Override
     public void beforeAll(ExtensionContext context) {
-        database = TestPostgres.shared().createDatabase(context.getRequiredTestClass().getSimpleName());
+        database = TestPostgres.shared()
+                .createDatabase(context.getRequiredTestClass().getSimpleName());
     }
 
     @Override
@@ -36,14 +41,16 @@ public final class PostgresExtension implements BeforeAllCallback, AfterAllCallb
     public void beforeEach(ExtensionContext context) {
         if (database == null) {
             perMethod = true;
-            database = TestPostgres.shared().createDatabase(context.getRequiredTestMethod().getName());
+            database = TestPostgres.shared()
+                    .createDatabase(context.getRequiredTestMethod().getName());
         }
     }
 
     @Override
     public void afterTestExecution(ExtensionContext context) {
         if (context.getExecutionException().isPresent()) {
-            System.err.println(context.getDisplayName() + " failed; " + TestPostgres.shared().describeActivity());
+            System.err.println(context.getDisplayName() + " failed; "
+                    + TestPostgres.shared().describeActivity());
         }
     }
 

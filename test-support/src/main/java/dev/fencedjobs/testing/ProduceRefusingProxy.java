@@ -238,7 +238,8 @@ public final class ProduceRefusingProxy implements AutoCloseable {
      * {@code NOT_LEADER_OR_FOLLOWER}, in the request's own version.
      */
     static byte[] refusal(byte[] requestFrame) {
-        ByteBuffer buffer = ByteBuffer.wrap(requestFrame, 4, requestFrame.length - 4).slice();
+        ByteBuffer buffer =
+                ByteBuffer.wrap(requestFrame, 4, requestFrame.length - 4).slice();
         RequestHeader header = RequestHeader.parse(buffer);
         short version = header.apiVersion();
         ProduceRequestData request = new ProduceRequestData(new ByteBufferAccessor(buffer), version);
@@ -246,14 +247,22 @@ public final class ProduceRefusingProxy implements AutoCloseable {
         for (ProduceRequestData.TopicProduceData topic : request.topicData()) {
             List<ProduceResponseData.PartitionProduceResponse> partitions = new ArrayList<>();
             for (ProduceRequestData.PartitionProduceData p : topic.partitionData()) {
-                partitions.add(new ProduceResponseData.PartitionProduceResponse().setIndex(p.index())
-                        .setErrorCode(Errors.NOT_LEADER_OR_FOLLOWER.code()).setBaseOffset(-1));
+                partitions.add(new ProduceResponseData.PartitionProduceResponse()
+                        .setIndex(p.index())
+                        .setErrorCode(Errors.NOT_LEADER_OR_FOLLOWER.code())
+                        .setBaseOffset(-1));
             }
-            response.responses().add(new ProduceResponseData.TopicProduceResponse().setName(topic.name()).setTopicId(topic.topicId())
-                    .setPartitionResponses(partitions));
+            response.responses()
+                    .add(new ProduceResponseData.TopicProduceResponse()
+                            .setName(topic.name())
+                            .setTopicId(topic.topicId())
+                            .setPartitionResponses(partitions));
         }
-        ByteBuffer body = RequestUtils.serialize(new ResponseHeaderData().setCorrelationId(header.correlationId()),
-                ApiKeys.PRODUCE.responseHeaderVersion(version), response, version);
+        ByteBuffer body = RequestUtils.serialize(
+                new ResponseHeaderData().setCorrelationId(header.correlationId()),
+                ApiKeys.PRODUCE.responseHeaderVersion(version),
+                response,
+                version);
         byte[] frame = new byte[4 + body.remaining()];
         ByteBuffer.wrap(frame).putInt(body.remaining()).put(body);
         return frame;

@@ -66,11 +66,14 @@ public final class RestartablePostgres implements AutoCloseable {
     public synchronized AutoCloseable pause() {
         long postmaster;
         try {
-            postmaster = Long.parseLong(Files.readAllLines(dataDirectory.resolve("postmaster.pid")).get(0).trim());
+            postmaster = Long.parseLong(Files.readAllLines(dataDirectory.resolve("postmaster.pid"))
+                    .get(0)
+                    .trim());
         } catch (IOException e) {
             throw new UncheckedIOException("no postmaster.pid in " + dataDirectory + ": is the server running?", e);
         }
-        ProcessHandle root = ProcessHandle.of(postmaster).orElseThrow(() -> new IllegalStateException("no process " + postmaster));
+        ProcessHandle root =
+                ProcessHandle.of(postmaster).orElseThrow(() -> new IllegalStateException("no process " + postmaster));
         List<Long> pids = new ArrayList<>();
         pids.add(root.pid());
         root.descendants().forEach(p -> pids.add(p.pid()));
@@ -84,7 +87,8 @@ public final class RestartablePostgres implements AutoCloseable {
         try {
             Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
             if (p.waitFor() != 0) {
-                throw new IllegalStateException(String.join(" ", command) + " failed: " + new String(p.getInputStream().readAllBytes()));
+                throw new IllegalStateException(String.join(" ", command) + " failed: "
+                        + new String(p.getInputStream().readAllBytes()));
             }
         } catch (IOException e) {
             throw new UncheckedIOException(e);

@@ -35,23 +35,67 @@ public final class SecureKafka implements AutoCloseable {
             Path keystore = directory.resolve("broker.p12");
             Path certificate = directory.resolve("broker.crt");
             truststore = directory.resolve("truststore.p12");
-            keytool("-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity", "2",
-                    "-dname", "CN=localhost", "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-keystore", keystore.toString(),
-                    "-storetype", "PKCS12", "-storepass", KEYSTORE_PASSWORD, "-keypass", KEYSTORE_PASSWORD);
-            keytool("-exportcert", "-rfc", "-alias", "broker", "-keystore", keystore.toString(), "-storetype", "PKCS12",
-                    "-storepass", KEYSTORE_PASSWORD, "-file", certificate.toString());
-            keytool("-importcert", "-noprompt", "-alias", "broker", "-file", certificate.toString(), "-keystore",
-                    truststore.toString(), "-storetype", "PKCS12", "-storepass", TRUSTSTORE_PASSWORD);
+            keytool(
+                    "-genkeypair",
+                    "-alias",
+                    "broker",
+                    "-keyalg",
+                    "RSA",
+                    "-keysize",
+                    "2048",
+                    "-validity",
+                    "2",
+                    "-dname",
+                    "CN=localhost",
+                    "-ext",
+                    "SAN=dns:localhost,ip:127.0.0.1",
+                    "-keystore",
+                    keystore.toString(),
+                    "-storetype",
+                    "PKCS12",
+                    "-storepass",
+                    KEYSTORE_PASSWORD,
+                    "-keypass",
+                    KEYSTORE_PASSWORD);
+            keytool(
+                    "-exportcert",
+                    "-rfc",
+                    "-alias",
+                    "broker",
+                    "-keystore",
+                    keystore.toString(),
+                    "-storetype",
+                    "PKCS12",
+                    "-storepass",
+                    KEYSTORE_PASSWORD,
+                    "-file",
+                    certificate.toString());
+            keytool(
+                    "-importcert",
+                    "-noprompt",
+                    "-alias",
+                    "broker",
+                    "-file",
+                    certificate.toString(),
+                    "-keystore",
+                    truststore.toString(),
+                    "-storetype",
+                    "PKCS12",
+                    "-storepass",
+                    TRUSTSTORE_PASSWORD);
             securePort = KafkaProcess.freePort();
-            broker = new KafkaProcess(0, "SASL_SSL://localhost:" + securePort, List.of(
-                    "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
-                    "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-                            + "user_" + PLAIN_USER + "=\"" + PLAIN_PASSWORD + "\";",
-                    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
-                    "ssl.keystore.location=" + keystore,
-                    "ssl.keystore.type=PKCS12",
-                    "ssl.keystore.password=" + KEYSTORE_PASSWORD,
-                    "ssl.key.password=" + KEYSTORE_PASSWORD),
+            broker = new KafkaProcess(
+                    0,
+                    "SASL_SSL://localhost:" + securePort,
+                    List.of(
+                            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                            "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                    + "user_" + PLAIN_USER + "=\"" + PLAIN_PASSWORD + "\";",
+                            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                            "ssl.keystore.location=" + keystore,
+                            "ssl.keystore.type=PKCS12",
+                            "ssl.keystore.password=" + KEYSTORE_PASSWORD,
+                            "ssl.key.password=" + KEYSTORE_PASSWORD),
                     List.of("--add-scram", "SCRAM-SHA-512=[name=" + SCRAM_USER + ",password=" + SCRAM_PASSWORD + "]"));
         } catch (IOException e) {
             throw new UncheckedIOException(e);

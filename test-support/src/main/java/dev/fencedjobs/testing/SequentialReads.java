@@ -36,7 +36,8 @@ public final class SequentialReads {
     /** {@code table}'s rows read sequentially so far, as reported; {@link #flush} each session that read it first. */
     public static long of(Connection c, String table) throws SQLException {
         try (Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = '" + table.replace("'", "''") + "'")) {
+                ResultSet rs = s.executeQuery("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = '"
+                        + table.replace("'", "''") + "'")) {
             if (!rs.next()) {
                 throw new IllegalArgumentException("no table " + table);
             }

@@ -80,7 +80,8 @@ public final class ServiceProcess implements AutoCloseable {
     /** A service from its packaged jar. */
     public static Spec jar(String name, Path jar) {
         if (!Files.isRegularFile(jar)) {
-            throw new IllegalStateException(jar + " does not exist: build it first (./mvnw -DskipTests package; the tests need 'mvn verify')");
+            throw new IllegalStateException(
+                    jar + " does not exist: build it first (./mvnw -DskipTests package; the tests need 'mvn verify')");
         }
         return new Spec(name, List.of("-jar", jar.toString()));
     }
@@ -96,8 +97,13 @@ public final class ServiceProcess implements AutoCloseable {
     }
 
     /** The jar with the given JVM options (heap size, GC), its output in {@code logDirectory}. */
-    public static ServiceProcess start(String name, Path jar, Map<String, String> environment, Path logDirectory, List<String> jvmOptions) {
-        return jar(name, jar).environment(environment).jvmOptions(jvmOptions).logTo(logDirectory).start();
+    public static ServiceProcess start(
+            String name, Path jar, Map<String, String> environment, Path logDirectory, List<String> jvmOptions) {
+        return jar(name, jar)
+                .environment(environment)
+                .jvmOptions(jvmOptions)
+                .logTo(logDirectory)
+                .start();
     }
 
     private final Spec spec;
@@ -128,8 +134,11 @@ public final class ServiceProcess implements AutoCloseable {
                 if (process == null) {
                     Files.deleteIfExists(log());
                 }
-                Files.writeString(log(), "===== starting " + spec.name + " at " + Instant.now() + " =====\n",
-                        StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+                Files.writeString(
+                        log(),
+                        "===== starting " + spec.name + " at " + Instant.now() + " =====\n",
+                        StandardOpenOption.CREATE,
+                        StandardOpenOption.APPEND);
                 logOffset = Files.size(log());
                 builder.redirectOutput(ProcessBuilder.Redirect.appendTo(log().toFile()));
             }
@@ -144,16 +153,19 @@ public final class ServiceProcess implements AutoCloseable {
     }
 
     private static void pump(Process process, String name, PrintStream out) {
-        Thread pump = new Thread(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    out.println(String.format("%-13s| %s", name, line));
-                }
-            } catch (IOException e) {
-                // The process is gone.
-            }
-        }, "pump-" + name);
+        Thread pump = new Thread(
+                () -> {
+                    try (BufferedReader r = new BufferedReader(
+                            new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+                        String line;
+                        while ((line = r.readLine()) != null) {
+                            out.println(String.format("%-13s| %s", name, line));
+                        }
+                    } catch (IOException e) {
+                        // The process is gone.
+                    }
+                },
+                "pump-" + name);
         pump.setDaemon(true);
         pump.start();
     }
@@ -223,7 +235,9 @@ public final class ServiceProcess implements AutoCloseable {
 
     private void signal(String signal) {
         try {
-            Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid())).inheritIO().start();
+            Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid()))
+                    .inheritIO()
+                    .start();
             if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
                 throw new IllegalStateException("kill -" + signal + " " + pid() + " failed");
             }

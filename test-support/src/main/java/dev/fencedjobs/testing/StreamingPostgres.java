@@ -48,13 +48,29 @@ import org.slf4j.LoggerFactory;
 public final class StreamingPostgres implements AutoCloseable {
 
     /** How the primary waits for the standby. */
-    public enum Replication { SYNCHRONOUS, ASYNCHRONOUS }
+    public enum Replication {
+        SYNCHRONOUS,
+        ASYNCHRONOUS
+    }
 
     private static final Logger log = LoggerFactory.getLogger(StreamingPostgres.class);
-    private static final Set<String> NOT_COPIED = Set.of("postmaster.pid", "postmaster.opts", "epg-lock", "standby.signal", "backup_label",
-            "tablespace_map", "postgresql.auto.conf");
-    private static final Set<String> COPIED_EMPTY = Set.of("pg_wal", "pg_replslot", "pg_stat_tmp", "pg_dynshmem", "pg_notify", "pg_serial",
-            "pg_snapshots", "pg_subtrans");
+    private static final Set<String> NOT_COPIED = Set.of(
+            "postmaster.pid",
+            "postmaster.opts",
+            "epg-lock",
+            "standby.signal",
+            "backup_label",
+            "tablespace_map",
+            "postgresql.auto.conf");
+    private static final Set<String> COPIED_EMPTY = Set.of(
+            "pg_wal",
+            "pg_replslot",
+            "pg_stat_tmp",
+            "pg_dynshmem",
+            "pg_notify",
+            "pg_serial",
+            "pg_snapshots",
+            "pg_subtrans");
 
     private final Replication replication;
     private final Path root;
@@ -136,7 +152,8 @@ public final class StreamingPostgres implements AutoCloseable {
 
     /** Runs SQL as the superuser on the primary's {@code database}. */
     public void executeOnPrimary(String database, String sql) {
-        try (Connection c = DriverManager.getConnection(nodeUrl(primary(), database), user(), password()); Statement s = c.createStatement()) {
+        try (Connection c = DriverManager.getConnection(nodeUrl(primary(), database), user(), password());
+                Statement s = c.createStatement()) {
             s.execute(sql);
         } catch (SQLException e) {
             throw new IllegalStateException(sql + " on the primary failed", e);
@@ -162,7 +179,10 @@ public final class StreamingPostgres implements AutoCloseable {
     public synchronized void awaitStandbyCaughtUp() {
         String target = queryString(nodes[primary], "SELECT pg_current_wal_lsn()::text");
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (queryLong(nodes[1 - primary], "SELECT CASE WHEN pg_last_wal_replay_lsn() >= '" + target + "'::pg_lsn THEN 1 ELSE 0 END") == 0) {
+        while (queryLong(
+                        nodes[1 - primary],
+                        "SELECT CASE WHEN pg_last_wal_replay_lsn() >= '" + target + "'::pg_lsn THEN 1 ELSE 0 END")
+                == 0) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("the standby did not replay up to " + target + " in 60 s");
             }
@@ -197,7 +217,9 @@ public final class StreamingPostgres implements AutoCloseable {
             }
             sleep(20);
         }
-        stopCleanly(p); // lets go of the dead server's handle and its lock on the data directory; pg_ctl finds nothing to stop
+        stopCleanly(
+                p); // lets go of the dead server's handle and its lock on the data directory; pg_ctl finds nothing to
+        // stop
         log.info("Primary {} SIGKILLed (pid {})", p.name, pid);
     }
 
@@ -209,7 +231,10 @@ public final class StreamingPostgres implements AutoCloseable {
         execute(s, "ALTER SYSTEM SET synchronous_standby_names = ''");
         execute(s, "SELECT pg_reload_conf()");
         primary = 1 - primary;
-        log.info("{} promoted: timeline {}", s.name, queryString(s, "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"));
+        log.info(
+                "{} promoted: timeline {}",
+                s.name,
+                queryString(s, "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"));
     }
 
     /** Rebuilds the server that is not primary (its old data is discarded) as a standby of the primary. */
@@ -222,7 +247,8 @@ public final class StreamingPostgres implements AutoCloseable {
         if (queryLong(p, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + s.name + "'") == 0) {
             execute(p, "SELECT pg_create_physical_replication_slot('" + s.name + "', true)");
         }
-        try (Connection c = connect(p); Statement st = c.createStatement()) {
+        try (Connection c = connect(p);
+                Statement st = c.createStatement()) {
             st.execute("SELECT pg_backup_start('fj-rebuild-" + s.name + "', true)");
             copyDataDirectory(p.data, s.data, false);
             try (ResultSet r = st.executeQuery("SELECT labelfile, spcmapfile FROM pg_backup_stop(false)")) {
@@ -302,7 +328,8 @@ public final class StreamingPostgres implements AutoCloseable {
 
     private static long postmasterPid(Node n) {
         try {
-            return Long.parseLong(Files.readAllLines(n.data.resolve("postmaster.pid")).get(0).strip());
+            return Long.parseLong(
+                    Files.readAllLines(n.data.resolve("postmaster.pid")).get(0).strip());
         } catch (IOException e) {
             throw new UncheckedIOException("no postmaster.pid in " + n.data, e);
         }
@@ -321,10 +348,13 @@ public final class StreamingPostgres implements AutoCloseable {
     private void configureStandby(Node standby, Node of) {
         try {
             Files.writeString(standby.data.resolve("standby.signal"), "");
-            Files.writeString(standby.data.resolve("postgresql.auto.conf"), "# written by StreamingPostgres\n"
-                    + "primary_conninfo = 'host=127.0.0.1 port=" + of.port + " user=postgres application_name=" + standby.name + "'\n"
-                    + "primary_slot_name = '" + standby.name + "'\n"
-                    + "synchronous_standby_names = ''\n");
+            Files.writeString(
+                    standby.data.resolve("postgresql.auto.conf"),
+                    "# written by StreamingPostgres\n"
+                            + "primary_conninfo = 'host=127.0.0.1 port=" + of.port + " user=postgres application_name="
+                            + standby.name + "'\n"
+                            + "primary_slot_name = '" + standby.name + "'\n"
+                            + "synchronous_standby_names = ''\n");
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -333,7 +363,8 @@ public final class StreamingPostgres implements AutoCloseable {
     /** Waits until the standby streams from the primary, then makes it the synchronous one if asked. */
     private void awaitStreaming(Node p, Node s) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        String query = "SELECT count(*) FROM pg_stat_replication WHERE application_name = '" + s.name + "' AND state = 'streaming'";
+        String query = "SELECT count(*) FROM pg_stat_replication WHERE application_name = '" + s.name
+                + "' AND state = 'streaming'";
         while (queryLong(p, query) == 0) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException(s.name + " does not stream from " + p.name + " after 60 s");
@@ -343,10 +374,12 @@ public final class StreamingPostgres implements AutoCloseable {
         if (replication == Replication.SYNCHRONOUS) {
             execute(p, "ALTER SYSTEM SET synchronous_standby_names = '" + s.name + "'");
             execute(p, "SELECT pg_reload_conf()");
-            String sync = "SELECT count(*) FROM pg_stat_replication WHERE application_name = '" + s.name + "' AND sync_state = 'sync'";
+            String sync = "SELECT count(*) FROM pg_stat_replication WHERE application_name = '" + s.name
+                    + "' AND sync_state = 'sync'";
             while (queryLong(p, sync) == 0) {
                 if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException(s.name + " is not the synchronous standby of " + p.name + " after 60 s");
+                    throw new IllegalStateException(
+                            s.name + " is not the synchronous standby of " + p.name + " after 60 s");
                 }
                 sleep(100);
             }
@@ -394,7 +427,8 @@ public final class StreamingPostgres implements AutoCloseable {
         try {
             Files.setPosixFilePermissions(to, PosixFilePermissions.fromString("rwx------"));
         } catch (IOException | UnsupportedOperationException e) {
-            // PostgreSQL refuses a data directory others can read; where permissions do not exist, neither does the check.
+            // PostgreSQL refuses a data directory others can read; where permissions do not exist, neither does the
+            // check.
         }
     }
 
@@ -408,7 +442,8 @@ public final class StreamingPostgres implements AutoCloseable {
     }
 
     private void execute(Node n, String sql) {
-        try (Connection c = connect(n); Statement s = c.createStatement()) {
+        try (Connection c = connect(n);
+                Statement s = c.createStatement()) {
             s.execute(sql);
         } catch (SQLException e) {
             throw new IllegalStateException(n.name + ": " + sql + " failed", e);
@@ -420,7 +455,9 @@ public final class StreamingPostgres implements AutoCloseable {
     }
 
     private String queryString(Node n, String sql) {
-        try (Connection c = connect(n); Statement s = c.createStatement(); ResultSet r = s.executeQuery(sql)) {
+        try (Connection c = connect(n);
+                Statement s = c.createStatement();
+                ResultSet r = s.executeQuery(sql)) {
             r.next();
             return r.getString(1);
         } catch (SQLException e) {

@@ -109,22 +109,25 @@ public final class TcpProxy implements AutoCloseable {
     }
 
     private void pump(Socket from, Socket to, String direction) {
-        Thread t = new Thread(() -> {
-            byte[] buffer = new byte[64 * 1024];
-            try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
-                int n;
-                while ((n = in.read(buffer)) >= 0) {
-                    awaitHealed();
-                    out.write(buffer, 0, n);
-                    out.flush();
-                }
-            } catch (IOException | InterruptedException e) {
-                // One end went away: the other follows.
-            } finally {
-                closeQuietly(from);
-                closeQuietly(to);
-            }
-        }, "proxy-" + name + "-" + direction);
+        Thread t = new Thread(
+                () -> {
+                    byte[] buffer = new byte[64 * 1024];
+                    try (InputStream in = from.getInputStream();
+                            OutputStream out = to.getOutputStream()) {
+                        int n;
+                        while ((n = in.read(buffer)) >= 0) {
+                            awaitHealed();
+                            out.write(buffer, 0, n);
+                            out.flush();
+                        }
+                    } catch (IOException | InterruptedException e) {
+                        // One end went away: the other follows.
+                    } finally {
+                        closeQuietly(from);
+                        closeQuietly(to);
+                    }
+                },
+                "proxy-" + name + "-" + direction);
         t.setDaemon(true);
         t.start();
     }

@@ -131,8 +131,7 @@ public final class TestKafka {
 
     /** With {@code replication} replicas; three or more also get {@code min.insync.replicas=2}. */
     public static void createTopic(String bootstrapServers, String topic, int partitions, short replication) {
-        try (Admin admin = Admin.create(
-                Map.of("bootstrap.servers", bootstrapServers))) {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrapServers))) {
             var newTopic = new NewTopic(topic, partitions, replication);
             if (replication >= 3) {
                 newTopic.configs(Map.of("min.insync.replicas", "2"));
@@ -143,8 +142,10 @@ public final class TestKafka {
                 // createTopics returns once the controller has the topic; the broker answering
                 // describeTopics may not have applied it yet and then says it does not know it.
                 var description = describeIfKnown(admin, topic);
-                if (description != null && description.partitions().size() == partitions
-                        && description.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty())) {
+                if (description != null
+                        && description.partitions().size() == partitions
+                        && description.partitions().stream()
+                                .allMatch(p -> p.leader() != null && !p.leader().isEmpty())) {
                     return;
                 }
                 if (System.nanoTime() > deadline) {
@@ -166,10 +167,15 @@ public final class TestKafka {
      * the group has committed everything the topic holds now, so nothing more is delivered to it.
      */
     public static long groupLag(String bootstrapServers, String group, String topic) {
-        try (Admin admin = Admin.create(
-                Map.of("bootstrap.servers", bootstrapServers))) {
-            var committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
-            var partitions = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions();
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrapServers))) {
+            var committed = admin.listConsumerGroupOffsets(group)
+                    .partitionsToOffsetAndMetadata()
+                    .get();
+            var partitions = admin.describeTopics(List.of(topic))
+                    .allTopicNames()
+                    .get()
+                    .get(topic)
+                    .partitions();
             Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
             for (var p : partitions) {
                 latest.put(new TopicPartition(topic, p.partition()), OffsetSpec.latest());
@@ -188,8 +194,8 @@ public final class TestKafka {
         }
     }
 
-    private static TopicDescription describeIfKnown(Admin admin,
-            String topic) throws InterruptedException, ExecutionException {
+    private static TopicDescription describeIfKnown(Admin admin, String topic)
+            throws InterruptedException, ExecutionException {
         try {
             return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
         } catch (ExecutionException e) {
@@ -203,5 +209,4 @@ public final class TestKafka {
     public String bootstrapServers() {
         return bootstrapServers;
     }
-
 }

@@ -64,7 +64,11 @@ public final class TestPostgres {
     private static TestPostgres start() {
         Optional<String> url = env(URL_ENV);
         if (url.isPresent()) {
-            return new TestPostgres(url.get(), env(USER_ENV).orElse("postgres"), env(PASSWORD_ENV).orElse(""), URL_ENV);
+            return new TestPostgres(
+                    url.get(),
+                    env(USER_ENV).orElse("postgres"),
+                    env(PASSWORD_ENV).orElse(""),
+                    URL_ENV);
         }
         if (Docker.available()) {
             // As the embedded server is set up: room for a handful of services, pools and tests at once
@@ -73,12 +77,17 @@ public final class TestPostgres {
                     .withCommand("postgres", "-c", "fsync=off", "-c", "max_connections=300", "-c", "log_lock_waits=on");
             container.start();
             Runtime.getRuntime().addShutdownHook(new Thread(container::stop, "test-postgres-stop"));
-            return new TestPostgres(container.getJdbcUrl(), container.getUsername(), container.getPassword(), "Testcontainers");
+            return new TestPostgres(
+                    container.getJdbcUrl(), container.getUsername(), container.getPassword(), "Testcontainers");
         }
         EmbeddedPostgres embedded = startEmbedded();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> closeQuietly(embedded), "test-postgres-stop"));
         // No user parameter in the URL: services take the user from their own settings.
-        return new TestPostgres("jdbc:postgresql://localhost:" + embedded.getPort() + "/postgres", "postgres", "", "embedded PostgreSQL");
+        return new TestPostgres(
+                "jdbc:postgresql://localhost:" + embedded.getPort() + "/postgres",
+                "postgres",
+                "",
+                "embedded PostgreSQL");
     }
 
     static EmbeddedPostgres startEmbedded() {
@@ -98,7 +107,7 @@ public final class TestPostgres {
     /** Creates an empty database on this server, owned by the admin user. */
     public TestDatabase createDatabase(String hint) {
         String name = ("t_" + hint.replaceAll("[^A-Za-z0-9]", "_") + "_"
-                + Long.toString(ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE, 36))
+                        + Long.toString(ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE, 36))
                 .toLowerCase(Locale.ROOT);
         if (name.length() > 60) {
             name = name.substring(name.length() - 60);
@@ -124,9 +133,20 @@ public final class TestPostgres {
                         + " AND NOT (backend_type <> 'client backend' AND wait_event_type IS NOT DISTINCT FROM 'Activity')"
                         + " ORDER BY xact_start NULLS LAST, backend_start")) {
             while (rs.next()) {
-                out.append(String.format(Locale.ROOT, "  pid %s db %s app '%s' %s: %s, waits %s/%s, blocked by %s, transaction %s, statement %s: %s%n",
-                        rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5), rs.getString(6),
-                        rs.getString(7), rs.getString(8), rs.getString(9), rs.getString(10), rs.getString(11)));
+                out.append(String.format(
+                        Locale.ROOT,
+                        "  pid %s db %s app '%s' %s: %s, waits %s/%s, blocked by %s, transaction %s, statement %s: %s%n",
+                        rs.getString(1),
+                        rs.getString(2),
+                        rs.getString(3),
+                        rs.getString(4),
+                        rs.getString(5),
+                        rs.getString(6),
+                        rs.getString(7),
+                        rs.getString(8),
+                        rs.getString(9),
+                        rs.getString(10),
+                        rs.getString(11)));
             }
         } catch (SQLException e) {
             out.append("  not readable: ").append(e).append('\n');
@@ -135,11 +155,18 @@ public final class TestPostgres {
             try {
                 java.nio.file.Path path = java.nio.file.Path.of("/proc/pressure", kind);
                 if (java.nio.file.Files.isReadable(path)) {
-                    out.append("machine pressure, ").append(kind).append(": ")
-                            .append(String.join("; ", java.nio.file.Files.readAllLines(path))).append('\n');
+                    out.append("machine pressure, ")
+                            .append(kind)
+                            .append(": ")
+                            .append(String.join("; ", java.nio.file.Files.readAllLines(path)))
+                            .append('\n');
                 }
             } catch (IOException e) {
-                out.append("machine pressure, ").append(kind).append(": not readable: ").append(e).append('\n');
+                out.append("machine pressure, ")
+                        .append(kind)
+                        .append(": not readable: ")
+                        .append(e)
+                        .append('\n');
             }
         }
         return out.toString();
@@ -194,11 +221,14 @@ public final class TestPostgres {
                 String servers = env(SERVERS_ENV).orElse("auto").toLowerCase(Locale.ROOT);
                 if (servers.equals("embedded")) {
                     available = false;
-                    log.info("Docker engine for Testcontainers: not asked ({}=embedded), using embedded servers", SERVERS_ENV);
+                    log.info(
+                            "Docker engine for Testcontainers: not asked ({}=embedded), using embedded servers",
+                            SERVERS_ENV);
                     return available;
                 }
                 if (!servers.equals("auto") && !servers.equals("testcontainers")) {
-                    throw new IllegalStateException(SERVERS_ENV + "=" + servers + ": expected testcontainers, embedded or auto");
+                    throw new IllegalStateException(
+                            SERVERS_ENV + "=" + servers + ": expected testcontainers, embedded or auto");
                 }
                 try {
                     available = DockerClientFactory.instance().isDockerAvailable();
@@ -207,9 +237,12 @@ public final class TestPostgres {
                 }
                 if (!available && servers.equals("testcontainers")) {
                     available = null;
-                    throw new IllegalStateException(SERVERS_ENV + "=testcontainers, but no Docker engine answers Testcontainers");
+                    throw new IllegalStateException(
+                            SERVERS_ENV + "=testcontainers, but no Docker engine answers Testcontainers");
                 }
-                log.info("Docker engine for Testcontainers: {}", available ? "available" : "not available, using embedded servers");
+                log.info(
+                        "Docker engine for Testcontainers: {}",
+                        available ? "available" : "not available, using embedded servers");
             }
             return available;
         }

@@ -9,8 +9,13 @@ public final class ThreadDumps {
 
     public static String all() {
         StringBuilder sb = new StringBuilder("Thread dump:\n");
-        for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-            sb.append('"').append(e.getKey().getName()).append("\" ").append(e.getKey().getState()).append('\n');
+        for (Map.Entry<Thread, StackTraceElement[]> e :
+                Thread.getAllStackTraces().entrySet()) {
+            sb.append('"')
+                    .append(e.getKey().getName())
+                    .append("\" ")
+                    .append(e.getKey().getState())
+                    .append('\n');
             for (StackTraceElement frame : e.getValue()) {
                 sb.append("    at ").append(frame).append('\n');
             }

@@ -32,10 +32,15 @@ class ServiceProcessTest {
 
     @Test
     void aGracefulStopIsNoCrashAndARestartAppendsToTheLog(@TempDir Path logs) throws Exception {
-        ServiceProcess p = ServiceProcess.mainClass("greeter", Greeter.class.getName()).environment(Map.of("GREETING", "one"))
-                .jvmOptions(java.util.List.of("-Xmx32m")).logTo(logs).start();
+        ServiceProcess p = ServiceProcess.mainClass("greeter", Greeter.class.getName())
+                .environment(Map.of("GREETING", "one"))
+                .jvmOptions(java.util.List.of("-Xmx32m"))
+                .logTo(logs)
+                .start();
         await().atMost(Duration.ofSeconds(30)).until(() -> p.output().contains("hello one"));
-        assertThat(p.stop(Duration.ofSeconds(30))).as("a JVM that ran its shutdown hooks on SIGTERM").isEqualTo(143);
+        assertThat(p.stop(Duration.ofSeconds(30)))
+                .as("a JVM that ran its shutdown hooks on SIGTERM")
+                .isEqualTo(143);
         assertThat(p.output()).contains("bye");
         assertThat(p.crashed()).isFalse();
 
@@ -45,14 +50,19 @@ class ServiceProcessTest {
         p.kill();
         assertThat(p.crashed()).as("killed by this side").isFalse();
         String file = Files.readString(logs.resolve("greeter.log"));
-        assertThat(file.split("===== starting greeter", -1)).as("two starts in one file").hasSize(3);
+        assertThat(file.split("===== starting greeter", -1))
+                .as("two starts in one file")
+                .hasSize(3);
         assertThat(file).contains("bye");
     }
 
     @Test
     void aProcessThatExitsByItselfHasCrashedWithItsCode(@TempDir Path logs) {
-        ServiceProcess p = ServiceProcess.mainClass("crasher", Greeter.class.getName()).environment(Map.of("GREETING", "two", "EXIT_CODE", "3"))
-                .jvmOptions(java.util.List.of("-Xmx32m")).logTo(logs).start();
+        ServiceProcess p = ServiceProcess.mainClass("crasher", Greeter.class.getName())
+                .environment(Map.of("GREETING", "two", "EXIT_CODE", "3"))
+                .jvmOptions(java.util.List.of("-Xmx32m"))
+                .logTo(logs)
+                .start();
         assertThat(p.waitFor()).isEqualTo(3);
         assertThat(p.crashed()).isTrue();
         assertThat(p.exitCode()).isEqualTo(3);

@@ -13,7 +13,8 @@ import org.junit.jupiter.api.Test;
 class StreamingPostgresTest {
 
     private static long count(String url) throws SQLException {
-        try (Connection c = DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement();
+        try (Connection c = DriverManager.getConnection(url, "postgres", "");
+                Statement s = c.createStatement();
                 ResultSet r = s.executeQuery("SELECT count(*) FROM t")) {
             r.next();
             return r.getLong(1);
@@ -21,7 +22,8 @@ class StreamingPostgresTest {
     }
 
     private static String timeline(String url) throws SQLException {
-        try (Connection c = DriverManager.getConnection(url, "postgres", ""); Statement s = c.createStatement();
+        try (Connection c = DriverManager.getConnection(url, "postgres", "");
+                Statement s = c.createStatement();
                 ResultSet r = s.executeQuery("SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)")) {
             r.next();
             return r.getString(1);
@@ -47,7 +49,9 @@ class StreamingPostgresTest {
             assertThat(pg.primary()).isZero();
             assertThat(count(url)).isEqualTo(1500);
             assertThat(timeline(url)).isEqualTo("00000003");
-            assertThat(count(pg.nodeUrl(1, "postgres"))).as("the rebuilt standby has it all too").isEqualTo(1500);
+            assertThat(count(pg.nodeUrl(1, "postgres")))
+                    .as("the rebuilt standby has it all too")
+                    .isEqualTo(1500);
         }
     }
 

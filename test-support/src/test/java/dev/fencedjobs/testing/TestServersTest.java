@@ -26,7 +26,8 @@ class TestServersTest {
     void eachTestClassGetsItsOwnRealPostgresDatabase() throws Exception {
         try (Connection c = postgres.database().connect();
                 Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery("SELECT current_database(), current_setting('server_version_num')::int")) {
+                ResultSet rs =
+                        s.executeQuery("SELECT current_database(), current_setting('server_version_num')::int")) {
             assertThat(rs.next()).isTrue();
             assertThat(rs.getString(1)).isEqualTo(postgres.database().name());
             assertThat(rs.getInt(2)).isGreaterThanOrEqualTo(150000);
@@ -35,7 +36,8 @@ class TestServersTest {
 
     @Test
     void theActivityAFailedTestPrintsNamesWhoBlocksWhom() throws Exception {
-        try (Connection holder = postgres.database().connect(); Connection waiter = postgres.database().connect()) {
+        try (Connection holder = postgres.database().connect();
+                Connection waiter = postgres.database().connect()) {
             holder.createStatement().execute("CREATE TABLE held (v int); INSERT INTO held VALUES (1)");
             holder.setAutoCommit(false);
             holder.createStatement().execute("UPDATE held SET v = 2");
@@ -73,8 +75,10 @@ class TestServersTest {
     void databaseUrlKeepsParametersWhenTheNameChanges() {
         assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432/postgres?user=a&x=1", "t1"))
                 .isEqualTo("jdbc:postgresql://h:5432/t1?user=a&x=1");
-        assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432/", "t1")).isEqualTo("jdbc:postgresql://h:5432/t1");
-        assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432?ssl=true", "t1")).isEqualTo("jdbc:postgresql://h:5432/t1?ssl=true");
+        assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432/", "t1"))
+                .isEqualTo("jdbc:postgresql://h:5432/t1");
+        assertThat(TestPostgres.withDatabase("jdbc:postgresql://h:5432?ssl=true", "t1"))
+                .isEqualTo("jdbc:postgresql://h:5432/t1?ssl=true");
     }
 
     @Test
@@ -103,14 +107,16 @@ class TestServersTest {
         TestKafka.createTopic(bootstrap, topic, 1);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+        try (KafkaProducer<String, String> producer =
+                new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
             producer.send(new ProducerRecord<>(topic, "k", "v")).get();
         }
         Properties c = new Properties();
         c.put("bootstrap.servers", bootstrap);
         c.put("group.id", topic);
         c.put("auto.offset.reset", "earliest");
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer())) {
+        try (KafkaConsumer<String, String> consumer =
+                new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer())) {
             consumer.subscribe(List.of(topic));
             ConsumerRecord<String, String> received = null;
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();

@@ -1,12 +1,12 @@
 package dev.fencedjobs.consumer.example;
 
-import dev.fencedjobs.runtime.RecordTrust;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.consumer.Effect;
 import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.consumer.Job;
 import dev.fencedjobs.runtime.KafkaSettings;
+import dev.fencedjobs.runtime.RecordTrust;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.jooq.DSLContext;
@@ -23,7 +23,8 @@ public final class ShippingService implements AutoCloseable {
     private final MeterRegistry registry;
     private final FencedConsumer consumer;
 
-    public ShippingService(String jdbcUrl, String user, String password, String kafkaBootstrap, String topic, RecordTrust relayKeys) {
+    public ShippingService(
+            String jdbcUrl, String user, String password, String kafkaBootstrap, String topic, RecordTrust relayKeys) {
         HikariConfig hikari = new HikariConfig();
         hikari.setJdbcUrl(jdbcUrl);
         hikari.setUsername(user);
@@ -35,15 +36,19 @@ public final class ShippingService implements AutoCloseable {
             @Override
             public void apply(DSLContext tx, Job job) {
                 // tx is the consumer's transaction: this row commits with the record of the job, or not at all.
-                tx.execute("INSERT INTO shipments (order_id, job_id, fencing_token) VALUES (?::jsonb ->> 'order', ?, ?)",
-                        job.payloadJson(), job.jobId(), job.fencingToken().value());
+                tx.execute(
+                        "INSERT INTO shipments (order_id, job_id, fencing_token) VALUES (?::jsonb ->> 'order', ?, ?)",
+                        job.payloadJson(),
+                        job.jobId(),
+                        job.fencingToken().value());
             }
         };
-        // relayKeys: the relay's public key, RecordTrust.from(Settings.fromEnvironment()) reads RECORD_VERIFY_KEYS(_FILE)
-        consumer = FencedConsumer.builder(new KafkaSettings(kafkaBootstrap, topic).withTrust(relayKeys), "shipping", shipOrder)
-                .dataSource(pool)          // the application's pool; or .database(DatabaseConfig.of(url, user, password))
-                .meterRegistry(registry)   // optional: fencedjobs_consumer_* meters, tagged service=consumer
-                .start();                  // no HTTP port unless .opsServer(port)
+        // relayKeys: the relay's public key (RecordTrust.from(Settings.fromEnvironment()) reads it)
+        consumer = FencedConsumer.builder(
+                        new KafkaSettings(kafkaBootstrap, topic).withTrust(relayKeys), "shipping", shipOrder)
+                .dataSource(pool) // the application's pool; or .database(DatabaseConfig.of(url, user, password))
+                .meterRegistry(registry) // optional: fencedjobs_consumer_* meters, tagged service=consumer
+                .start(); // no HTTP port unless .opsServer(port)
         // README:end
     }
 
@@ -66,7 +71,12 @@ public final class ShippingService implements AutoCloseable {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        try (ShippingService service = new ShippingService(args[0], args[1], args[2], args[3], args[4],
+        try (ShippingService service = new ShippingService(
+                args[0],
+                args[1],
+                args[2],
+                args[3],
+                args[4],
                 RecordTrust.from(dev.fencedjobs.db.Settings.fromEnvironment()))) {
             Runtime.getRuntime().addShutdownHook(new Thread(service.consumer()::close));
             service.consumer().awaitTermination();

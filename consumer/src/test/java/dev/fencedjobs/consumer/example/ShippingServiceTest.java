@@ -1,13 +1,13 @@
 package dev.fencedjobs.consumer.example;
 
-import dev.fencedjobs.lease.FencingToken;
-import dev.fencedjobs.runtime.RecordTrust;
-import dev.fencedjobs.runtime.internal.RecordSignatures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.fencedjobs.lease.FencingToken;
+import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.internal.Envelope;
+import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TestKafka;
@@ -42,17 +42,22 @@ class ShippingServiceTest {
         String topic = "shipping-" + UUID.randomUUID();
         String bootstrap = TestKafka.shared().bootstrapServers();
         TestKafka.createTopic(bootstrap, topic, 2);
-        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement()) {
-            s.execute("CREATE TABLE shipments (order_id text NOT NULL, job_id bigint NOT NULL, fencing_token bigint NOT NULL)");
+        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+                Statement s = c.createStatement()) {
+            s.execute(
+                    "CREATE TABLE shipments (order_id text NOT NULL, job_id bigint NOT NULL, fencing_token bigint NOT NULL)");
         }
         RecordTrust relayKeys = RecordTrust.generate();
         ShippingService service = new ShippingService(db.url(), db.user(), db.password(), bootstrap, topic, relayKeys);
         try {
-            assertThat(service.consumer().httpPort()).as("no ops endpoint unless asked").isEqualTo(-1);
+            assertThat(service.consumer().httpPort())
+                    .as("no ops endpoint unless asked")
+                    .isEqualTo(-1);
             assertThat(service.consumer().state()).isEqualTo(RunningService.State.RUNNING);
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
-            try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
+            try (KafkaProducer<String, byte[]> producer =
+                    new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
                 java.util.List<ProducerRecord<String, byte[]>> records = new java.util.ArrayList<>();
                 for (long job : new long[] {1, 2, 2, 3}) { // job 2 delivered twice, as after a relay's retry
                     records.add(new ProducerRecord<>(topic, "orders", envelope(job, "A-" + job)));
@@ -60,17 +65,34 @@ class ShippingServiceTest {
                 RecordSignatures.sign(relayKeys, System.currentTimeMillis(), records);
                 records.forEach(producer::send);
             }
-            await().atMost(Duration.ofSeconds(60)).until(() -> shipments(db).size() == 3
-                    && service.registry().find("fencedjobs_consumer_duplicates").counter() != null
-                    && service.registry().find("fencedjobs_consumer_duplicates").counter().count() == 1);
+            await().atMost(Duration.ofSeconds(60))
+                    .until(() -> shipments(db).size() == 3
+                            && service.registry()
+                                            .find("fencedjobs_consumer_duplicates")
+                                            .counter()
+                                    != null
+                            && service.registry()
+                                            .find("fencedjobs_consumer_duplicates")
+                                            .counter()
+                                            .count()
+                                    == 1);
             assertThat(shipments(db)).containsExactly("A-1/1", "A-2/2", "A-3/3");
-            assertThat(service.registry().get("fencedjobs_consumer_applied").tag("service", "consumer").counter().count()).isEqualTo(3);
+            assertThat(service.registry()
+                            .get("fencedjobs_consumer_applied")
+                            .tag("service", "consumer")
+                            .counter()
+                            .count())
+                    .isEqualTo(3);
         } finally {
             service.consumer().close();
         }
         assertThat(service.consumer().state()).isEqualTo(RunningService.State.STOPPED);
-        assertThat(service.pool().isClosed()).as("the application's pool is the application's to close").isFalse();
-        assertThat(service.registry().find("fencedjobs_consumer_applied").meters()).as("a stopped consumer reports nothing").isEmpty();
+        assertThat(service.pool().isClosed())
+                .as("the application's pool is the application's to close")
+                .isFalse();
+        assertThat(service.registry().find("fencedjobs_consumer_applied").meters())
+                .as("a stopped consumer reports nothing")
+                .isEmpty();
         service.close();
     }
 
@@ -78,7 +100,8 @@ class ShippingServiceTest {
     void theReadmeShowsTheExamplesCode() throws Exception {
         List<String> region = new ArrayList<>();
         boolean in = false;
-        for (String line : Files.readAllLines(Path.of("src/test/java/dev/fencedjobs/consumer/example/ShippingService.java"))) {
+        for (String line :
+                Files.readAllLines(Path.of("src/test/java/dev/fencedjobs/consumer/example/ShippingService.java"))) {
             if (line.contains("README:end")) {
                 break;
             }
@@ -87,20 +110,37 @@ class ShippingServiceTest {
             }
             in |= line.contains("README:begin");
         }
-        int indent = region.stream().filter(l -> !l.isBlank()).mapToInt(l -> l.length() - l.stripLeading().length()).min().orElse(0);
-        String code = String.join("\n", region.stream().map(l -> l.isBlank() ? "" : l.substring(indent)).toList());
+        int indent = region.stream()
+                .filter(l -> !l.isBlank())
+                .mapToInt(l -> l.length() - l.stripLeading().length())
+                .min()
+                .orElse(0);
+        String code = String.join(
+                "\n",
+                region.stream().map(l -> l.isBlank() ? "" : l.substring(indent)).toList());
         assertThat(code).contains("FencedConsumer.builder(");
-        assertThat(Files.readString(Path.of("..", "README.md"))).as("README's Embedding section, copied from ShippingService").contains(code);
+        assertThat(Files.readString(Path.of("..", "README.md")))
+                .as("README's Embedding section, copied from ShippingService")
+                .contains(code);
     }
 
     private static byte[] envelope(long jobId, String order) {
-        return new Envelope(Envelope.VERSION, jobId, jobId, "orders", FencingToken.of(1), "{\"order\":\"" + order + "\"}", OffsetDateTime.now(),
-                OffsetDateTime.now()).toJson();
+        return new Envelope(
+                        Envelope.VERSION,
+                        jobId,
+                        jobId,
+                        "orders",
+                        FencingToken.of(1),
+                        "{\"order\":\"" + order + "\"}",
+                        OffsetDateTime.now(),
+                        OffsetDateTime.now())
+                .toJson();
     }
 
     private static List<String> shipments(TestDatabase db) throws Exception {
         List<String> rows = new ArrayList<>();
-        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement s = c.createStatement();
+        try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+                Statement s = c.createStatement();
                 ResultSet rs = s.executeQuery("SELECT order_id, job_id FROM shipments ORDER BY job_id")) {
             while (rs.next()) {
                 rows.add(rs.getString(1) + "/" + rs.getLong(2));

@@ -31,8 +31,8 @@ public final class Database {
      * it, so that a reader shows only the parts it can (the consumer's tables may live elsewhere).
      */
     public static String readable(String table) {
-        return "CASE WHEN to_regclass('" + table + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('" + table
-                + "'), 'SELECT') END";
+        return "CASE WHEN to_regclass('" + table + "') IS NULL THEN false ELSE has_table_privilege(to_regclass('"
+                + table + "'), 'SELECT') END";
     }
 
     static {
@@ -46,10 +46,12 @@ public final class Database {
      * migrates the lease's location first ({@link #LEASE_MIGRATIONS}): its guards read the lease.
      */
     public static final String MIGRATIONS = "classpath:db/migration";
+
     public static final String HISTORY_TABLE = "flyway_schema_history";
 
     /** The lease's tables, functions and triggers, with a history table of their own. */
     public static final String LEASE_MIGRATIONS = "classpath:db/lease";
+
     public static final String LEASE_HISTORY_TABLE = "lease_schema_history";
 
     /**
@@ -86,10 +88,13 @@ public final class Database {
         hikari.setConnectionInitSql(timeoutsSql(config));
         hikari.addDataSourceProperty("ApplicationName", poolName);
         hikari.addDataSourceProperty("tcpKeepAlive", "true");
-        hikari.addDataSourceProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
+        hikari.addDataSourceProperty(
+                "connectTimeout",
+                String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
         // A partitioned connection fails after this long instead of hanging: longer than any
         // statement may run, so only a dead peer trips it.
-        hikari.addDataSourceProperty("socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+        hikari.addDataSourceProperty(
+                "socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
         return new HikariDataSource(hikari);
     }
 
@@ -103,8 +108,11 @@ public final class Database {
         props.setProperty("password", config.password());
         props.setProperty("ApplicationName", applicationName);
         props.setProperty("tcpKeepAlive", "true");
-        props.setProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
-        props.setProperty("socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+        props.setProperty(
+                "connectTimeout",
+                String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
+        props.setProperty(
+                "socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
         Connection c = DriverManager.getConnection(config.url(), props);
         try (Statement s = c.createStatement()) {
             s.execute(timeoutsSql(config));
@@ -118,7 +126,8 @@ public final class Database {
     static String timeoutsSql(DatabaseConfig config) {
         return "SET statement_timeout = " + config.statementTimeout().toMillis()
                 + "; SET lock_timeout = " + config.lockTimeout().toMillis()
-                + "; SET idle_in_transaction_session_timeout = " + config.idleInTransactionTimeout().toMillis();
+                + "; SET idle_in_transaction_session_timeout = "
+                + config.idleInTransactionTimeout().toMillis();
     }
 
     public static DSLContext dsl(DataSource dataSource) {
@@ -164,7 +173,8 @@ public final class Database {
         // database both try to create (or baseline) it, and one fails. A session-level advisory
         // lock, held on a connection of its own, puts every migrator of this database in a queue.
         flyway.info(); // connects with Flyway's retries, so the lock below finds the database up
-        try (Connection lock = dataSource.getConnection(); Statement s = lock.createStatement()) {
+        try (Connection lock = dataSource.getConnection();
+                Statement s = lock.createStatement()) {
             s.execute("SELECT pg_advisory_lock(" + MIGRATION_LOCK + ")");
             try {
                 if (location.equals(MIGRATIONS)) {
@@ -180,7 +190,8 @@ public final class Database {
         }
     }
 
-    private static Flyway flyway(DataSource dataSource, String location, String historyTable, String baseline, int connectRetries) {
+    private static Flyway flyway(
+            DataSource dataSource, String location, String historyTable, String baseline, int connectRetries) {
         return Flyway.configure()
                 .dataSource(dataSource)
                 .locations(location)
@@ -205,7 +216,8 @@ public final class Database {
             rs.next();
             tablesMadeBefore = rs.getBoolean(1);
         }
-        flyway(dataSource, LEASE_MIGRATIONS, LEASE_HISTORY_TABLE, tablesMadeBefore ? "1" : "0", 0).migrate();
+        flyway(dataSource, LEASE_MIGRATIONS, LEASE_HISTORY_TABLE, tablesMadeBefore ? "1" : "0", 0)
+                .migrate();
     }
 
     /**
@@ -220,8 +232,11 @@ public final class Database {
         boolean moved = invalid.stream().anyMatch(Database::movedToTheLease);
         boolean onlyMovedOrPending = invalid.stream().allMatch(m -> movedToTheLease(m) || pending(m));
         if (moved && onlyMovedOrPending) {
-            LoggerFactory.getLogger(Database.class).info("The lease has its own migrations now (db/lease, history {}): "
-                    + "realigning the dispatcher's history of V1, V4, V5, V10 and R__leader_lease.sql", LEASE_HISTORY_TABLE);
+            LoggerFactory.getLogger(Database.class)
+                    .info(
+                            "The lease has its own migrations now (db/lease, history {}): "
+                                    + "realigning the dispatcher's history of V1, V4, V5, V10 and R__leader_lease.sql",
+                            LEASE_HISTORY_TABLE);
             flyway.repair();
         }
     }
@@ -229,12 +244,14 @@ public final class Database {
     private static boolean movedToTheLease(ValidateOutput m) {
         ErrorCode code = m.errorDetails == null ? null : m.errorDetails.errorCode;
         return (code == CoreErrorCode.CHECKSUM_MISMATCH && MOVED_TO_LEASE.contains(m.version))
-                || (code == CoreErrorCode.APPLIED_REPEATABLE_MIGRATION_NOT_RESOLVED && MOVED_TO_LEASE.contains(m.description));
+                || (code == CoreErrorCode.APPLIED_REPEATABLE_MIGRATION_NOT_RESOLVED
+                        && MOVED_TO_LEASE.contains(m.description));
     }
 
     private static boolean pending(ValidateOutput m) {
         ErrorCode code = m.errorDetails == null ? null : m.errorDetails.errorCode;
-        return code == CoreErrorCode.RESOLVED_VERSIONED_MIGRATION_NOT_APPLIED || code == CoreErrorCode.RESOLVED_REPEATABLE_MIGRATION_NOT_APPLIED
+        return code == CoreErrorCode.RESOLVED_VERSIONED_MIGRATION_NOT_APPLIED
+                || code == CoreErrorCode.RESOLVED_REPEATABLE_MIGRATION_NOT_APPLIED
                 || code == CoreErrorCode.OUTDATED_REPEATABLE_MIGRATION;
     }
 

@@ -12,7 +12,8 @@ public final class DbTime {
      * PostgreSQL's {@code clock_timestamp()}: the current time, not frozen at transaction start as
      * {@code now()} is (and jOOQ's {@code currentTimestamp()} renders {@code now()}).
      */
-    public static final Field<OffsetDateTime> CLOCK_TIMESTAMP = DSL.function("clock_timestamp", SQLDataType.TIMESTAMPWITHTIMEZONE);
+    public static final Field<OffsetDateTime> CLOCK_TIMESTAMP =
+            DSL.function("clock_timestamp", SQLDataType.TIMESTAMPWITHTIMEZONE);
 
     private DbTime() {}
 }

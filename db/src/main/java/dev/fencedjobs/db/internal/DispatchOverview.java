@@ -24,6 +24,7 @@ public final class DispatchOverview {
     public static final int HEAD = 10_000;
     /** Limits shown: those with the fewest tokens left first (the ones holding jobs back), then by key. */
     public static final int LIMITS_SHOWN = 20;
+
     public static final int KEYS_SHOWN = 5;
     /** The count of all due jobs stops here. */
     public static final int DUE_CAP = 100_000;
@@ -50,16 +51,19 @@ public final class DispatchOverview {
             + "dispatch_limit_tokens(tokens, refilled_at, per_second, burst, clock_timestamp()) AS tokens_now FROM dispatch_limits "
             + "ORDER BY tokens_now, dispatch_key LIMIT " + LIMITS_SHOWN + ") l ORDER BY l.tokens_now, l.dispatch_key";
     /** The keys with the most jobs among the {@link #HEAD} longest-due, read in the plain path's index order. */
-    static final String BUSIEST = "SELECT k, count(*), min(due_at) FROM (SELECT coalesce(dispatch_key, resource) AS k, due_at FROM jobs "
-            + "WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT " + HEAD + ") head "
-            + "GROUP BY k ORDER BY count(*) DESC, k LIMIT " + KEYS_SHOWN;
+    static final String BUSIEST =
+            "SELECT k, count(*), min(due_at) FROM (SELECT coalesce(dispatch_key, resource) AS k, due_at FROM jobs "
+                    + "WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT " + HEAD
+                    + ") head "
+                    + "GROUP BY k ORDER BY count(*) DESC, k LIMIT " + KEYS_SHOWN;
     /**
      * Due jobs held back right now: of keys whose bucket has less than one whole token, up to
      * {@link #WAITING_CAP} in all.
      */
     public static final String HELD = "SELECT count(*) FROM (SELECT 1 FROM dispatch_limits l "
             + "CROSS JOIN LATERAL (" + dueJobsOf("l.dispatch_key") + " LIMIT " + WAITING_CAP + ") d "
-            + "WHERE dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()) < 1 LIMIT " + WAITING_CAP + ") held";
+            + "WHERE dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()) < 1 LIMIT "
+            + WAITING_CAP + ") held";
 
     /** One limit as it stands. {@code dueWaiting} at most {@link #WAITING_CAP}. */
     public record Limit(String key, double perSecond, int burst, double tokens, long dueWaiting) {
@@ -112,14 +116,16 @@ public final class DispatchOverview {
     public static Overview read(Connection c) throws SQLException {
         List<Limit> limits = new ArrayList<>();
         int limitCount = 0;
-        try (PreparedStatement ps = c.prepareStatement(LIMITS); ResultSet rs = ps.executeQuery()) {
+        try (PreparedStatement ps = c.prepareStatement(LIMITS);
+                ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 limits.add(new Limit(rs.getString(1), rs.getDouble(2), rs.getInt(3), rs.getDouble(4), rs.getLong(5)));
                 limitCount = rs.getInt(6);
             }
         }
         List<BusyKey> busiest = new ArrayList<>();
-        try (PreparedStatement ps = c.prepareStatement(BUSIEST); ResultSet rs = ps.executeQuery()) {
+        try (PreparedStatement ps = c.prepareStatement(BUSIEST);
+                ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 busiest.add(new BusyKey(rs.getString(1), rs.getLong(2), rs.getObject(3, OffsetDateTime.class)));
             }
@@ -129,7 +135,8 @@ public final class DispatchOverview {
 
     /** Due jobs held back by a limit now, up to {@link #WAITING_CAP}. */
     public static long held(Connection c) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(HELD); ResultSet rs = ps.executeQuery()) {
+        try (PreparedStatement ps = c.prepareStatement(HELD);
+                ResultSet rs = ps.executeQuery()) {
             rs.next();
             return rs.getLong(1);
         }

@@ -30,11 +30,28 @@ public final class JobJourney {
     private record ConsumerRows(String kind, String table, String columns, String order) {}
 
     private static final List<ConsumerRows> CONSUMER_ROWS = List.of(
-            new ConsumerRows("stale", "consumer_rejected", "fencing_token, highest_token, topic, kafka_partition, kafka_offset, rejected_at", "id"),
-            new ConsumerRows("late", "consumer_late", "fencing_token, outbox_id, highest_outbox_id, topic, kafka_partition, kafka_offset, seen_at", "id"),
-            new ConsumerRows("waiting", "consumer_waiting", "attempts, first_failed_at, next_attempt_at, last_error", "seq"),
-            new ConsumerRows("dead letter", "consumer_dead_letter", "id, status, reason, topic, kafka_partition, kafka_offset, dead_lettered_at", "id"),
-            new ConsumerRows("reused", "consumer_reused", "kind, fencing_token, previous, topic, kafka_partition, kafka_offset, seen_at", "id"));
+            new ConsumerRows(
+                    "stale",
+                    "consumer_rejected",
+                    "fencing_token, highest_token, topic, kafka_partition, kafka_offset, rejected_at",
+                    "id"),
+            new ConsumerRows(
+                    "late",
+                    "consumer_late",
+                    "fencing_token, outbox_id, highest_outbox_id, topic, kafka_partition, kafka_offset, seen_at",
+                    "id"),
+            new ConsumerRows(
+                    "waiting", "consumer_waiting", "attempts, first_failed_at, next_attempt_at, last_error", "seq"),
+            new ConsumerRows(
+                    "dead letter",
+                    "consumer_dead_letter",
+                    "id, status, reason, topic, kafka_partition, kafka_offset, dead_lettered_at",
+                    "id"),
+            new ConsumerRows(
+                    "reused",
+                    "consumer_reused",
+                    "kind, fencing_token, previous, topic, kafka_partition, kafka_offset, seen_at",
+                    "id"));
 
     private JobJourney() {}
 
@@ -47,13 +64,16 @@ public final class JobJourney {
      * @param consumerDb where the consumer's tables are; {@code c} when they are in the same database
      * @throws SQLException also when this login may not read {@code jobs}
      */
-    public static Optional<Map<String, Object>> read(Connection c, Connection consumerDb, Long id, String key) throws SQLException {
+    public static Optional<Map<String, Object>> read(Connection c, Connection consumerDb, Long id, String key)
+            throws SQLException {
         if (!readable(c, "jobs")) {
             throw new SQLException("this login may not read the table jobs (run as the owner or an operator's login)");
         }
         Map<String, Object> job;
-        try (PreparedStatement ps = c.prepareStatement("SELECT id, unique_key, resource, state, created_at, due_at, completed_at, "
-                + "completed_by_token, cancelled_at, traceparent FROM jobs WHERE " + (id != null ? "id = ?" : "unique_key = ?"))) {
+        try (PreparedStatement ps =
+                c.prepareStatement("SELECT id, unique_key, resource, state, created_at, due_at, completed_at, "
+                        + "completed_by_token, cancelled_at, traceparent FROM jobs WHERE "
+                        + (id != null ? "id = ?" : "unique_key = ?"))) {
             ps.setObject(1, id != null ? id : key);
             List<Map<String, Object>> rows = rows(ps);
             if (rows.isEmpty()) {
@@ -99,17 +119,19 @@ public final class JobJourney {
             return "not shown: the consumer's tables are not in this database (set CONSUMER_DATABASE_URL), or this login may not read them";
         }
         Map<String, Object> consumer = new LinkedHashMap<>();
-        try (PreparedStatement ps = c.prepareStatement("SELECT outcome, fencing_token, processed_at FROM consumer_processed WHERE job_id = ?")) {
+        try (PreparedStatement ps = c.prepareStatement(
+                "SELECT outcome, fencing_token, processed_at FROM consumer_processed WHERE job_id = ?")) {
             ps.setLong(1, jobId);
             List<Map<String, Object>> rows = rows(ps);
-            consumer.put("processed", rows.isEmpty() ? "not yet, or purged after the consumer's retention" : rows.get(0));
+            consumer.put(
+                    "processed", rows.isEmpty() ? "not yet, or purged after the consumer's retention" : rows.get(0));
         }
         for (ConsumerRows kind : CONSUMER_ROWS) {
             if (!readable(c, kind.table())) {
                 continue;
             }
-            try (PreparedStatement ps = c.prepareStatement("SELECT " + kind.columns() + " FROM " + kind.table() + " WHERE job_id = ? ORDER BY "
-                    + kind.order() + " DESC LIMIT " + ROWS_SHOWN)) {
+            try (PreparedStatement ps = c.prepareStatement("SELECT " + kind.columns() + " FROM " + kind.table()
+                    + " WHERE job_id = ? ORDER BY " + kind.order() + " DESC LIMIT " + ROWS_SHOWN)) {
                 ps.setLong(1, jobId);
                 List<Map<String, Object>> rows = rows(ps);
                 if (!rows.isEmpty()) {
@@ -122,7 +144,8 @@ public final class JobJourney {
 
     /** Whether {@code table} is in this database and this login may read it. */
     public static boolean readable(Connection c, String table) throws SQLException {
-        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT " + Database.readable(table))) {
+        try (Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery("SELECT " + Database.readable(table))) {
             rs.next();
             return rs.getBoolean(1);
         }
@@ -136,7 +159,9 @@ public final class JobJourney {
                 Map<String, Object> row = new LinkedHashMap<>();
                 for (int i = 1; i <= meta.getColumnCount(); i++) {
                     Object value = rs.getObject(i);
-                    row.put(meta.getColumnLabel(i), value instanceof Timestamp ? rs.getObject(i, OffsetDateTime.class) : value);
+                    row.put(
+                            meta.getColumnLabel(i),
+                            value instanceof Timestamp ? rs.getObject(i, OffsetDateTime.class) : value);
                 }
                 rows.add(row);
             }

@@ -55,15 +55,18 @@ public final class Dashboard implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(Dashboard.class);
 
-    static final String VISIBLE = "SELECT " + readable("leader_lease") + ", " + readable("lease_takeover") + ", " + readable("jobs") + ", "
-            + readable("outbox_position") + ", " + readable("consumer_dead_letter") + ", " + readable("consumer_rejected") + ", "
-            + readable("dispatch_limits");
+    static final String VISIBLE =
+            "SELECT " + readable("leader_lease") + ", " + readable("lease_takeover") + ", " + readable("jobs") + ", "
+                    + readable("outbox_position") + ", " + readable("consumer_dead_letter") + ", "
+                    + readable("consumer_rejected") + ", "
+                    + readable("dispatch_limits");
     static final String TIMELINE = "SELECT role, fencing_token, holder_id, acquired_at FROM lease_takeover "
             + "WHERE acquired_at > clock_timestamp() - interval '1 day' ORDER BY acquired_at DESC, role LIMIT 30";
     /** Counted up to {@link DispatchOverview#DUE_CAP}: the page says "at least". */
     static final String BACKLOG = DispatchOverview.DUE_BACKLOG;
     /** The relay's position: the outbox rows after it are unpublished ({@link #outboxLag}). */
     static final String RELAY_POSITION = "SELECT published_through FROM outbox_position WHERE role = 'relay'";
+
     static final String DEAD_LETTERS = "SELECT count(*) FILTER (WHERE status IN ('dead', 'replay_requested')), "
             + "count(*) FILTER (WHERE status = 'replayed'), count(*) FILTER (WHERE status = 'discarded') FROM consumer_dead_letter";
     static final String STALE = "SELECT count(*), max(rejected_at) FROM consumer_rejected";
@@ -76,6 +79,7 @@ public final class Dashboard implements AutoCloseable {
     private volatile boolean closed;
     /** The sampler's own: the database time the last count of completed jobs reached, and the consumer's count then. */
     private OffsetDateTime completedUpTo;
+
     private long appliedBefore = -1;
     private long appliedBeforeNanos;
 
@@ -86,8 +90,7 @@ public final class Dashboard implements AutoCloseable {
      * @param applied the effects it applied since it started
      * @param dueToEffect the time from each applied job's due time to the commit of its effect
      */
-    public record ConsumerSide(LongSupplier lag, LongSupplier applied, LatencyWindow dueToEffect) {
-    }
+    public record ConsumerSide(LongSupplier lag, LongSupplier applied, LatencyWindow dueToEffect) {}
 
     /**
      * Starts sampling; {@link #close()} stops it.
@@ -117,13 +120,16 @@ public final class Dashboard implements AutoCloseable {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("service", service);
         out.put("at", Instant.now().toString());
-        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
+        try (Connection c = dataSource.getConnection();
+                Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
             out.put("roles", v[0] ? leases(c) : null);
             out.put("timeline", v[1] ? timeline(s) : null);
             out.put("deadLetters", v[4] ? deadLetters(s) : null);
             out.put("staleRejected", v[5] ? stale(s) : null);
-            out.put("dispatch", v[2] && v[6] ? orNull(() -> DispatchOverview.read(c).toMap()) : null);
+            out.put(
+                    "dispatch",
+                    v[2] && v[6] ? orNull(() -> DispatchOverview.read(c).toMap()) : null);
             out.put("error", null);
         } catch (SQLException | RuntimeException e) {
             out.put("error", "database: " + Faults.describe(e));
@@ -165,13 +171,20 @@ public final class Dashboard implements AutoCloseable {
                 }
                 out.putAll(found.get());
                 Object traceparent = ((Map<?, ?>) found.get().get("job")).get("traceparent");
-                out.put("traceId", traceparent == null ? null : TraceContext.of((String) traceparent, null).traceId());
+                out.put(
+                        "traceId",
+                        traceparent == null
+                                ? null
+                                : TraceContext.of((String) traceparent, null).traceId());
             } else if (jobId != null && JobJourney.readable(c, "consumer_processed")) {
                 out.put("job", null);
                 out.put("consumer", JobJourney.consumer(c, jobId));
             } else {
-                out.put("error", jobId == null ? "this service's database has no jobs table to find a key in (the consumer's own page finds jobs by id)"
-                        : "this service's database holds neither jobs nor the consumer's tables (or its role may not read them)");
+                out.put(
+                        "error",
+                        jobId == null
+                                ? "this service's database has no jobs table to find a key in (the consumer's own page finds jobs by id)"
+                                : "this service's database holds neither jobs nor the consumer's tables (or its role may not read them)");
             }
         } catch (SQLException | RuntimeException e) {
             out.put("error", "database: " + Faults.describe(e));
@@ -214,7 +227,8 @@ public final class Dashboard implements AutoCloseable {
         sample.put("dueBacklog", null);
         sample.put("outboxLagSeconds", null);
         sample.put("completedPerSecond", null);
-        try (Connection c = dataSource.getConnection(); Statement s = c.createStatement()) {
+        try (Connection c = dataSource.getConnection();
+                Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
             // Each on its own: one that fails (a grant the role lacks, a timeout) leaves the others.
             if (v[2]) {
@@ -229,7 +243,8 @@ public final class Dashboard implements AutoCloseable {
         }
         sample.put("consumerLag", consumer == null ? null : consumer.lag().getAsLong());
         sample.put("appliedPerSecond", consumer == null ? null : appliedPerSecond());
-        LatencyWindow.Summary latency = consumer == null ? null : consumer.dueToEffect().drain();
+        LatencyWindow.Summary latency =
+                consumer == null ? null : consumer.dueToEffect().drain();
         // No job applied in the window: no latency to show, rather than a latency of 0.
         boolean some = latency != null && latency.count() > 0;
         sample.put("dueToEffectP50Seconds", some ? round(latency.p50Seconds()) : null);
@@ -256,8 +271,11 @@ public final class Dashboard implements AutoCloseable {
         if (position == null) {
             return 0.0; // no relay has published yet: as the view, nothing counts as unpublished
         }
-        double seconds = single(s, "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox WHERE id > "
-                + position.longValue()).doubleValue();
+        double seconds = single(
+                        s,
+                        "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox WHERE id > "
+                                + position.longValue())
+                .doubleValue();
         return Math.round(seconds * 10) / 10.0;
     }
 
@@ -279,7 +297,8 @@ public final class Dashboard implements AutoCloseable {
     private Double appliedPerSecond() {
         long applied = consumer.applied().getAsLong();
         long now = System.nanoTime();
-        Double rate = appliedBefore < 0 || now == appliedBeforeNanos ? null
+        Double rate = appliedBefore < 0 || now == appliedBeforeNanos
+                ? null
                 : Math.round((applied - appliedBefore) * 1e10 / (now - appliedBeforeNanos)) / 10.0;
         appliedBefore = applied;
         appliedBeforeNanos = now;
@@ -344,7 +363,9 @@ public final class Dashboard implements AutoCloseable {
                 e.put("role", rs.getString(1));
                 e.put("token", rs.getLong(2));
                 e.put("holder", rs.getString(3));
-                e.put("acquiredAt", rs.getObject(4, OffsetDateTime.class).toInstant().toString());
+                e.put(
+                        "acquiredAt",
+                        rs.getObject(4, OffsetDateTime.class).toInstant().toString());
                 events.add(e);
             }
         }

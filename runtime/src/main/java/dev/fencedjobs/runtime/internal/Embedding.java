@@ -18,7 +18,8 @@ import javax.sql.DataSource;
  * @param openTelemetry where the service's spans go, or null for {@link GlobalOpenTelemetry} (what
  *     the OpenTelemetry Java agent installs; a no-op without one)
  */
-public record Embedding(DataSource dataSource, MeterRegistry meterRegistry, boolean opsServer, OpenTelemetry openTelemetry) {
+public record Embedding(
+        DataSource dataSource, MeterRegistry meterRegistry, boolean opsServer, OpenTelemetry openTelemetry) {
 
     /** A service on its own: its own pool, its own registry, its own ops endpoint, the global OpenTelemetry. */
     public static final Embedding STANDALONE = new Embedding(null, null, true, null);

@@ -5,11 +5,11 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.fencedjobs.lease.FencingToken;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import dev.fencedjobs.lease.FencingToken;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeParseException;
 
@@ -33,8 +33,16 @@ import java.time.format.DateTimeParseException;
  * number in UTF-8. A consumer must ignore fields it does not know.
  */
 public record Envelope(
-        int version, long outboxId, long jobId, String resource, FencingToken fencingToken, String payloadJson,
-        OffsetDateTime dueAt, OffsetDateTime completedAt, OffsetDateTime jobCreatedAt, String tokenHolder,
+        int version,
+        long outboxId,
+        long jobId,
+        String resource,
+        FencingToken fencingToken,
+        String payloadJson,
+        OffsetDateTime dueAt,
+        OffsetDateTime completedAt,
+        OffsetDateTime jobCreatedAt,
+        String tokenHolder,
         OffsetDateTime tokenAcquiredAt) {
 
     public static final int VERSION = 1;
@@ -44,8 +52,15 @@ public record Envelope(
     public static final String VERSION_HEADER = "fj-envelope-version";
 
     /** An envelope without the optional identity fields. */
-    public Envelope(int version, long outboxId, long jobId, String resource, FencingToken fencingToken, String payloadJson,
-            OffsetDateTime dueAt, OffsetDateTime completedAt) {
+    public Envelope(
+            int version,
+            long outboxId,
+            long jobId,
+            String resource,
+            FencingToken fencingToken,
+            String payloadJson,
+            OffsetDateTime dueAt,
+            OffsetDateTime completedAt) {
         this(version, outboxId, jobId, resource, fencingToken, payloadJson, dueAt, completedAt, null, null, null);
     }
 
@@ -103,7 +118,8 @@ public record Envelope(
         }
         int version = (int) requiredLong(root, "version");
         if (version != VERSION) {
-            throw new InvalidEnvelope("unsupported envelope version " + version + " (this consumer reads " + VERSION + ")");
+            throw new InvalidEnvelope(
+                    "unsupported envelope version " + version + " (this consumer reads " + VERSION + ")");
         }
         long token = requiredLong(root, "fencingToken");
         if (token <= 0) {
@@ -125,9 +141,18 @@ public record Envelope(
         if (holder != null && !holder.isNull() && !holder.isTextual()) {
             throw new InvalidEnvelope("tokenHolder must be a string, got " + holder);
         }
-        return new Envelope(version, requiredLong(root, "outboxId"), jobId, resource.asText(), FencingToken.of(token), payload.toString(),
-                requiredTime(root, "dueAt"), requiredTime(root, "completedAt"), optionalTime(root, "jobCreatedAt"),
-                holder == null || holder.isNull() ? null : holder.asText(), optionalTime(root, "tokenAcquiredAt"));
+        return new Envelope(
+                version,
+                requiredLong(root, "outboxId"),
+                jobId,
+                resource.asText(),
+                FencingToken.of(token),
+                payload.toString(),
+                requiredTime(root, "dueAt"),
+                requiredTime(root, "completedAt"),
+                optionalTime(root, "jobCreatedAt"),
+                holder == null || holder.isNull() ? null : holder.asText(),
+                optionalTime(root, "tokenAcquiredAt"));
     }
 
     private static OffsetDateTime optionalTime(JsonNode root, String field) {

@@ -17,7 +17,9 @@ public final class Faults {
         if (newline >= 0) {
             message = message.substring(0, newline);
         }
-        String state = root instanceof SQLException sql && sql.getSQLState() != null ? " [SQLSTATE " + sql.getSQLState() + "]" : "";
+        String state = root instanceof SQLException sql && sql.getSQLState() != null
+                ? " [SQLSTATE " + sql.getSQLState() + "]"
+                : "";
         return root.getClass().getSimpleName() + ": " + message + state;
     }
 }

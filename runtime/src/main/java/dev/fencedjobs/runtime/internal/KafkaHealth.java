@@ -35,7 +35,10 @@ public final class KafkaHealth {
         boolean first = lastError == null;
         lastError = Faults.describe(fault);
         if (first && refusedAccess(fault)) {
-            log.error("Kafka refused the {}: {}; {}. Nothing moves until it is fixed; retrying every few seconds", service, lastError,
+            log.error(
+                    "Kafka refused the {}: {}; {}. Nothing moves until it is fixed; retrying every few seconds",
+                    service,
+                    lastError,
                     ACCESS_HINT);
         } else if (first) {
             log.warn("Kafka: {}; {}", lastError, meanwhile);
@@ -57,8 +60,7 @@ public final class KafkaHealth {
      */
     private static boolean refusedAccess(Throwable fault) {
         for (Throwable t = fault; t != null; t = t.getCause() == t ? null : t.getCause()) {
-            if (t instanceof AuthenticationException
-                    || t instanceof AuthorizationException) {
+            if (t instanceof AuthenticationException || t instanceof AuthorizationException) {
                 return true;
             }
         }

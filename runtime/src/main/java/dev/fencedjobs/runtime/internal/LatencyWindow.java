@@ -48,7 +48,10 @@ public final class LatencyWindow {
             return Summary.EMPTY;
         }
         double maxSeconds = maxMicros / 1e6;
-        return new Summary(total, Math.min(maxSeconds, percentile(taken, total, 0.50)), Math.min(maxSeconds, percentile(taken, total, 0.99)),
+        return new Summary(
+                total,
+                Math.min(maxSeconds, percentile(taken, total, 0.50)),
+                Math.min(maxSeconds, percentile(taken, total, 0.99)),
                 maxSeconds);
     }
 

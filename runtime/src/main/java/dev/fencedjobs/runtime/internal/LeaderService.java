@@ -1,12 +1,12 @@
 package dev.fencedjobs.runtime.internal;
 
-import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.lease.HolderWatch;
 import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseConfig;
+import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.lease.LeaseSession;
 import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -42,6 +42,7 @@ public final class LeaderService implements AutoCloseable {
 
     /** The channel on which a lease release is announced; the payload is the role. */
     public static final String LEASE_RELEASED = "lease_released";
+
     private static final Logger log = LoggerFactory.getLogger(LeaderService.class);
 
     /** The service's own work, run on a thread of its own. */
@@ -65,7 +66,13 @@ public final class LeaderService implements AutoCloseable {
     }
 
     /** What a worker is built from. */
-    public record Parts(DSLContext dsl, Lease lease, Leadership leadership, MeterRegistry registry, Ticker ticker, Tracing tracing) {}
+    public record Parts(
+            DSLContext dsl,
+            Lease lease,
+            Leadership leadership,
+            MeterRegistry registry,
+            Ticker ticker,
+            Tracing tracing) {}
 
     /**
      * How a service is put together; the decorators let tests pause or break its lease and work.
@@ -73,14 +80,24 @@ public final class LeaderService implements AutoCloseable {
      * @param config its database (when {@code embedding} lends none, the pool's; else what the lent
      *     pool's sessions are, {@link dev.fencedjobs.db.DatabaseConfig#ofSessions}), ops port, stop and migrations
      */
-    public record Spec(String service, String role, String holderId, ServiceConfig config, Embedding embedding, LeaseConfig lease,
-            Duration safetyMargin, List<String> channels, Ticker ticker, UnaryOperator<LeaseOps> leaseOps) {}
+    public record Spec(
+            String service,
+            String role,
+            String holderId,
+            ServiceConfig config,
+            Embedding embedding,
+            LeaseConfig lease,
+            Duration safetyMargin,
+            List<String> channels,
+            Ticker ticker,
+            UnaryOperator<LeaseOps> leaseOps) {}
 
     private final Spec spec;
     private final ServiceRuntime runtime;
     private final Leadership leadership;
     /** The lease's own session and the follower's watch; both null when the fast path is off. */
     private final LeaseSession leaseSession;
+
     private final HolderWatch holderWatch;
     private final Worker worker;
     private final Thread workerThread;
@@ -90,7 +107,8 @@ public final class LeaderService implements AutoCloseable {
 
     private LeaderService(Spec spec, Function<Parts, Worker> workerFactory) {
         this.spec = spec;
-        this.runtime = ServiceRuntime.open(spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
+        this.runtime = ServiceRuntime.open(
+                spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
         log.info("{} {} starting: database {}", spec.service(), spec.holderId(), runtime.describeDatabase());
         MeterRegistry registry = runtime.registry();
         DSLContext dsl = runtime.dsl();
@@ -114,9 +132,22 @@ public final class LeaderService implements AutoCloseable {
             ops = lease;
         }
         try {
-            this.leadership = new Leadership(spec.role(), spec.holderId(), spec.leaseOps().apply(ops), holderWatch,
-                    spec.lease(), spec.safetyMargin(), spec.ticker(), registry);
-            this.worker = workerFactory.apply(new Parts(dsl, lease, leadership, registry, spec.ticker(), spec.embedding().tracing()));
+            this.leadership = new Leadership(
+                    spec.role(),
+                    spec.holderId(),
+                    spec.leaseOps().apply(ops),
+                    holderWatch,
+                    spec.lease(),
+                    spec.safetyMargin(),
+                    spec.ticker(),
+                    registry);
+            this.worker = workerFactory.apply(new Parts(
+                    dsl,
+                    lease,
+                    leadership,
+                    registry,
+                    spec.ticker(),
+                    spec.embedding().tracing()));
             List<String> channels = new ArrayList<>(spec.channels());
             channels.add(LEASE_RELEASED);
             // A release notification sent while the listener was away is lost: a follower that waits
@@ -213,7 +244,11 @@ public final class LeaderService implements AutoCloseable {
             return;
         }
         Duration timeout = spec.config().shutdownTimeout();
-        log.info("{} {} stopping: no new work; waiting up to {} for work in flight", spec.service(), spec.holderId(), timeout);
+        log.info(
+                "{} {} stopping: no new work; waiting up to {} for work in flight",
+                spec.service(),
+                spec.holderId(),
+                timeout);
         worker.stop();
         try {
             workerThread.join(timeout.toMillis());
@@ -221,8 +256,10 @@ public final class LeaderService implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         if (workerThread.isAlive()) {
-            log.warn("Work in flight did not finish within {}; not releasing the lease: a follower takes over when this replica's "
-                    + "lease session ends, or at expiry (the work in flight writes nothing once it has)", timeout);
+            log.warn(
+                    "Work in flight did not finish within {}; not releasing the lease: a follower takes over when this replica's "
+                            + "lease session ends, or at expiry (the work in flight writes nothing once it has)",
+                    timeout);
             leadership.close();
         } else {
             leadership.stopAndRelease();

@@ -1,10 +1,10 @@
 package dev.fencedjobs.runtime.internal;
 
+import dev.fencedjobs.lease.FencingToken;
+import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.runtime.RunningService;
 import java.time.Duration;
 import java.util.Map;
-import dev.fencedjobs.lease.FencingToken;
-import dev.fencedjobs.lease.Grant;
 import java.util.Optional;
 
 /** What a started leased service (dispatcher, relay) offers its owner; the work is in {@link LeaderService}. */

@@ -62,10 +62,10 @@ public record Next(Kind kind, long atNanos, String reason) {
      * asks to. The waits are measured with {@code ticker}, which in service is the system's.
      */
     public static void drive(Supplier<Next> step, Wakeup wakeup, Ticker ticker) throws InterruptedException {
-        for (;;) {
+        for (; ; ) {
             Next next = step.get();
             switch (next.kind()) {
-                case AGAIN, STEPPED_DOWN -> { }
+                case AGAIN, STEPPED_DOWN -> {}
                 case SLEEP_UNTIL, BACK_OFF -> {
                     long wait = next.atNanos() - ticker.nanoTime();
                     if (wait > 0) {

@@ -58,7 +58,8 @@ public final class Occurrences {
         try {
             parsed = UNIX.parse(expression.trim()).validate();
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("cron '" + expression + "' is not a five-field Unix cron expression: " + e.getMessage(), e);
+            throw new IllegalArgumentException(
+                    "cron '" + expression + "' is not a five-field Unix cron expression: " + e.getMessage(), e);
         }
         return new Occurrences(ExecutionTime.forCron(parsed), zone(zone), startsAt, 0);
     }
@@ -74,7 +75,8 @@ public final class Occurrences {
         try {
             return ZoneId.of(zone);
         } catch (DateTimeException e) {
-            throw new IllegalArgumentException("time zone '" + zone + "' is not a zone id such as UTC or Europe/Berlin", e);
+            throw new IllegalArgumentException(
+                    "time zone '" + zone + "' is not a zone id such as UTC or Europe/Berlin", e);
         }
     }
 
@@ -103,7 +105,8 @@ public final class Occurrences {
         // Wall-clock times that a spring-forward gap between t and the candidate skipped.
         ZoneRules rules = zone.getRules();
         Instant horizon = candidate != null ? candidate : t.plus(Duration.ofDays(366 * 5));
-        for (ZoneOffsetTransition tr = rules.nextTransition(t.minus(Duration.ofDays(1))); tr != null && !tr.getInstant().isAfter(horizon);
+        for (ZoneOffsetTransition tr = rules.nextTransition(t.minus(Duration.ofDays(1)));
+                tr != null && !tr.getInstant().isAfter(horizon);
                 tr = rules.nextTransition(tr.getInstant())) {
             if (!tr.isGap()) {
                 continue;
@@ -119,7 +122,9 @@ public final class Occurrences {
             Optional<ZonedDateTime> inGap = cron.nextExecution(from.atZone(tr.getOffsetBefore()));
             if (inGap.isPresent()) {
                 Instant skipped = inGap.get().toInstant();
-                if (skipped.isBefore(gapEnd) && skipped.isAfter(t) && (candidate == null || skipped.isBefore(candidate))) {
+                if (skipped.isBefore(gapEnd)
+                        && skipped.isAfter(t)
+                        && (candidate == null || skipped.isBefore(candidate))) {
                     return skipped;
                 }
             }

@@ -57,6 +57,7 @@ public final class OpsServer implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper()
             .enable(SerializationFeature.INDENT_OUTPUT)
             .disable(SerializationFeature.FAIL_ON_EMPTY_BEANS);
+
     static {
         // The JDK's server writes a response's headers and body apart; with Nagle's algorithm on, the
         // body waits for the client's delayed ACK of the headers: 40 ms a request, measured on
@@ -85,8 +86,13 @@ public final class OpsServer implements AutoCloseable {
      * @param ready must answer from memory: it runs on the server's own thread
      * @param dashboard what {@code /dashboard.json} answers, or null for no dashboard
      */
-    public static OpsServer start(int port, OpsAccess access, Supplier<String> metrics, BooleanSupplier ready,
-            Supplier<Map<String, Object>> status, Supplier<Map<String, Object>> dashboard) {
+    public static OpsServer start(
+            int port,
+            OpsAccess access,
+            Supplier<String> metrics,
+            BooleanSupplier ready,
+            Supplier<Map<String, Object>> status,
+            Supplier<Map<String, Object>> dashboard) {
         return start(port, access, metrics, ready, status, dashboard, null);
     }
 
@@ -94,36 +100,69 @@ public final class OpsServer implements AutoCloseable {
      * As above, with the dashboard's lookup of one job: {@code /dashboard/job?id=…} or
      * {@code ?key=…} answers {@code job.apply(id, key)}.
      */
-    public static OpsServer start(int port, OpsAccess access, Supplier<String> metrics, BooleanSupplier ready,
-            Supplier<Map<String, Object>> status, Supplier<Map<String, Object>> dashboard, BiFunction<String, String, Map<String, Object>> job) {
+    public static OpsServer start(
+            int port,
+            OpsAccess access,
+            Supplier<String> metrics,
+            BooleanSupplier ready,
+            Supplier<Map<String, Object>> status,
+            Supplier<Map<String, Object>> dashboard,
+            BiFunction<String, String, Map<String, Object>> job) {
         HttpServer server;
         try {
             server = HttpServer.create(new InetSocketAddress(InetAddress.getByName(access.bindAddress()), port), 0);
         } catch (IOException e) {
-            throw new UncheckedIOException(ServiceConfig.HTTP_PORT + " " + port + " on " + access.bindAddress() + ": cannot listen ("
-                    + e.getMessage() + ")", e);
+            throw new UncheckedIOException(
+                    ServiceConfig.HTTP_PORT + " " + port + " on " + access.bindAddress() + ": cannot listen ("
+                            + e.getMessage() + ")",
+                    e);
         }
         server.setExecutor(Executors.newSingleThreadExecutor(daemon("ops-http")));
-        ExecutorService worker = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(QUEUED), daemon("ops-data"));
+        ExecutorService worker = new ThreadPoolExecutor(
+                1, 1, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(QUEUED), daemon("ops-data"));
         server.createContext("/health/live", ex -> respond(ex, 200, "text/plain", "live\n"));
         server.createContext("/health/ready", ex -> {
             boolean ok = ready.getAsBoolean();
             respond(ex, ok ? 200 : 503, "text/plain", ok ? "ready\n" : "not ready: database unreachable\n");
         });
-        server.createContext("/metrics", ex -> guarded(ex, access, worker, () -> metrics == null
-                ? new Reply(404, "text/plain", "this service's meters go to the registry of the application that embeds it\n")
-                : new Reply(200, "text/plain; version=0.0.4; charset=utf-8", metrics.get())));
-        server.createContext("/status", ex -> guarded(ex, access, worker,
-                () -> new Reply(200, "application/json", JSON.writeValueAsString(status.get()) + "\n")));
+        server.createContext(
+                "/metrics",
+                ex -> guarded(
+                        ex,
+                        access,
+                        worker,
+                        () -> metrics == null
+                                ? new Reply(
+                                        404,
+                                        "text/plain",
+                                        "this service's meters go to the registry of the application that embeds it\n")
+                                : new Reply(200, "text/plain; version=0.0.4; charset=utf-8", metrics.get())));
+        server.createContext(
+                "/status",
+                ex -> guarded(
+                        ex,
+                        access,
+                        worker,
+                        () -> new Reply(200, "application/json", JSON.writeValueAsString(status.get()) + "\n")));
         if (dashboard != null) {
-            server.createContext("/dashboard.json", ex -> guarded(ex, access, worker,
-                    () -> new Reply(200, "application/json", JSON.writeValueAsString(dashboard.get()) + "\n")));
+            server.createContext(
+                    "/dashboard.json",
+                    ex -> guarded(
+                            ex,
+                            access,
+                            worker,
+                            () -> new Reply(200, "application/json", JSON.writeValueAsString(dashboard.get()) + "\n")));
         }
         if (job != null) {
-            server.createContext("/dashboard/job", ex -> guarded(ex, access, worker, () -> {
-                Map<String, String> query = query(ex.getRequestURI().getRawQuery());
-                return new Reply(200, "application/json", JSON.writeValueAsString(job.apply(query.get("id"), query.get("key"))) + "\n");
-            }));
+            server.createContext(
+                    "/dashboard/job",
+                    ex -> guarded(ex, access, worker, () -> {
+                        Map<String, String> query = query(ex.getRequestURI().getRawQuery());
+                        return new Reply(
+                                200,
+                                "application/json",
+                                JSON.writeValueAsString(job.apply(query.get("id"), query.get("key"))) + "\n");
+                    }));
         }
         server.createContext("/", ex -> {
             String path = ex.getRequestURI().getPath();
@@ -134,8 +173,12 @@ public final class OpsServer implements AutoCloseable {
             }
         });
         server.start();
-        log.info("Ops endpoint on {}:{}: {}/health/live /health/ready /metrics /status{}", access.bindAddress(), server.getAddress().getPort(),
-                dashboard == null ? "" : "/ (dashboard) ", access.token() == null ? "" : " (status, dashboard data and metrics need the bearer token)");
+        log.info(
+                "Ops endpoint on {}:{}: {}/health/live /health/ready /metrics /status{}",
+                access.bindAddress(),
+                server.getAddress().getPort(),
+                dashboard == null ? "" : "/ (dashboard) ",
+                access.token() == null ? "" : " (status, dashboard data and metrics need the bearer token)");
         return new OpsServer(server, worker);
     }
 
@@ -168,10 +211,15 @@ public final class OpsServer implements AutoCloseable {
     }
 
     /** Checks the token on the server's thread, then hands the work to the worker, or refuses it when the worker is behind. */
-    private static void guarded(HttpExchange ex, OpsAccess access, ExecutorService worker, Work work) throws IOException {
+    private static void guarded(HttpExchange ex, OpsAccess access, ExecutorService worker, Work work)
+            throws IOException {
         if (!access.admits(ex.getRequestHeaders().getFirst("Authorization"))) {
             ex.getResponseHeaders().set("WWW-Authenticate", "Bearer realm=\"fenced-jobs\"");
-            respond(ex, 401, "text/plain", "this endpoint needs the bearer token (OPS_TOKEN): Authorization: Bearer <token>\n");
+            respond(
+                    ex,
+                    401,
+                    "text/plain",
+                    "this endpoint needs the bearer token (OPS_TOKEN): Authorization: Bearer <token>\n");
             return;
         }
         try {

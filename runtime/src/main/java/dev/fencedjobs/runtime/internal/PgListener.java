@@ -40,13 +40,21 @@ final class PgListener implements AutoCloseable {
     private volatile Connection connection;
 
     /** Over a connection of its own, outside any pool. */
-    public PgListener(DatabaseConfig config, String name, List<String> channels, BiConsumer<String, String> onNotification,
+    public PgListener(
+            DatabaseConfig config,
+            String name,
+            List<String> channels,
+            BiConsumer<String, String> onNotification,
             Runnable onConnected) {
         this(() -> open(config, channels), name, channels, onNotification, onConnected);
     }
 
     /** Over a connection from {@code connections} (an application's pool lent to the service: it keeps one of its connections). */
-    public PgListener(Connections connections, String name, List<String> channels, BiConsumer<String, String> onNotification,
+    public PgListener(
+            Connections connections,
+            String name,
+            List<String> channels,
+            BiConsumer<String, String> onNotification,
             Runnable onConnected) {
         this.connections = connections;
         this.channels = List.copyOf(channels);
@@ -100,7 +108,10 @@ final class PgListener implements AutoCloseable {
                 if (backoff.failures() <= 1) {
                     log.warn("LISTEN connection lost ({}); reconnecting", Faults.describe(e));
                 } else {
-                    log.debug("LISTEN reconnect failed ({}); next try in {} ms", Faults.describe(e), TimeUnit.NANOSECONDS.toMillis(pause));
+                    log.debug(
+                            "LISTEN reconnect failed ({}); next try in {} ms",
+                            Faults.describe(e),
+                            TimeUnit.NANOSECONDS.toMillis(pause));
                 }
                 sleep(pause);
             } finally {
@@ -115,7 +126,9 @@ final class PgListener implements AutoCloseable {
         props.setProperty("user", config.user());
         props.setProperty("password", config.password());
         props.setProperty("ApplicationName", "listen-" + String.join(",", channels));
-        props.setProperty("connectTimeout", String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
+        props.setProperty(
+                "connectTimeout",
+                String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
         props.setProperty("tcpKeepAlive", "true");
         return DriverManager.getConnection(config.url(), props);
     }

@@ -40,7 +40,12 @@ public final class Purger implements AutoCloseable {
      * @param deleted told the rows of each delete that found any
      * @param failed told each failure; the next try waits the schedule's idle interval
      */
-    public Purger(String name, PurgeSchedule schedule, BooleanSupplier active, IntSupplier purge, IntConsumer deleted,
+    public Purger(
+            String name,
+            PurgeSchedule schedule,
+            BooleanSupplier active,
+            IntSupplier purge,
+            IntConsumer deleted,
             Consumer<RuntimeException> failed) {
         this.schedule = schedule;
         this.active = active;
@@ -82,7 +87,8 @@ public final class Purger implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (RuntimeException e) {
-            // Only a callback can throw this far (a failed delete goes to `failed`): retention stops, the service goes on.
+            // Only a callback can throw this far (a failed delete goes to `failed`): retention stops, the service goes
+            // on.
             log.error("Retention purge thread {} stopped; nothing more is purged until a restart", thread.getName(), e);
         }
     }

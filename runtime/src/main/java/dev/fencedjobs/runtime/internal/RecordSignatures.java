@@ -81,6 +81,7 @@ public final class RecordSignatures {
     private static final int MAX_LEAVES = 1 << 20;
     /** Bytes of a leaf or node: the first 160 bits of its SHA-256. */
     private static final int NODE = 20;
+
     private static final byte[] LEAF_TAG = "fenced-jobs record v1".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] ROOT_TAG = "fenced-jobs batch v1".getBytes(StandardCharsets.US_ASCII);
 
@@ -101,7 +102,8 @@ public final class RecordSignatures {
      * Signs a batch: adds the header to every record, one tree and one signature for each
      * partition's share of the batch ({@link #trees}, {@link #signTree}).
      */
-    public static void sign(RecordTrust trust, long nowMillis, List<ProducerRecord<String, byte[]>> records, int partitions) {
+    public static void sign(
+            RecordTrust trust, long nowMillis, List<ProducerRecord<String, byte[]>> records, int partitions) {
         for (List<ProducerRecord<String, byte[]>> tree : trees(records, partitions)) {
             signTree(trust, nowMillis, tree);
         }
@@ -115,14 +117,18 @@ public final class RecordSignatures {
      * count (a topic that grew since) or another partitioner only makes consumers check more
      * signatures.
      */
-    public static List<List<ProducerRecord<String, byte[]>>> trees(List<ProducerRecord<String, byte[]>> records, int partitions) {
+    public static List<List<ProducerRecord<String, byte[]>>> trees(
+            List<ProducerRecord<String, byte[]>> records, int partitions) {
         if (partitions <= 1 || records.size() <= 1) {
             return List.of(records);
         }
         Map<Integer, List<ProducerRecord<String, byte[]>>> groups = new TreeMap<>();
         for (ProducerRecord<String, byte[]> r : records) {
-            int partition = r.partition() != null ? r.partition()
-                    : r.key() == null ? 0 : Utils.toPositive(Utils.murmur2(r.key().getBytes(StandardCharsets.UTF_8))) % partitions;
+            int partition = r.partition() != null
+                    ? r.partition()
+                    : r.key() == null
+                            ? 0
+                            : Utils.toPositive(Utils.murmur2(r.key().getBytes(StandardCharsets.UTF_8))) % partitions;
             groups.computeIfAbsent(partition, p -> new ArrayList<>()).add(r);
         }
         return List.copyOf(groups.values());
@@ -137,7 +143,8 @@ public final class RecordSignatures {
             return;
         }
         if (records.size() > MAX_LEAVES) {
-            throw new IllegalArgumentException("a tree of " + records.size() + " records is more than one signature covers (" + MAX_LEAVES + ")");
+            throw new IllegalArgumentException(
+                    "a tree of " + records.size() + " records is more than one signature covers (" + MAX_LEAVES + ")");
         }
         byte[] id = trust.signingKeyId().orElseThrow().getBytes(StandardCharsets.US_ASCII);
         Hasher hasher = new Hasher();
@@ -151,12 +158,27 @@ public final class RecordSignatures {
         byte[] root = levels.get(levels.size() - 1);
         byte[] signature = new byte[SIGNATURE_BYTES];
         byte[] message = signedMessage(nowMillis, count, root, 0);
-        Ed25519.sign(privateKey(trust), 0, publicKey(trust.signing().getPublic()), 0, message, 0, message.length, signature, 0);
+        Ed25519.sign(
+                privateKey(trust),
+                0,
+                publicKey(trust.signing().getPublic()),
+                0,
+                message,
+                0,
+                message.length,
+                signature,
+                0);
         // Each header is written here, as long as the longest proof, and copied out at its own length.
         ByteBuffer b = ByteBuffer.allocate(1 + 1 + id.length + 8 + SIGNATURE_BYTES + 8 + NODE * (levels.size() - 1));
         for (int i = 0; i < count; i++) {
             b.clear();
-            b.put(VERSION).put((byte) id.length).put(id).putLong(nowMillis).put(signature).putInt(i).putInt(count);
+            b.put(VERSION)
+                    .put((byte) id.length)
+                    .put(id)
+                    .putLong(nowMillis)
+                    .put(signature)
+                    .putInt(i)
+                    .putInt(count);
             int index = i;
             for (int l = 0; l < levels.size() - 1; l++) {
                 byte[] level = levels.get(l);
@@ -171,7 +193,8 @@ public final class RecordSignatures {
 
     /** The 32 bytes of an Ed25519 private key (its seed), for BouncyCastle. */
     private static byte[] privateKey(RecordTrust trust) {
-        return ((EdECPrivateKey) trust.signing().getPrivate()).getBytes()
+        return ((EdECPrivateKey) trust.signing().getPrivate())
+                .getBytes()
                 .orElseThrow(() -> new IllegalStateException("the signing key hides its bytes"));
     }
 
@@ -222,7 +245,12 @@ public final class RecordSignatures {
         void leaf(String topic, String key, byte[] value, byte[] out, int at) {
             if (!topic.equals(this.topic)) {
                 byte[] t = topic.getBytes(StandardCharsets.UTF_8);
-                this.prefix = ByteBuffer.allocate(1 + LEAF_TAG.length + 4 + t.length).put((byte) 0).put(LEAF_TAG).putInt(t.length).put(t).array();
+                this.prefix = ByteBuffer.allocate(1 + LEAF_TAG.length + 4 + t.length)
+                        .put((byte) 0)
+                        .put(LEAF_TAG)
+                        .putInt(t.length)
+                        .put(t)
+                        .array();
                 this.topic = topic;
             }
             byte[] k = key == null ? null : key.getBytes(StandardCharsets.UTF_8);
@@ -262,7 +290,12 @@ public final class RecordSignatures {
     }
 
     private static byte[] signedMessage(long signedAtMillis, int count, byte[] root, int at) {
-        return ByteBuffer.allocate(ROOT_TAG.length + 8 + 4 + NODE).put(ROOT_TAG).putLong(signedAtMillis).putInt(count).put(root, at, NODE).array();
+        return ByteBuffer.allocate(ROOT_TAG.length + 8 + 4 + NODE)
+                .put(ROOT_TAG)
+                .putLong(signedAtMillis)
+                .putInt(count)
+                .put(root, at, NODE)
+                .array();
     }
 
     private static MessageDigest sha256() {
@@ -298,6 +331,7 @@ public final class RecordSignatures {
         private final Hasher hasher = new Hasher();
         /** A record's walk: its leaf, then a node a level, up to 32 levels and the root. */
         private final byte[] path = new byte[33 * NODE];
+
         private final LinkedHashMap<Sig, Tree> trees = new LinkedHashMap<>(256, 0.75f, true) {
             @Override
             protected boolean removeEldestEntry(Map.Entry<Sig, Tree> eldest) {
@@ -330,7 +364,8 @@ public final class RecordSignatures {
         public synchronized Optional<String> check(ConsumerRecord<String, byte[]> record, long nowMillis) {
             Header header = record.headers().lastHeader(HEADER);
             if (header == null || header.value() == null) {
-                return trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED ? Optional.empty()
+                return trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED
+                        ? Optional.empty()
                         : Optional.of("unsigned record (" + RecordTrust.SIGNATURES + "=required)");
             }
             byte[] h = header.value();
@@ -359,7 +394,9 @@ public final class RecordSignatures {
                     return Optional.of("signature header with " + (h.length - proofAt - proof) + " bytes too many");
                 }
                 // A partition's records of one tree come one after another: most find the tree of the one before.
-                Tree tree = last != null && last.signs(h, signatureAt) ? last : trees.get(new Sig(Arrays.copyOfRange(h, signatureAt, signatureAt + SIGNATURE_BYTES)));
+                Tree tree = last != null && last.signs(h, signatureAt)
+                        ? last
+                        : trees.get(new Sig(Arrays.copyOfRange(h, signatureAt, signatureAt + SIGNATURE_BYTES)));
                 if (tree != null && !tree.describedBy(h, idAt, idLength, signedAt, count)) {
                     tree = null; // a known signature with other claims: checked in full, and fails
                 }
@@ -378,7 +415,9 @@ public final class RecordSignatures {
                 hasher.leaf(record.topic(), record.key(), record.value(), path, 0);
                 int level = 0;
                 boolean met = false;
-                for (int size = count, position = index, at = proofAt; ; size = (size + 1) / 2, position >>= 1, level++) {
+                for (int size = count, position = index, at = proofAt;
+                        ;
+                        size = (size + 1) / 2, position >>= 1, level++) {
                     if (known != null && known.has(level, position, path, level * NODE)) {
                         met = true;
                         break;
@@ -398,15 +437,29 @@ public final class RecordSignatures {
                     }
                 }
                 // Without a node met: the root, the tree's if known, else the signature decides.
-                boolean matches = met || (tree != null ? Arrays.equals(tree.root, 0, NODE, path, level * NODE, (level + 1) * NODE)
-                        : Ed25519.verify(h, signatureAt, key, 0, signedMessage(signedAt, count, path, level * NODE), 0, ROOT_TAG.length + 8 + 4 + NODE));
+                boolean matches = met
+                        || (tree != null
+                                ? Arrays.equals(tree.root, 0, NODE, path, level * NODE, (level + 1) * NODE)
+                                : Ed25519.verify(
+                                        h,
+                                        signatureAt,
+                                        key,
+                                        0,
+                                        signedMessage(signedAt, count, path, level * NODE),
+                                        0,
+                                        ROOT_TAG.length + 8 + 4 + NODE));
                 if (!matches) {
                     return Optional.of("signature does not match the record (key " + keyId
                             + "): its bytes were changed, or it was never signed");
                 }
                 if (tree == null) {
-                    tree = new Tree(keyId, Arrays.copyOfRange(h, idAt, idAt + idLength), signedAt, count,
-                            Arrays.copyOfRange(h, signatureAt, signatureAt + SIGNATURE_BYTES), Arrays.copyOfRange(path, level * NODE, (level + 1) * NODE));
+                    tree = new Tree(
+                            keyId,
+                            Arrays.copyOfRange(h, idAt, idAt + idLength),
+                            signedAt,
+                            count,
+                            Arrays.copyOfRange(h, signatureAt, signatureAt + SIGNATURE_BYTES),
+                            Arrays.copyOfRange(path, level * NODE, (level + 1) * NODE));
                     trees.put(new Sig(tree.signature), tree);
                 }
                 if (known == null) {
@@ -455,6 +508,7 @@ public final class RecordSignatures {
         private static final class Nodes {
             /** Where each level starts, in nodes; the leaves first. */
             final int[] starts = new int[33];
+
             final byte[] hashes;
             final boolean[] proved;
 
@@ -511,7 +565,9 @@ public final class RecordSignatures {
             }
 
             boolean describedBy(byte[] header, int idAt, int idLength, long otherSignedAt, int otherCount) {
-                return otherSignedAt == signedAt && otherCount == count && Arrays.equals(id, 0, id.length, header, idAt, idAt + idLength);
+                return otherSignedAt == signedAt
+                        && otherCount == count
+                        && Arrays.equals(id, 0, id.length, header, idAt, idAt + idLength);
             }
         }
     }

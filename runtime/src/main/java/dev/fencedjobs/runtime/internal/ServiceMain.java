@@ -18,10 +18,12 @@ public final class ServiceMain {
 
     private ServiceMain() {}
 
-    public static <C> void run(String name, Function<Settings, C> config, Function<C, ? extends RunningService> start) throws InterruptedException {
+    public static <C> void run(String name, Function<Settings, C> config, Function<C, ? extends RunningService> start)
+            throws InterruptedException {
         // Before the first logger: a process with a logback.xml of its own (run-local, the tools) or
         // told which one to use keeps it.
-        if (System.getProperty("logback.configurationFile") == null && ServiceMain.class.getClassLoader().getResource("logback.xml") == null) {
+        if (System.getProperty("logback.configurationFile") == null
+                && ServiceMain.class.getClassLoader().getResource("logback.xml") == null) {
             System.setProperty("logback.configurationFile", LOGGING);
         }
         Logger log = LoggerFactory.getLogger(ServiceMain.class);

@@ -82,7 +82,8 @@ public final class ServiceRuntime implements AutoCloseable {
      * Makes (or takes) the registry and the pool, and applies the migrations in {@code migrations}
      * when the configuration asks for it.
      */
-    public static ServiceRuntime open(String service, ServiceConfig config, Embedding embedding, String migrations, String historyTable) {
+    public static ServiceRuntime open(
+            String service, ServiceConfig config, Embedding embedding, String migrations, String historyTable) {
         ServiceRuntime runtime = new ServiceRuntime(service, config, embedding);
         try {
             if (config.migrate()) {
@@ -101,7 +102,9 @@ public final class ServiceRuntime implements AutoCloseable {
 
     /** Where and as whom, fit for a log line. */
     public String describeDatabase() {
-        return ownPool != null ? config.database().safeUrl() + " as " + config.database().user() : "the application's DataSource";
+        return ownPool != null
+                ? config.database().safeUrl() + " as " + config.database().user()
+                : "the application's DataSource";
     }
 
     public MeterRegistry registry() {
@@ -125,11 +128,17 @@ public final class ServiceRuntime implements AutoCloseable {
         if (ownPool != null) {
             return new PgListener(config.database(), service, channels, onNotification, onConnected);
         }
-        return new PgListener(() -> {
-            Connection c = dataSource.getConnection();
-            c.setAutoCommit(true); // LISTEN takes effect at commit, and notifications arrive only between transactions
-            return unlistenOnClose(c);
-        }, service, channels, onNotification, onConnected);
+        return new PgListener(
+                () -> {
+                    Connection c = dataSource.getConnection();
+                    c.setAutoCommit(
+                            true); // LISTEN takes effect at commit, and notifications arrive only between transactions
+                    return unlistenOnClose(c);
+                },
+                service,
+                channels,
+                onNotification,
+                onConnected);
     }
 
     /**
@@ -154,8 +163,8 @@ public final class ServiceRuntime implements AutoCloseable {
      * holds back the server's notification queue until it fills.
      */
     static Connection unlistenOnClose(Connection c) {
-        return (Connection) Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
-                (proxy, method, args) -> {
+        return (Connection) Proxy.newProxyInstance(
+                Connection.class.getClassLoader(), new Class<?>[] {Connection.class}, (proxy, method, args) -> {
                     if ("close".equals(method.getName()) && method.getParameterCount() == 0) {
                         try {
                             if (!c.isClosed()) {
@@ -164,8 +173,10 @@ public final class ServiceRuntime implements AutoCloseable {
                                 }
                             }
                         } catch (SQLException e) {
-                            log.debug("UNLISTEN before returning the LISTEN connection to the application's pool failed "
-                                    + "(the pool drops a broken one): {}", e.toString());
+                            log.debug(
+                                    "UNLISTEN before returning the LISTEN connection to the application's pool failed "
+                                            + "(the pool drops a broken one): {}",
+                                    e.toString());
                         } finally {
                             c.close();
                         }
@@ -187,7 +198,13 @@ public final class ServiceRuntime implements AutoCloseable {
     public void serve(BooleanSupplier ready, Supplier<Map<String, Object>> status, Dashboard.ConsumerSide consumer) {
         if (embedding.opsServer()) {
             dashboard = new Dashboard(service, dataSource, consumer);
-            ops = OpsServer.start(config.httpPort(), config.ops(), prometheus == null ? null : prometheus::scrape, ready, status, dashboard::snapshot,
+            ops = OpsServer.start(
+                    config.httpPort(),
+                    config.ops(),
+                    prometheus == null ? null : prometheus::scrape,
+                    ready,
+                    status,
+                    dashboard::snapshot,
                     dashboard::job);
         }
     }

@@ -91,6 +91,7 @@ public final class Tracing {
     private volatile Tracer tracer;
     /** For {@link #global()}: its clock, and when it looks next; racy on purpose: an extra look is harmless. */
     private final LongSupplier nanoTime;
+
     private long nextLook;
 
     /** Spans to {@code openTelemetry}. */

@@ -33,21 +33,34 @@ class DashboardTest {
     void samplesCountTheJobsCompletedSinceThePreviousOneAndWhatTheConsumerApplied() {
         // 40 jobs completed 2 to 3 seconds ago (inside the first sample's 5 s, which ends a second behind the clock),
         // 7 an hour ago (outside), 5 pending.
-        db.dsl().execute("INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
-                + " clock_timestamp() - interval '2 seconds' - g * interval '10 milliseconds', 1 FROM generate_series(1, 40) g");
-        db.dsl().execute("INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
-                + " clock_timestamp() - interval '1 hour', 1 FROM generate_series(1, 7) g");
-        db.dsl().execute("INSERT INTO jobs (resource, due_at) SELECT 'r', clock_timestamp() - interval '1 minute' FROM generate_series(1, 5) g");
+        db.dsl()
+                .execute(
+                        "INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
+                                + " clock_timestamp() - interval '2 seconds' - g * interval '10 milliseconds', 1 FROM generate_series(1, 40) g");
+        db.dsl()
+                .execute(
+                        "INSERT INTO jobs (resource, due_at, state, completed_at, completed_by_token) SELECT 'r', clock_timestamp(), 'completed',"
+                                + " clock_timestamp() - interval '1 hour', 1 FROM generate_series(1, 7) g");
+        db.dsl()
+                .execute(
+                        "INSERT INTO jobs (resource, due_at) SELECT 'r', clock_timestamp() - interval '1 minute' FROM generate_series(1, 5) g");
         AtomicLong applied = new AtomicLong(100);
         LatencyWindow window = new LatencyWindow();
-        try (Dashboard dashboard = new Dashboard("consumer", db.pool(), new Dashboard.ConsumerSide(() -> 3, applied::get, window), false)) {
+        try (Dashboard dashboard = new Dashboard(
+                "consumer", db.pool(), new Dashboard.ConsumerSide(() -> 3, applied::get, window), false)) {
             dashboard.sampleOnce();
             Map<String, Object> first = last(dashboard);
-            assertThat((Double) first.get("completedPerSecond")).as("40 jobs in the first 5 s").isCloseTo(8.0, within(0.05));
+            assertThat((Double) first.get("completedPerSecond"))
+                    .as("40 jobs in the first 5 s")
+                    .isCloseTo(8.0, within(0.05));
             assertThat(first.get("dueBacklog")).isEqualTo(5L);
             assertThat(first.get("consumerLag")).isEqualTo(3L);
-            assertThat(first.get("appliedPerSecond")).as("no rate before a second count").isNull();
-            assertThat(first.get("dueToEffectP99Seconds")).as("nothing applied: no latency, rather than 0").isNull();
+            assertThat(first.get("appliedPerSecond"))
+                    .as("no rate before a second count")
+                    .isNull();
+            assertThat(first.get("dueToEffectP99Seconds"))
+                    .as("nothing applied: no latency, rather than 0")
+                    .isNull();
 
             // The next sample counts from where the first one stopped: those 40 are not counted again.
             applied.addAndGet(50);
@@ -60,7 +73,9 @@ class DashboardTest {
             assertThat(second.get("completedPerSecond")).isEqualTo(0.0);
             assertThat((Double) second.get("appliedPerSecond")).isPositive();
             assertThat((Double) second.get("dueToEffectP50Seconds")).isBetween(0.020, 0.022);
-            assertThat((Double) second.get("dueToEffectP99Seconds")).as("99 of 100 within 20 ms").isBetween(0.020, 0.022);
+            assertThat((Double) second.get("dueToEffectP99Seconds"))
+                    .as("99 of 100 within 20 ms")
+                    .isBetween(0.020, 0.022);
             assertThat(second.get("dueToEffectMaxSeconds")).isEqualTo(4.0);
 
             Map<String, Object> page = dashboard.snapshot();
@@ -74,7 +89,9 @@ class DashboardTest {
         try (Dashboard dashboard = new Dashboard("dispatcher", db.pool(), null, false)) {
             dashboard.sampleOnce();
             Map<String, Object> sample = last(dashboard);
-            assertThat(sample).containsEntry("consumerLag", null).containsEntry("appliedPerSecond", null)
+            assertThat(sample)
+                    .containsEntry("consumerLag", null)
+                    .containsEntry("appliedPerSecond", null)
                     .containsEntry("dueToEffectP99Seconds", null);
             assertThat(sample.get("completedPerSecond")).isNotNull();
             assertThat(dashboard.snapshot()).containsEntry("consumer", false);
@@ -91,13 +108,16 @@ class DashboardTest {
     void theOutboxLagReadsTheUnpublishedRowsNotTheWholeOutbox() throws Exception {
         agedOutbox.dsl().connection(c -> CompletedJobs.agedOutbox(c, 10));
         // One connection, so that the sample's statistics are flushed from the session that made them.
-        try (HikariDataSource one = Database.pool(MigratedDatabase.config(agedOutbox.database()).withPoolSize(1), "test-one");
+        try (HikariDataSource one = Database.pool(
+                        MigratedDatabase.config(agedOutbox.database()).withPoolSize(1), "test-one");
                 Dashboard dashboard = new Dashboard("relay", one, null, false)) {
             long before = outboxReadSequentially(one);
             dashboard.sampleOnce();
             long read = outboxReadSequentially(one) - before;
 
-            assertThat((Double) last(dashboard).get("outboxLagSeconds")).as("the oldest unpublished row's age").isBetween(0.0, 60.0);
+            assertThat((Double) last(dashboard).get("outboxLagSeconds"))
+                    .as("the oldest unpublished row's age")
+                    .isBetween(0.0, 60.0);
             assertThat(read).as("outbox rows read sequentially by one sample").isLessThan(1_000);
         }
     }
@@ -111,7 +131,8 @@ class DashboardTest {
 
     @SuppressWarnings("unchecked")
     private static Map<String, Object> last(Dashboard dashboard) {
-        List<Map<String, Object>> samples = (List<Map<String, Object>>) dashboard.snapshot().get("samples");
+        List<Map<String, Object>> samples =
+                (List<Map<String, Object>>) dashboard.snapshot().get("samples");
         return samples.get(samples.size() - 1);
     }
 }

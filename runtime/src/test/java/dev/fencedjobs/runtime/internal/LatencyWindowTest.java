@@ -43,9 +43,13 @@ class LatencyWindowTest {
     void everyBucketHoldsTheValuesBelowItsUpperBound() {
         for (long micros = 0; micros < 5_000_000; micros += 1 + micros / 50) {
             int b = LatencyWindow.bucket(micros);
-            assertThat(LatencyWindow.upperMicros(b)).as("upper bound of %d µs", micros).isGreaterThanOrEqualTo(micros);
+            assertThat(LatencyWindow.upperMicros(b))
+                    .as("upper bound of %d µs", micros)
+                    .isGreaterThanOrEqualTo(micros);
             if (b > 0) {
-                assertThat(LatencyWindow.upperMicros(b - 1)).as("the bucket below %d µs", micros).isLessThanOrEqualTo(micros);
+                assertThat(LatencyWindow.upperMicros(b - 1))
+                        .as("the bucket below %d µs", micros)
+                        .isLessThanOrEqualTo(micros);
             }
         }
     }

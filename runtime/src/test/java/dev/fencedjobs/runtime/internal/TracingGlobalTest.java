@@ -29,17 +29,29 @@ class TracingGlobalTest {
         GlobalOpenTelemetry.resetForTest();
         AtomicLong clock = new AtomicLong(7);
         Tracing tracing = Tracing.global(clock::get);
-        assertThat(tracing.tracer().spanBuilder("before").startSpan().isRecording()).as("a no-op until installed").isFalse();
-        assertThat(GlobalOpenTelemetry.isSet()).as("left for the application to set").isFalse();
+        assertThat(tracing.tracer().spanBuilder("before").startSpan().isRecording())
+                .as("a no-op until installed")
+                .isFalse();
+        assertThat(GlobalOpenTelemetry.isSet())
+                .as("left for the application to set")
+                .isFalse();
 
         InMemorySpanExporter exported = InMemorySpanExporter.create();
-        OpenTelemetrySdk.builder().setTracerProvider(SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(exported)).build())
+        OpenTelemetrySdk.builder()
+                .setTracerProvider(SdkTracerProvider.builder()
+                        .addSpanProcessor(SimpleSpanProcessor.create(exported))
+                        .build())
                 .buildAndRegisterGlobal();
         clock.addAndGet(999_999_999);
-        tracing.tracer().spanBuilder("within a second of the last look").startSpan().end();
+        tracing.tracer()
+                .spanBuilder("within a second of the last look")
+                .startSpan()
+                .end();
         clock.addAndGet(1);
         tracing.tracer().spanBuilder("after").startSpan().end();
-        assertThat(exported.getFinishedSpanItems()).extracting(s -> s.getName() + " " + s.getInstrumentationScopeInfo().getName())
+        assertThat(exported.getFinishedSpanItems())
+                .extracting(
+                        s -> s.getName() + " " + s.getInstrumentationScopeInfo().getName())
                 .containsExactly("after " + Tracing.SCOPE);
     }
 }
