@@ -31,6 +31,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.LocalDate;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -204,7 +205,7 @@ final class BenchStack implements AutoCloseable {
                 Statement s = c.createStatement()) {
             s.executeUpdate(String.format(INSERT_DUE, 1));
         }
-        waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofSeconds(120));
+        waitFor("the first effect", () -> scalar("SELECT count(*) FROM ledger") >= 1, Duration.ofMinutes(2));
     }
 
     /** The variables that give the relay its signing key and the consumer the relay's public key (the stack's default). */
@@ -363,7 +364,7 @@ final class BenchStack implements AutoCloseable {
     /** Date, machine, Java, PostgreSQL and broker, for the head of a report. */
     Map<String, Object> machine() throws SQLException {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("date", LocalDate.now().toString());
+        m.put("date", LocalDate.now(ZoneOffset.UTC).toString());
         m.put("cores", Runtime.getRuntime().availableProcessors());
         m.put(
                 "memoryGiB",

@@ -15,13 +15,16 @@ import dev.fencedjobs.testing.TestKafka;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
@@ -41,7 +44,9 @@ public final class ConsumerBenchmark {
         KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
         String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
         try (BenchPostgres pg = BenchPostgres.start()) {
-            System.out.printf("Consumer benchmark, %s%n", OffsetDateTime.now().withNano(0));
+            System.out.printf(
+                    "Consumer benchmark, %s%n",
+                    OffsetDateTime.now(ZoneOffset.UTC).withNano(0));
             System.out.printf(
                     "Machine: %d cores, Java %s, %s, Kafka %s%n%n",
                     Runtime.getRuntime().availableProcessors(),
@@ -124,7 +129,7 @@ public final class ConsumerBenchmark {
         p.put("compression.type", trust == null ? "none" : RelayConfig.DEFAULT_COMPRESSION);
         try (KafkaProducer<String, byte[]> producer =
                 new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-            OffsetDateTime now = OffsetDateTime.now().withNano(0);
+            OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC).withNano(0);
             OffsetDateTime acquired = now.minusMinutes(1);
             // As the relay writes them: with the job's creation time and the token's tenure (-Didentity=false:
             // without, as relays before migration V5 did).
@@ -159,7 +164,11 @@ public final class ConsumerBenchmark {
                     if (trust != null) {
                         RecordSignatures.sign(trust, System.currentTimeMillis(), batch, 3);
                     }
-                    batch.forEach(producer::send);
+                    List<Future<RecordMetadata>> sent = new ArrayList<>(batch.size());
+                    batch.forEach(r -> sent.add(producer.send(r)));
+                    for (Future<RecordMetadata> f : sent) {
+                        f.get(); // a record that could not be written fails the benchmark, not its figures
+                    }
                     batch.clear();
                 }
             }

@@ -19,6 +19,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -54,7 +55,9 @@ public final class DispatcherBenchmark {
         int idleSeconds = Integer.getInteger("idleSeconds", 60);
         try (BenchPostgres pg = BenchPostgres.start()) {
             DispatcherBenchmark bench = new DispatcherBenchmark(pg);
-            System.out.printf("Dispatcher benchmark, %s%n", OffsetDateTime.now().withNano(0));
+            System.out.printf(
+                    "Dispatcher benchmark, %s%n",
+                    OffsetDateTime.now(ZoneOffset.UTC).withNano(0));
             System.out.printf(
                     "Machine: %d cores, Java %s, %s%n%n",
                     Runtime.getRuntime().availableProcessors(), System.getProperty("java.version"), pg.describe());

@@ -16,12 +16,14 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -31,6 +33,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -122,7 +125,7 @@ final class PipelinedBound {
                             n++;
                             OffsetDateTime due = r.getObject(2, OffsetDateTime.class);
                             int c0 = due.toInstant().compareTo(afterDue.toInstant());
-                            if (c0 > 0 || c0 == 0 && r.getLong(1) > afterId) {
+                            if (c0 > 0 || (c0 == 0 && r.getLong(1) > afterId)) {
                                 afterDue = due;
                                 afterId = r.getLong(1);
                             }
@@ -259,7 +262,7 @@ final class PipelinedBound {
             p.put("max.in.flight.requests.per.connection", "1");
             try (KafkaProducer<String, byte[]> producer =
                     new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer())) {
-                OffsetDateTime now = OffsetDateTime.now();
+                OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC);
                 for (long id = 1; !stop.get(); id++) {
                     String resource = "account-" + id % BenchStack.RESOURCES;
                     Envelope e = new Envelope(
@@ -279,7 +282,12 @@ final class PipelinedBound {
                     record.headers().add(Envelope.TOKEN_HEADER, Envelope.header(1));
                     record.headers().add(Envelope.OUTBOX_ID_HEADER, Envelope.header(id));
                     record.headers().add(Envelope.VERSION_HEADER, Envelope.header(Envelope.VERSION));
-                    producer.send(record);
+                    // A send that fails ends the bound as any stage's failure does; its future is not waited for.
+                    Future<RecordMetadata> unused = producer.send(record, (metadata, error) -> {
+                        if (error != null) {
+                            failure.compareAndSet(null, error);
+                        }
+                    });
                     // Stay a bounded distance ahead of the consumer, as the system's backlog does.
                     while (id - consumed.get() > 100_000 && !stop.get()) {
                         Thread.sleep(1);

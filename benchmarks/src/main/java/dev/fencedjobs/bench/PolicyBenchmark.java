@@ -15,6 +15,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -59,7 +60,8 @@ public final class PolicyBenchmark {
         try (BenchPostgres pg = BenchPostgres.start()) {
             PolicyBenchmark bench = new PolicyBenchmark(pg);
             System.out.printf(
-                    "Dispatch policy benchmark, %s%n", OffsetDateTime.now().withNano(0));
+                    "Dispatch policy benchmark, %s%n",
+                    OffsetDateTime.now(ZoneOffset.UTC).withNano(0));
             System.out.printf(
                     "Machine: %d cores, Java %s, %s%n%n",
                     Runtime.getRuntime().availableProcessors(), System.getProperty("java.version"), pg.describe());

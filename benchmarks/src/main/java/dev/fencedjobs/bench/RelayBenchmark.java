@@ -16,6 +16,7 @@ import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -43,7 +44,8 @@ public final class RelayBenchmark {
         KafkaClusterTestKit embedded = external == null || external.isBlank() ? TestKafka.startEmbedded() : null;
         String bootstrap = embedded != null ? embedded.bootstrapServers() : external;
         try (BenchPostgres pg = BenchPostgres.start()) {
-            System.out.printf("Relay benchmark, %s%n", OffsetDateTime.now().withNano(0));
+            System.out.printf(
+                    "Relay benchmark, %s%n", OffsetDateTime.now(ZoneOffset.UTC).withNano(0));
             System.out.printf(
                     "Machine: %d cores, Java %s, %s, Kafka %s%n%n",
                     Runtime.getRuntime().availableProcessors(),

@@ -523,9 +523,9 @@ final class SoakBenchmark {
             System.out.printf(
                     Locale.ROOT,
                     "          WAL: %.1f MB, %,d records, %,d full-page images%n",
-                    w.get("walMB"),
-                    w.get("walRecords"),
-                    w.get("walFullPageImages"));
+                    (double) w.get("walMB"),
+                    (long) w.get("walRecords"),
+                    (long) w.get("walFullPageImages"));
         }
         return w;
     }
@@ -683,9 +683,9 @@ final class SoakBenchmark {
                     "| %s | %,d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |%n",
                     clock((int) w.get("endSeconds")),
                     (long) w.get("appliedPerSecond"),
-                    w.get("p50Ms"),
-                    w.get("p99Ms"),
-                    w.get("maxMs"),
+                    (double) w.get("p50Ms"),
+                    (double) w.get("p99Ms"),
+                    (double) w.get("maxMs"),
                     w.containsKey("toCompletedP99Ms")
                             ? String.format(
                                     Locale.ROOT,
@@ -705,7 +705,7 @@ final class SoakBenchmark {
                     t.getOrDefault("consumer_processed", 0.0),
                     other,
                     t.getOrDefault("ledger", 0.0),
-                    String.join(", ", (Set<String>) w.get("autovacuumSeenOn")),
+                    String.join(", ", stringSet(w.get("autovacuumSeenOn"))),
                     (long) w.get("checkpoints") + ((boolean) w.get("checkpointWriting") ? " (writing)" : "")));
         }
         md.append(
@@ -766,13 +766,13 @@ final class SoakBenchmark {
                 windows.size() - over,
                 windows.size(),
                 clock((int) worst.get("endSeconds")),
-                worst.get("p99Ms"),
-                worst.get("maxMs"),
+                (double) worst.get("p99Ms"),
+                (double) worst.get("maxMs"),
                 worst.getOrDefault("toCompletedP99Ms", "not measured"),
                 worst.get("autovacuumSeenOn"),
-                worst.get("checkpoints"),
+                (long) worst.get("checkpoints"),
                 (boolean) worst.get("checkpointWriting") ? " (one being written)" : "",
-                worst.get("walMB"),
+                (double) worst.get("walMB"),
                 worst.get("waitsSeen")));
         return sb.toString();
     }
@@ -968,6 +968,11 @@ final class SoakBenchmark {
             }
         }
         return 10 * magnitude;
+    }
+
+    /** A window's set of names, as the window map holds it. */
+    private static List<String> stringSet(Object set) {
+        return ((Set<?>) set).stream().map(String::valueOf).toList();
     }
 
     private static String clock(int seconds) {

@@ -235,15 +235,12 @@ public final class AsyncFailover {
     private static Figures measure(StreamingPostgres pg, String url, TestDatabase consumerDb, List<String> acknowledged)
             throws Exception {
         Map<String, Long> promotedIdByKey = new HashMap<>();
-        Map<Long, String> promotedKeyById = new HashMap<>();
-        List<long[]> tokensAfter = new ArrayList<>();
         Map<Long, String> tenureAfter = new HashMap<>();
         try (Connection c = DriverManager.getConnection(url, pg.user(), pg.password());
                 Statement s = c.createStatement()) {
             try (ResultSet r = s.executeQuery("SELECT id, unique_key FROM jobs")) {
                 while (r.next()) {
                     promotedIdByKey.put(r.getString(2), r.getLong(1));
-                    promotedKeyById.put(r.getLong(1), r.getString(2));
                 }
             }
             readTenures(s, tenureAfter);

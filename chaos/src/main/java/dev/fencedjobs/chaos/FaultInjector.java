@@ -74,7 +74,7 @@ final class FaultInjector {
                         ? cluster.pick("consumer", random)
                         : cluster.leader(kind == ChaosRun.Kind.KILL_DISPATCHER_LEADER ? "scheduler" : "relay");
                 target = s.toString();
-                long down = 500 + random.nextInt(2500);
+                long down = 500L + random.nextInt(2500);
                 log.log("fault " + kind.label + ": SIGKILL " + target + ", start again in " + down + " ms");
                 s.kill();
                 log.sleep(down);
@@ -96,7 +96,7 @@ final class FaultInjector {
                         ? cluster.leader(random.nextBoolean() ? "scheduler" : "relay")
                         : cluster.pick(null, random);
                 target = s.toString();
-                long hold = 1000 + random.nextInt((int) options.leaseMillis() * 2);
+                long hold = 1000L + random.nextInt((int) options.leaseMillis() * 2);
                 log.log("fault " + kind.label + ": cut " + target + " off from PostgreSQL for " + hold + " ms");
                 s.proxy.partition();
                 log.sleep(hold);
@@ -112,7 +112,7 @@ final class FaultInjector {
                         + "'s lease session (" + ended + " ended); it runs on");
             }
             case RESTART_POSTGRES -> {
-                long down = 500 + random.nextInt(3000);
+                long down = 500L + random.nextInt(3000);
                 target = "postgresql primary";
                 log.log("fault " + kind.label + ": stop the PostgreSQL primary (fast shutdown), start it again in "
                         + down + " ms");
@@ -134,7 +134,7 @@ final class FaultInjector {
             }
             case RESTART_KAFKA -> {
                 boolean hard = random.nextBoolean();
-                long down = 1000 + random.nextInt(5000);
+                long down = 1000L + random.nextInt(5000);
                 String all = cluster.kafka.size() == 1 ? "the broker" : "all " + cluster.kafka.size() + " brokers";
                 target = "kafka, " + all + " (" + (hard ? "SIGKILL" : "SIGTERM") + ")";
                 log.log("fault " + kind.label + ": stop " + all + " with " + (hard ? "SIGKILL" : "SIGTERM")
@@ -149,7 +149,7 @@ final class FaultInjector {
             }
             case KILL_BROKER -> {
                 int broker = random.nextInt(cluster.kafka.size());
-                long down = 1000 + random.nextInt(5000);
+                long down = 1000L + random.nextInt(5000);
                 target = "kafka broker " + (broker + 1);
                 log.log("fault " + kind.label + ": SIGKILL broker " + (broker + 1) + " of " + cluster.kafka.size()
                         + ", start again in " + down + " ms");

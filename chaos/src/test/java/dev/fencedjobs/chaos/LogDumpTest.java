@@ -29,13 +29,13 @@ class LogDumpTest {
                     new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
                 producer.initTransactions();
                 producer.beginTransaction();
-                producer.send(record(11));
+                producer.send(record(11)).get();
                 producer.commitTransaction();
                 producer.beginTransaction();
                 producer.send(record(12)).get();
                 producer.abortTransaction();
                 producer.beginTransaction();
-                producer.send(record(13));
+                producer.send(record(13)).get();
                 producer.commitTransaction();
             }
             kafka.stop();

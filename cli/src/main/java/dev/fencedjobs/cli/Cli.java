@@ -10,8 +10,10 @@ import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.runtime.internal.Faults;
 import java.io.IOException;
+import java.io.OutputStreamWriter;
 import java.io.PrintStream;
 import java.io.PrintWriter;
+import java.nio.charset.Charset;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
@@ -189,8 +191,8 @@ public final class Cli {
         root.addSubcommand(new Status());
         root.addSubcommand(new Release());
         style(root.getCommandSpec());
-        root.setOut(new PrintWriter(out, true));
-        root.setErr(new PrintWriter(err, true));
+        root.setOut(new PrintWriter(new OutputStreamWriter(out, Charset.defaultCharset()), true));
+        root.setErr(new PrintWriter(new OutputStreamWriter(err, Charset.defaultCharset()), true));
         return root;
     }
 

@@ -106,7 +106,7 @@ final class DeadLetterCommands {
         @Override
         public Cli.DueTime convert(String raw) {
             boolean ago =
-                    !raw.isEmpty() && (Character.isDigit(raw.charAt(0)) && !raw.contains("T") || raw.startsWith("-"));
+                    !raw.isEmpty() && ((Character.isDigit(raw.charAt(0)) && !raw.contains("T")) || raw.startsWith("-"));
             return Cli.DueTime.parse(ago ? "+" + raw.replaceFirst("^-", "") : raw);
         }
     }
@@ -222,10 +222,13 @@ final class DeadLetterCommands {
                 sql.append(" AND status = ?");
                 values.add(options.status.name());
             }
-            for (Cli.DueTime t : new Cli.DueTime[] {options.since, options.until}) {
+            Cli.DueTime[] bounds = {options.since, options.until};
+            String[] comparisons = {">=", "<"};
+            for (int i = 0; i < bounds.length; i++) {
+                Cli.DueTime t = bounds[i];
                 if (t != null) {
                     sql.append(" AND dead_lettered_at ")
-                            .append(t == options.since ? ">=" : "<")
+                            .append(comparisons[i])
                             .append(' ')
                             .append(
                                     t.absolute() != null

@@ -161,14 +161,13 @@ final class StatusReport {
                     rs.getLong(8));
             try (ResultSet w = s.executeQuery(WAITING)) {
                 w.next();
-                out.printf(
-                        w.getLong(1) == 0
-                                ? "Patient retries: nothing waiting%n"
-                                : "Patient retries: %d records of %d resources waiting, the oldest failing for %d s, up to %d tries so far%n",
-                        w.getLong(1),
-                        w.getLong(2),
-                        w.getLong(3),
-                        w.getLong(4));
+                if (w.getLong(1) == 0) {
+                    out.printf("Patient retries: nothing waiting%n");
+                } else {
+                    out.printf(
+                            "Patient retries: %d records of %d resources waiting, the oldest failing for %d s, up to %d tries so far%n",
+                            w.getLong(1), w.getLong(2), w.getLong(3), w.getLong(4));
+                }
             }
         } catch (SQLException e) {
             out.println(

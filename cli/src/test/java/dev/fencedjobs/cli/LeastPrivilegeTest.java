@@ -21,6 +21,7 @@ import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestDatabase;
 import dev.fencedjobs.testing.TestKafka;
+import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -76,7 +77,7 @@ class LeastPrivilegeTest {
                         new java.io.PrintStream(out, true),
                         new java.io.PrintStream(err, true))
                 .run(args);
-        return new CliTest.Run(code, out.toString(), err.toString());
+        return new CliTest.Run(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
     }
 
     private static Connection as(String role, String password) throws SQLException {

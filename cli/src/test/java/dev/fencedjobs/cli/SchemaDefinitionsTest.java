@@ -16,6 +16,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Matcher;
@@ -351,7 +352,7 @@ class SchemaDefinitionsTest {
                 live.put(
                         name,
                         m.group(4) + " | " + m.group(2) + " " + m.group(3) + ", each "
-                                + m.group(5).toLowerCase() + " | " + definedIn.get(name));
+                                + m.group(5).toLowerCase(Locale.ROOT) + " | " + definedIn.get(name));
             });
             assertThat(documented)
                     .as("table, when it fires and file of each trigger: docs vs the live database")

@@ -48,7 +48,7 @@ final class ClaimStore {
             if (!claimed.contains(d)) {
                 return FenceDecisions.Claim.SAME_JOB;
             }
-            return reused.stream().anyMatch(r -> r.decision() == d)
+            return reused.stream().anyMatch(r -> r.decision().equals(d))
                     ? FenceDecisions.Claim.OTHER_JOB
                     : FenceDecisions.Claim.NEW;
         }
@@ -76,7 +76,7 @@ final class ClaimStore {
         }
         Map<Long, Record> returned = claimFirst(tx, firstById.values());
         Set<Decision> claimed = Collections.newSetFromMap(new IdentityHashMap<>());
-        Map<Decision, String> reissued = new IdentityHashMap<>();
+        IdentityHashMap<Decision, String> reissued = new IdentityHashMap<>();
         Map<Long, OffsetDateTime> holder = new HashMap<>();
         for (Decision d : firstById.values()) {
             Job job = d.job();

@@ -10,7 +10,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.jooq.DSLContext;
 import org.jooq.Record;
@@ -44,7 +43,7 @@ final class DeadLetterReplay {
     /** The records of the replay under way, and what became of them: for its span. */
     private final List<ConsumerRecord<String, byte[]>> replaying = new ArrayList<>(1);
 
-    private final Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
+    private final IdentityHashMap<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
 
     DeadLetterReplay(DSLContext dsl, BatchProcessor processor, ProcessSpans spans) {
         this.dsl = dsl;

@@ -40,6 +40,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -205,7 +206,8 @@ public final class FencedConsumer implements RunningService {
         public Counts process(List<ConsumerRecord<String, byte[]>> records) {
             spans.begin(Instant.now());
             dueToEffect.begin();
-            Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(records.size() * 2);
+            IdentityHashMap<ConsumerRecord<String, byte[]>, String> outcomes =
+                    new IdentityHashMap<>(records.size() * 2);
             Counts counts;
             try {
                 counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, dueToEffect));
@@ -338,7 +340,7 @@ public final class FencedConsumer implements RunningService {
             Thread.currentThread().interrupt();
         } finally {
             try {
-                consumer.close(Duration.ofSeconds(5));
+                consumer.close(CloseOptions.timeout(Duration.ofSeconds(5)));
             } catch (RuntimeException e) {
                 log.debug("closing the Kafka consumer: {}", e.toString());
             }

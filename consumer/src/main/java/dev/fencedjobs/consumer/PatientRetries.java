@@ -11,10 +11,12 @@ import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -64,10 +66,10 @@ final class PatientRetries {
     private volatile long quietPuts = -1;
 
     private volatile long quietUntil;
-    /** Written by the retry thread only. */
-    private volatile int succeeded;
+    /** Retries that succeeded, and records dead-lettered after their last attempt. */
+    private final AtomicInteger succeeded = new AtomicInteger();
 
-    private volatile int deadLettered;
+    private final AtomicInteger deadLettered = new AtomicInteger();
 
     /** The retry thread's own: each retry's span, in the job's trace and linked to the attempt that failed first. */
     private final ProcessSpans spans;
@@ -125,13 +127,13 @@ final class PatientRetries {
         long seq = due.get("seq", Long.class);
         String resource = due.get("resource", String.class);
         spans.begin(Instant.now());
-        Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
+        IdentityHashMap<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>(2);
         List<ConsumerRecord<String, byte[]>> tried = new ArrayList<>(1);
         try {
             Boolean done = dsl.transactionResult(c -> attempt(c.dsl(), seq, resource, tried, outcomes));
             spans.committed(tried, outcomes);
             if (done) {
-                succeeded++;
+                succeeded.incrementAndGet();
             }
         } catch (BatchProcessor.EffectFailure e) {
             spans.rolledBack(e);
@@ -196,7 +198,7 @@ final class PatientRetries {
             OffsetDateTime firstFailed = w.getAttempts() == 0 ? now : w.getFirstFailedAt();
             Duration age = Duration.between(firstFailed, now);
             if (age.compareTo(retries.maxAge()) >= 0) {
-                String reason = "effect failed " + attempts + " times over " + age.withNanos(0)
+                String reason = "effect failed " + attempts + " times over " + age.truncatedTo(ChronoUnit.SECONDS)
                         + " (EFFECT_RETRY_MAX_AGE " + retries.maxAge() + "): " + error;
                 log.error("Dead-lettering job {} of resource {}: {}", w.getJobId(), w.getResource(), reason);
                 ConsumerRecord<String, byte[]> record = record(w);
@@ -204,7 +206,7 @@ final class PatientRetries {
                 tx.deleteFrom(CONSUMER_WAITING)
                         .where(CONSUMER_WAITING.SEQ.eq(seq))
                         .execute();
-                deadLettered++;
+                deadLettered.incrementAndGet();
                 return;
             }
             Duration wait = retries.backoff(base, attempts, random.getAsDouble());
@@ -238,10 +240,10 @@ final class PatientRetries {
     }
 
     int succeeded() {
-        return succeeded;
+        return succeeded.get();
     }
 
     int deadLettered() {
-        return deadLettered;
+        return deadLettered.get();
     }
 }

@@ -59,9 +59,9 @@ final class ProcessSpans implements BatchProcessor.Handling {
     private String name = "process ";
 
     /** Spans begun before their effect, until their batch commits or rolls back. */
-    private final Map<ConsumerRecord<String, byte[]>, Span> open = new IdentityHashMap<>();
+    private final IdentityHashMap<ConsumerRecord<String, byte[]>, Span> open = new IdentityHashMap<>();
     /** What the stored records of the batch begun last (a patient retry, a replay) say of themselves. */
-    private final Map<ConsumerRecord<String, byte[]>, Retry> retries = new IdentityHashMap<>();
+    private final IdentityHashMap<ConsumerRecord<String, byte[]>, Retry> retries = new IdentityHashMap<>();
 
     /**
      * A stored record tried again: its job id (its headers were not kept; null when unknown), the
@@ -104,6 +104,7 @@ final class ProcessSpans implements BatchProcessor.Handling {
     }
 
     @Override
+    @SuppressWarnings("MustBeClosedChecker") // the Handled returned owns the scope, and its close() closes it
     public BatchProcessor.Handled enter(ConsumerRecord<String, byte[]> record, Job job, boolean current) {
         if (off && !current) {
             return Handled.NONE;

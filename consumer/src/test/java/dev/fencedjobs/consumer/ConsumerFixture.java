@@ -16,12 +16,18 @@ import dev.fencedjobs.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
+import java.util.Queue;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.jooq.DSLContext;
@@ -39,6 +45,9 @@ final class ConsumerFixture implements AutoCloseable {
     private final DSLContext dsl;
     private final String bootstrap;
     private final KafkaProducer<String, byte[]> producer;
+    /** Sends not yet checked: {@link #flush()} fails on any that did not reach the broker. */
+    private final Queue<Future<RecordMetadata>> sent = new ConcurrentLinkedQueue<>();
+
     private final List<FencedConsumer> consumers = new ArrayList<>();
 
     ConsumerFixture(TestDatabase db, String bootstrap, int partitions) throws Exception {
@@ -100,8 +109,8 @@ final class ConsumerFixture implements AutoCloseable {
                         resource,
                         FencingToken.of(token),
                         "{\"job\":" + jobId + "}",
-                        OffsetDateTime.now(),
-                        OffsetDateTime.now())
+                        OffsetDateTime.now(ZoneOffset.UTC),
+                        OffsetDateTime.now(ZoneOffset.UTC))
                 .toJson();
     }
 
@@ -113,18 +122,18 @@ final class ConsumerFixture implements AutoCloseable {
     void sendRaw(String key, byte[] value) {
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(topic, key, value);
         RecordSignatures.sign(trust, System.currentTimeMillis(), List.of(record));
-        producer.send(record);
+        sent.add(producer.send(record));
     }
 
     /** Signed as one batch, as the relay signs its batches. */
     void sendBatch(List<ProducerRecord<String, byte[]>> records) {
         RecordSignatures.sign(trust, System.currentTimeMillis(), records);
-        records.forEach(producer::send);
+        records.forEach(r -> sent.add(producer.send(r)));
     }
 
     /** As it is: unsigned, or signed by whoever made it. */
     void sendAsIs(ProducerRecord<String, byte[]> record) {
-        producer.send(record);
+        sent.add(producer.send(record));
     }
 
     void sendRaw(String key, String value) {
@@ -133,6 +142,16 @@ final class ConsumerFixture implements AutoCloseable {
 
     void flush() {
         producer.flush();
+        for (Future<RecordMetadata> f; (f = sent.poll()) != null; ) {
+            try {
+                f.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while checking a send", e);
+            } catch (ExecutionException e) {
+                throw new IllegalStateException("a test record did not reach the broker", e.getCause());
+            }
+        }
     }
 
     int ledgerRows() {

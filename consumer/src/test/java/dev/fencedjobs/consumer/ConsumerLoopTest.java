@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.runtime.internal.Next;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -57,7 +58,11 @@ class ConsumerLoopTest {
     private void send(long... jobs) {
         for (long job : jobs) {
             kafka.addRecord(new ConsumerRecord<>(
-                    TP.topic(), TP.partition(), nextOffset++, "r-" + job, ("job " + job).getBytes()));
+                    TP.topic(),
+                    TP.partition(),
+                    nextOffset++,
+                    "r-" + job,
+                    ("job " + job).getBytes(StandardCharsets.UTF_8)));
         }
     }
 
@@ -188,7 +193,7 @@ class ConsumerLoopTest {
         boolean databaseDown;
 
         private static long job(ConsumerRecord<String, byte[]> r) {
-            return Long.parseLong(new String(r.value()).substring(4));
+            return Long.parseLong(new String(r.value(), StandardCharsets.UTF_8).substring(4));
         }
 
         @Override

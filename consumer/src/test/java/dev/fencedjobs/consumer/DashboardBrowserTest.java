@@ -126,7 +126,9 @@ class DashboardBrowserTest {
                         new ProducerRecord<>(topic, "elsewhere", ConsumerFixture.envelope(1_000_001, "elsewhere", 3)),
                         new ProducerRecord<>(topic, "account-2", "not an envelope".getBytes(StandardCharsets.UTF_8)));
                 RecordSignatures.sign(trust, System.currentTimeMillis(), records);
-                records.forEach(producer::send);
+                for (ProducerRecord<String, byte[]> r : records) {
+                    producer.send(r).get();
+                }
             }
             await().atMost(Duration.ofSeconds(60))
                     .until(() -> ((Number) consumer.status().get("staleRejected")).longValue() == 1

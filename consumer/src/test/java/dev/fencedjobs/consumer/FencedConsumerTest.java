@@ -11,6 +11,7 @@ import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.testing.PostgresExtension;
 import dev.fencedjobs.testing.TestKafka;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -192,7 +193,8 @@ class FencedConsumerTest {
                         + "\"dueAt\":\"2026-11-30T08:00:00Z\",\"completedAt\":\"2026-11-30T08:00:00Z\"}");
         fixture.sendRaw(
                 "p",
-                new String(ConsumerFixture.envelope(4, "p", 1)).replace("\"fencingToken\":1", "\"fencingToken\":-3"));
+                new String(ConsumerFixture.envelope(4, "p", 1), StandardCharsets.UTF_8)
+                        .replace("\"fencingToken\":1", "\"fencingToken\":-3"));
         fixture.sendRaw("p", (byte[]) null);
         fixture.send(5, "p", 1);
         fixture.flush();
@@ -214,13 +216,15 @@ class FencedConsumerTest {
         assertThat(reasons.get(1)).isEqualTo("fencingToken is missing");
         assertThat(reasons.get(2)).isEqualTo("fencingToken must be positive, got -3");
         assertThat(reasons.get(3)).isEqualTo("no value (null record)");
-        assertThat(new String(fixture.dsl()
-                        .select(CONSUMER_DEAD_LETTER.RECORD_VALUE)
-                        .from(CONSUMER_DEAD_LETTER)
-                        .orderBy(CONSUMER_DEAD_LETTER.KAFKA_OFFSET)
-                        .limit(1)
-                        .fetchSingle()
-                        .value1()))
+        assertThat(new String(
+                        fixture.dsl()
+                                .select(CONSUMER_DEAD_LETTER.RECORD_VALUE)
+                                .from(CONSUMER_DEAD_LETTER)
+                                .orderBy(CONSUMER_DEAD_LETTER.KAFKA_OFFSET)
+                                .limit(1)
+                                .fetchSingle()
+                                .value1(),
+                        StandardCharsets.UTF_8))
                 .isEqualTo("this is not json");
         assertThat(consumer.status().get("deadLettered")).isEqualTo(4L);
     }

@@ -8,9 +8,9 @@ import dev.fencedjobs.runtime.internal.Tracing;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
@@ -52,8 +52,15 @@ class ProcessSpansTest {
                 headers,
                 Optional.empty());
         Job job = new Job(
-                1, "r", FencingToken.of(3), "{}", OffsetDateTime.now(), OffsetDateTime.now(), 11, OffsetDateTime.now());
-        Map<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>();
+                1,
+                "r",
+                FencingToken.of(3),
+                "{}",
+                OffsetDateTime.now(ZoneOffset.UTC),
+                OffsetDateTime.now(ZoneOffset.UTC),
+                11,
+                OffsetDateTime.now(ZoneOffset.UTC));
+        IdentityHashMap<ConsumerRecord<String, byte[]>, String> outcomes = new IdentityHashMap<>();
         outcomes.put(record, BatchProcessor.APPLIED);
 
         // An effect that writes the batch at once: every job's handling begun, none current.

@@ -16,6 +16,7 @@ import dev.fencedjobs.testing.TestKafka;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -62,7 +63,7 @@ class RecordAuthenticationTest {
     }
 
     private ProducerRecord<String, byte[]> forged(long jobId, long outboxId, long token) {
-        OffsetDateTime now = OffsetDateTime.now();
+        OffsetDateTime now = OffsetDateTime.now(ZoneOffset.UTC);
         byte[] value = new Envelope(
                         Envelope.VERSION, outboxId, jobId, "r-1", FencingToken.of(token), "{\"forged\":true}", now, now)
                 .toJson();

@@ -212,7 +212,7 @@ class SecuredKafkaTest {
     }
 
     private static boolean tableExists(DSLContext dsl, String table) {
-        return dsl.fetchValue("SELECT to_regclass(?) IS NOT NULL", table).equals(Boolean.TRUE);
+        return dsl.fetchValue("SELECT to_regclass(?) IS NOT NULL", table).equals(true);
     }
 
     private static HttpResponse<String> get(int port, String path) throws Exception {

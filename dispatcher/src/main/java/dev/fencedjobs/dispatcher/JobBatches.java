@@ -56,6 +56,8 @@ interface JobBatches {
     Backlog backlog();
 
     /**
+     * The backlog of due jobs, as the dashboard and {@code /metrics} show it.
+     *
      * @param due pending jobs due now, up to {@link DispatchOverview#DUE_CAP}: a scrape reads at most
      *     that many index entries
      * @param oldestDueSeconds how long the earliest-due pending job has been due; 0 when none is
@@ -66,6 +68,8 @@ interface JobBatches {
     record JobTrace(long jobId, String traceparent, String tracestate) {}
 
     /**
+     * What one batch did.
+     *
      * @param traces the trace context of each job the batch completed that has one, when asked for
      *     (plain path only: the policy path's function returns no rows); empty otherwise
      * @param last the last job completed, in {@code (due_at, id)} order; {@code null} when none was
@@ -108,11 +112,13 @@ interface JobBatches {
     record Position(OffsetDateTime dueAt, long id) {
         boolean isAfter(Position other) {
             int c = dueAt.toInstant().compareTo(other.dueAt.toInstant());
-            return c > 0 || c == 0 && id > other.id;
+            return c > 0 || (c == 0 && id > other.id);
         }
     }
 
     /**
+     * When the next pending job is due, in database time.
+     *
      * @param databaseNowMillis {@code clock_timestamp()} when asked, epoch milliseconds
      * @param earliestDueMillis earliest pending {@code due_at}, epoch milliseconds, or
      *     {@link Long#MAX_VALUE} when nothing is pending

@@ -17,7 +17,7 @@ import java.util.Locale;
  *   <li>before the last resume of a paused schedule: skipped, reason {@code paused};
  *   <li>older than the misfire grace (missed while no dispatcher led): by the schedule's policy,
  *       {@code all} (each becomes a job), {@code latest} (only the newest missed one does, the
- *       others are skipped) or {@code skip} (none does), reason {@code misfire};
+ *       others are skipped) or <i>skip</i> (none does), reason {@code misfire};
  *   <li>otherwise: a job, due at its fire time.
  * </ul>
  *

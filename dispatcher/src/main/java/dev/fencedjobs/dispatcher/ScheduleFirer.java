@@ -178,8 +178,8 @@ final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
         }
         lastPassAt = Instant.now();
         Pass p = pass.get();
-        fired.increment(p.jobs());
-        skipped.increment(p.skipped());
+        fired.increment((double) p.jobs());
+        skipped.increment((double) p.skipped());
         if (p.jobs() > 0 || p.skipped() > 0) {
             log.debug(
                     "Decided schedule occurrences under token {} in {} ms: {} jobs, {} skipped",

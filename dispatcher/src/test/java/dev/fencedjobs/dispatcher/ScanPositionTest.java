@@ -84,7 +84,7 @@ class ScanPositionTest {
                 },
                 "load");
         load.start();
-        await().atMost(Duration.ofSeconds(10)).until(() -> starts.stream().anyMatch(p -> p != FROM_START));
+        await().atMost(Duration.ofSeconds(10)).until(() -> starts.stream().anyMatch(p -> !FROM_START.equals(p)));
         tokenAtStart = fixture.leader().orElseThrow().status().get("token");
     }
 
@@ -210,10 +210,10 @@ class ScanPositionTest {
                 c.commit();
             }
         }
-        long fromStartBefore = starts.stream().filter(p -> p == FROM_START).count();
+        long fromStartBefore = starts.stream().filter(p -> FROM_START.equals(p)).count();
 
         await().atMost(Duration.ofSeconds(10)).until(() -> state(id).equals("completed"));
-        assertThat(starts.stream().filter(p -> p == FROM_START).count())
+        assertThat(starts.stream().filter(p -> FROM_START.equals(p)).count())
                 .as("a batch from the start found it")
                 .isGreaterThan(fromStartBefore);
     }
@@ -249,7 +249,7 @@ class ScanPositionTest {
     }
 
     private long positioned() {
-        return starts.stream().filter(p -> p != FROM_START).count();
+        return starts.stream().filter(p -> !FROM_START.equals(p)).count();
     }
 
     private String state(long id) {

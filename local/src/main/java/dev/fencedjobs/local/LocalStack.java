@@ -70,36 +70,31 @@ public final class LocalStack {
         java.nio.file.Path screenshots = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
-                case "--demo":
-                    demo = true;
-                    break;
-                case "--exit-after-demo":
-                    exitAfterDemo = true;
-                    break;
-                case "--demo-seconds":
+                case "--demo" -> demo = true;
+                case "--exit-after-demo" -> exitAfterDemo = true;
+                case "--demo-seconds" -> {
                     if (i + 1 >= args.length || !args[i + 1].matches("\\d+")) {
                         usage("--demo-seconds needs a whole number of seconds");
                     }
                     demoSeconds = Integer.parseInt(args[++i]);
-                    break;
-                case "--demo-rate":
+                }
+                case "--demo-rate" -> {
                     if (i + 1 >= args.length || !args[i + 1].matches("[1-9]\\d{0,5}")) {
                         usage("--demo-rate needs a whole number of jobs a second, 1 to 999999");
                     }
                     demoRate = Integer.parseInt(args[++i]);
-                    break;
-                case "--screenshots":
+                }
+                case "--screenshots" -> {
                     if (i + 1 >= args.length) {
                         usage("--screenshots needs a directory");
                     }
                     screenshots = java.nio.file.Path.of(args[++i]);
-                    break;
-                case "--help":
-                case "-h":
+                }
+                case "--help", "-h" -> {
                     System.out.println(USAGE);
                     return;
-                default:
-                    usage("unknown option " + args[i]);
+                }
+                default -> usage("unknown option " + args[i]);
             }
         }
         LocalStack stack = start();

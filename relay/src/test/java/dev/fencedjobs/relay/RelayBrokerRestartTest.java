@@ -49,8 +49,8 @@ class RelayBrokerRestartTest {
             broker.start();
             ThreadDumps.onFailure(() -> await().atMost(Duration.ofSeconds(90)).until(() -> fixture.unpublished() == 0));
             try (TopicReader reader = fixture.reader()) {
-                List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(4000, Duration.ofSeconds(60));
-                records = reader.readFor(Duration.ofSeconds(1));
+                reader.readAtLeast(4000, Duration.ofSeconds(60));
+                List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(1));
                 fixture.assertAllArrivedInCommitOrderPerResource(records);
                 assertThat(RelayFixture.countsByOutboxId(records)).hasSize(4000);
             }

@@ -35,7 +35,7 @@ final class RelayFixture implements AutoCloseable {
     private final DSLContext dsl;
     private final String bootstrap;
     final String topic = "relay-test-" + UUID.randomUUID();
-    /** The relays sign with it; {@link #verifier} checks what they published against it. */
+    /** The relays sign with it; {@link #assertAllSignedByTheRelay} checks what they published against it. */
     final dev.fencedjobs.runtime.RecordTrust trust = dev.fencedjobs.runtime.RecordTrust.generate();
 
     private final List<Relay> relays = new ArrayList<>();

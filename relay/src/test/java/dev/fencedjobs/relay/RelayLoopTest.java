@@ -226,7 +226,7 @@ class RelayLoopTest {
         }
 
         void insertPayload(String json) {
-            long id = rows.size() + 1;
+            long id = rows.size() + 1L;
             OffsetDateTime at = OffsetDateTime.parse("2027-01-15T08:00:00Z");
             rows.add(new OutboxRow(id, 100 + id, "r-" + id, FencingToken.of(1), json, at, at, at, "test", at, null));
         }

@@ -50,8 +50,8 @@ class RelayProduceOrderTest {
                 await().atMost(Duration.ofSeconds(60)).until(() -> fixture.unpublished() == 0);
 
                 try (TopicReader reader = fixture.reader()) {
-                    List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(48, Duration.ofSeconds(30));
-                    records = reader.readFor(Duration.ofSeconds(1));
+                    reader.readAtLeast(48, Duration.ofSeconds(30));
+                    List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(1));
                     fixture.assertAllArrivedInCommitOrderPerResource(records);
                 }
                 assertThat(proxy.refused())

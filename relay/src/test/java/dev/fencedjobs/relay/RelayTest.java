@@ -105,8 +105,8 @@ class RelayTest {
         Relay b = fixture.start();
         await().atMost(Duration.ofSeconds(30)).until(() -> fixture.unpublished() == 0);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(5000 + 500, Duration.ofSeconds(60));
-            records = reader.readFor(Duration.ofSeconds(2));
+            reader.readAtLeast(5000 + 500, Duration.ofSeconds(60));
+            List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             Set<Long> duplicated = RelayFixture.countsByOutboxId(records).entrySet().stream()
                     .filter(e -> e.getValue() > 1)
@@ -166,8 +166,8 @@ class RelayTest {
         await().atMost(Duration.ofSeconds(15)).until(() -> a.state() == RunningService.State.FOLLOWING);
         assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(2000, Duration.ofSeconds(30));
-            records = reader.readFor(Duration.ofSeconds(2));
+            reader.readAtLeast(2000, Duration.ofSeconds(30));
+            List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             assertThat(heldBatch).isNotEmpty();
             Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
@@ -233,9 +233,8 @@ class RelayTest {
         assertThat(metric(a, "fencedjobs_relay_published_total")).isEqualTo(publishedByA);
         assertThat(fixture.position()).as("the position as B set it").isEqualTo(markedByB);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records =
-                    reader.readAtLeast(2000 + heldBatch.size(), Duration.ofSeconds(30));
-            records = reader.readFor(Duration.ofSeconds(2));
+            reader.readAtLeast(2000 + heldBatch.size(), Duration.ofSeconds(30));
+            List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(2));
             fixture.assertAllArrivedInCommitOrderPerResource(records);
             assertThat(heldBatch).isNotEmpty();
             Map<Long, Integer> counts = RelayFixture.countsByOutboxId(records);
@@ -303,8 +302,8 @@ class RelayTest {
         assertThat(error).startsWith("record of about ").contains("exceeds MAX_RECORD_BYTES=100000");
         assertThat(metric(relay, "fencedjobs_relay_rejected_rows_total")).isEqualTo(1.0);
         try (TopicReader reader = fixture.reader()) {
-            List<ConsumerRecord<String, byte[]>> records = reader.readAtLeast(20, Duration.ofSeconds(30));
-            records = reader.readFor(Duration.ofSeconds(1));
+            reader.readAtLeast(20, Duration.ofSeconds(30));
+            List<ConsumerRecord<String, byte[]>> records = reader.readFor(Duration.ofSeconds(1));
             assertThat(records).hasSize(20);
             fixture.assertAllArrivedInCommitOrderPerResource(records);
         }

@@ -93,14 +93,12 @@ class FastTakeoverTest {
 
     /** One replica: its lease over its own session (through {@code proxy} when given), its watch, its leadership. */
     private final class Replica implements AutoCloseable {
-        final String name;
         final Lease lease;
         final LeaseSession session;
         final Leadership leadership;
         final Gate gate = new Gate();
 
         Replica(String name, LeaseConfig config, TcpProxy proxy) {
-            this.name = name;
             this.lease = new Lease(dsl, role, name, config.duration(), Ticker.system());
             String url = proxy == null ? server.url() : viaProxy(server.url(), proxy);
             this.session = new LeaseSession(lease, () -> connect(url, name + "-lease"));

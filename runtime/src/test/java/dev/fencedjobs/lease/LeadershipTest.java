@@ -8,6 +8,7 @@ import dev.fencedjobs.runtime.internal.Next;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Optional;
@@ -42,7 +43,7 @@ class LeadershipTest {
                             "r",
                             "me",
                             FencingToken.of(token),
-                            OffsetDateTime.now(),
+                            OffsetDateTime.now(ZoneOffset.UTC),
                             now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }
@@ -67,7 +68,7 @@ class LeadershipTest {
                             "r",
                             "me",
                             token.next(),
-                            OffsetDateTime.now(),
+                            OffsetDateTime.now(ZoneOffset.UTC),
                             now + LEASE.duration().toNanos()))
                     : Optional.empty();
         }

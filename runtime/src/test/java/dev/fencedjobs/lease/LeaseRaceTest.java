@@ -7,6 +7,7 @@ import dev.fencedjobs.db.MigratedDatabase;
 import dev.fencedjobs.db.internal.Ticker;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -161,7 +162,7 @@ class LeaseRaceTest {
                         org.jooq.impl.DSL.field("token", Long.class),
                         org.jooq.impl.DSL.field("holder", String.class))
                 .fetch();
-        Map<Long, Set<String>> holdersByToken = new ConcurrentHashMap<>();
+        Map<Long, Set<String>> holdersByToken = new HashMap<>();
         long previous = 0;
         for (Record3<Long, Long, String> w : writes) {
             holdersByToken

@@ -163,7 +163,7 @@ class LeaseTest {
         try (Connection listener = db.database().connect();
                 Statement s = listener.createStatement()) {
             s.execute("LISTEN lease_released");
-            a.acquireOrRenew().orElseThrow();
+            assertThat(a.acquireOrRenew()).isPresent();
             assertThat(a.release(token)).isTrue();
             PGNotification[] received = listener.unwrap(PGConnection.class).getNotifications(5_000);
             assertThat(received).extracting(PGNotification::getParameter).containsExactly(role);
@@ -175,13 +175,13 @@ class LeaseTest {
         String role = newRole();
         Lease a = lease(role, "holder-a", LONG);
         Lease b = lease(role, "holder-b", LONG);
-        a.acquireOrRenew().orElseThrow();
-        a.acquireOrRenew().orElseThrow();
+        assertThat(a.acquireOrRenew()).isPresent();
+        assertThat(a.acquireOrRenew()).isPresent();
         db.expire(role);
-        b.acquireOrRenew().orElseThrow();
-        b.acquireOrRenew().orElseThrow();
+        assertThat(b.acquireOrRenew()).isPresent();
+        assertThat(b.acquireOrRenew()).isPresent();
         db.expire(role);
-        b.acquireOrRenew().orElseThrow();
+        assertThat(b.acquireOrRenew()).isPresent();
 
         // The operator's query, from the README.
         List<Record3<Long, String, OffsetDateTime>> history = db.dsl()
@@ -198,9 +198,9 @@ class LeaseTest {
     @Test
     void theLeaseRowCannotBeDeletedAndItsTokenCannotGoBack() {
         String role = newRole();
-        lease(role, "holder-a", LONG).acquireOrRenew().orElseThrow();
+        assertThat(lease(role, "holder-a", LONG).acquireOrRenew()).isPresent();
         db.expire(role);
-        lease(role, "holder-b", LONG).acquireOrRenew().orElseThrow();
+        assertThat(lease(role, "holder-b", LONG).acquireOrRenew()).isPresent();
 
         assertThatThrownBy(() -> db.dsl()
                         .deleteFrom(LEADER_LEASE)

@@ -1,6 +1,7 @@
 package dev.fencedjobs.lease;
 
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -21,7 +22,11 @@ public final class ScriptedGrants implements Grants {
     /** Leads under {@code token} from now on, and tells the listeners. */
     public Grant lead(long token) {
         grant = new Grant(
-                role, "test", FencingToken.of(token), OffsetDateTime.now().plusSeconds(10), Long.MAX_VALUE);
+                role,
+                "test",
+                FencingToken.of(token),
+                OffsetDateTime.now(ZoneOffset.UTC).plusSeconds(10),
+                Long.MAX_VALUE);
         listeners.forEach(Runnable::run);
         return grant;
     }
@@ -44,7 +49,7 @@ public final class ScriptedGrants implements Grants {
 
     @Override
     public void stepDown(Grant stale, String reason) {
-        if (grant == stale) {
+        if (stale.equals(grant)) {
             grant = null;
             stepDowns.add(reason);
         }

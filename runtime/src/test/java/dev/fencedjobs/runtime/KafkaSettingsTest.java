@@ -19,14 +19,11 @@ class KafkaSettingsTest {
     @Test
     void securitySettingsComeFromAPropertiesFileAndEnvironmentVariablesOverrideIt() throws Exception {
         Path truststore = Files.writeString(dir.resolve("trust.p12"), "not read here");
-        Path file = Files.writeString(
-                dir.resolve("client.properties"),
-                String.join(
-                        "\n",
-                        "security.protocol=SASL_PLAINTEXT",
-                        "sasl.mechanism=PLAIN",
-                        "request.timeout.ms=30000",
-                        ""));
+        Path file = Files.writeString(dir.resolve("client.properties"), """
+                security.protocol=SASL_PLAINTEXT
+                sasl.mechanism=PLAIN
+                request.timeout.ms=30000
+                """);
         KafkaSettings k = KafkaSettings.from(Settings.of(Map.of(
                 "KAFKA_CLIENT_PROPERTIES",
                 file.toString(),

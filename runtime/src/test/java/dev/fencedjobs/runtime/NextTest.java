@@ -32,7 +32,7 @@ class NextTest {
                     Next next = script.removeFirst();
                     taken.add(next);
                     if (next.kind() == Next.Kind.WAIT
-                            || next.kind() == Next.Kind.SLEEP_UNTIL && next.atNanos() == Long.MAX_VALUE) {
+                            || (next.kind() == Next.Kind.SLEEP_UNTIL && next.atNanos() == Long.MAX_VALUE)) {
                         // A signal sent before the wait (while the step ran) ends it: it is not lost.
                         wakeup.signal();
                     }

@@ -65,13 +65,13 @@ class OpsServerTest {
             assertThat(code(ops.port(), "/health/live", null)).isEqualTo(200);
             String other = java.net.InetAddress.getLocalHost().getHostAddress();
             if (!other.startsWith("127.")) {
-                assertThatThrownBy(() -> code(ops.port(), "/health/live", null, other))
+                assertThatThrownBy(() -> codeAt(ops.port(), "/health/live", other))
                         .isInstanceOf(java.io.IOException.class);
             }
         }
     }
 
-    private int code(int port, String path, String authorization, String host) throws Exception {
+    private int codeAt(int port, String path, String host) throws Exception {
         return http.send(
                         HttpRequest.newBuilder(URI.create("http://" + host + ":" + port + path))
                                 .timeout(Duration.ofSeconds(5))

@@ -4,6 +4,7 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -88,7 +89,7 @@ public final class RestartablePostgres implements AutoCloseable {
             Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
             if (p.waitFor() != 0) {
                 throw new IllegalStateException(String.join(" ", command) + " failed: "
-                        + new String(p.getInputStream().readAllBytes()));
+                        + new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
             }
         } catch (IOException e) {
             throw new UncheckedIOException(e);

@@ -2,6 +2,7 @@ package dev.fencedjobs.testing;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -122,7 +123,7 @@ public final class SecureKafka implements AutoCloseable {
         command.addAll(List.of(args));
         Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
         try {
-            String output = new String(p.getInputStream().readAllBytes());
+            String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) {
                 throw new IllegalStateException("keytool " + args[0] + " failed: " + output);
             }

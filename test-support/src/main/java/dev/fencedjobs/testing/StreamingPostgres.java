@@ -3,6 +3,7 @@ package dev.fencedjobs.testing;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.file.Files;
@@ -337,7 +338,7 @@ public final class StreamingPostgres implements AutoCloseable {
 
     private static boolean listening(Node n) {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress("127.0.0.1", n.port), 200);
+            s.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), n.port), 200);
             return true;
         } catch (IOException e) {
             return false;

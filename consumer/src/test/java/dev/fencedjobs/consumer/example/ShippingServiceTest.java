@@ -19,6 +19,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -63,7 +64,9 @@ class ShippingServiceTest {
                     records.add(new ProducerRecord<>(topic, "orders", envelope(job, "A-" + job)));
                 }
                 RecordSignatures.sign(relayKeys, System.currentTimeMillis(), records);
-                records.forEach(producer::send);
+                for (ProducerRecord<String, byte[]> r : records) {
+                    producer.send(r).get();
+                }
             }
             await().atMost(Duration.ofSeconds(60))
                     .until(() -> shipments(db).size() == 3
@@ -132,8 +135,8 @@ class ShippingServiceTest {
                         "orders",
                         FencingToken.of(1),
                         "{\"order\":\"" + order + "\"}",
-                        OffsetDateTime.now(),
-                        OffsetDateTime.now())
+                        OffsetDateTime.now(ZoneOffset.UTC),
+                        OffsetDateTime.now(ZoneOffset.UTC))
                 .toJson();
     }
 
