@@ -97,18 +97,11 @@ public final class Settings {
         if (raw.isEmpty()) {
             return defaultValue;
         }
-        switch (raw.get().toLowerCase(Locale.ROOT)) {
-            case "true":
-            case "yes":
-            case "1":
-                return true;
-            case "false":
-            case "no":
-            case "0":
-                return false;
-            default:
-                throw new ConfigException(name, "must be true or false, got '" + raw.get() + "'");
-        }
+        return switch (raw.get().toLowerCase(Locale.ROOT)) {
+            case "true", "yes", "1" -> true;
+            case "false", "no", "0" -> false;
+            default -> throw new ConfigException(name, "must be true or false, got '" + raw.get() + "'");
+        };
     }
 
     public Duration duration(String name, Duration defaultValue) {
@@ -122,16 +115,12 @@ public final class Settings {
         try {
             if (m.matches()) {
                 long amount = Long.parseLong(m.group(1));
-                switch (m.group(2)) {
-                    case "ms":
-                        return Duration.ofMillis(amount);
-                    case "s":
-                        return Duration.ofSeconds(amount);
-                    case "m":
-                        return Duration.ofMinutes(amount);
-                    default:
-                        return Duration.ofHours(amount);
-                }
+                return switch (m.group(2)) {
+                    case "ms" -> Duration.ofMillis(amount);
+                    case "s" -> Duration.ofSeconds(amount);
+                    case "m" -> Duration.ofMinutes(amount);
+                    default -> Duration.ofHours(amount);
+                };
             }
             return Duration.parse(raw.trim());
         } catch (RuntimeException e) {

@@ -222,21 +222,15 @@ public record KafkaSettings(String bootstrapServers, String topic, Map<String, S
 
     /** The JAAS line for a username and password; only PLAIN and SCRAM take one. */
     private static String jaas(String mechanism, String user, String password) {
-        String module;
-        switch (mechanism.toUpperCase(Locale.ROOT)) {
-            case "PLAIN":
-                module = "org.apache.kafka.common.security.plain.PlainLoginModule";
-                break;
-            case "SCRAM-SHA-256":
-            case "SCRAM-SHA-512":
-                module = "org.apache.kafka.common.security.scram.ScramLoginModule";
-                break;
-            default:
+        String module = switch (mechanism.toUpperCase(Locale.ROOT)) {
+            case "PLAIN" -> "org.apache.kafka.common.security.plain.PlainLoginModule";
+            case "SCRAM-SHA-256", "SCRAM-SHA-512" -> "org.apache.kafka.common.security.scram.ScramLoginModule";
+            default ->
                 throw new ConfigException(
                         SASL_USERNAME,
                         "works with KAFKA_SASL_MECHANISM PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not '" + mechanism
                                 + "'; for OAUTHBEARER or GSSAPI set KAFKA_SASL_JAAS_CONFIG");
-        }
+        };
         return module + " required username=\"" + quote(user) + "\" password=\"" + quote(password) + "\";";
     }
 

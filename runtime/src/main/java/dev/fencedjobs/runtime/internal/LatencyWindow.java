@@ -73,7 +73,7 @@ public final class LatencyWindow {
         if (micros <= 1) {
             return 0;
         }
-        int i = (int) (Math.log(micros) / Math.log(2) * PER_DOUBLING) + 1;
+        int i = (int) (Math.log((double) micros) / Math.log(2) * PER_DOUBLING) + 1;
         return Math.min(i, BUCKETS - 1);
     }
 

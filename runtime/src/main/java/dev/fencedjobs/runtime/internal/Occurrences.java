@@ -50,6 +50,8 @@ public final class Occurrences {
     }
 
     /**
+     * The occurrences of a five-field cron expression in {@code zone}, from {@code startsAt} on.
+     *
      * @throws IllegalArgumentException for an expression that is not a valid five-field cron, or
      *     a zone Java does not know, with a message that says which
      */

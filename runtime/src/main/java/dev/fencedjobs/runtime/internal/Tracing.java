@@ -54,6 +54,9 @@ public final class Tracing {
     public static final AttributeKey<Long> ATTEMPT = AttributeKey.longKey("fencedjobs.attempt");
 
     private static final TextMapGetter<Headers> HEADERS = new TextMapGetter<>() {
+        // Deprecated in the API, which answers no keys by default; still asked by propagators that read
+        // keys by prefix (Jaeger's baggage), which an application may install.
+        @SuppressWarnings("deprecation")
         @Override
         public Iterable<String> keys(Headers carrier) {
             List<String> keys = new ArrayList<>();
@@ -71,6 +74,7 @@ public final class Tracing {
     };
 
     private static final TextMapGetter<Map<String, String>> MAP = new TextMapGetter<>() {
+        @SuppressWarnings("deprecation") // as HEADERS' keys
         @Override
         public Iterable<String> keys(Map<String, String> carrier) {
             return carrier.keySet();
