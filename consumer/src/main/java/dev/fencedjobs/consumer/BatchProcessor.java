@@ -8,7 +8,7 @@ import dev.fencedjobs.consumer.Decision.Outcome;
 import dev.fencedjobs.consumer.Decision.Reuse;
 import dev.fencedjobs.consumer.FenceDecisions.Fence;
 import dev.fencedjobs.runtime.internal.Envelope;
-import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.RecordVerifier;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -75,7 +75,7 @@ final class BatchProcessor {
 
     /**
      * Whether a record may be trusted: empty when it may, else why not. A fresh record is checked
-     * against the trusted keys ({@link RecordSignatures.Verifier}); a record the consumer stored
+     * against the trusted keys ({@link RecordVerifier}); a record the consumer stored
      * itself after checking it (a patient retry) is not checked again.
      */
     @FunctionalInterface
@@ -127,11 +127,11 @@ final class BatchProcessor {
     }
 
     private final Effect effect;
-    private final RecordSignatures.Verifier verifier;
+    private final RecordVerifier verifier;
     /** Whether the effect writes a batch at once ({@link Effect#applyAll} overridden): there is no one job being handled then. */
     private final boolean batchEffect;
 
-    BatchProcessor(Effect effect, RecordSignatures.Verifier verifier) {
+    BatchProcessor(Effect effect, RecordVerifier verifier) {
         this.effect = effect;
         this.verifier = verifier;
         this.batchEffect = overridesApplyAll(effect);

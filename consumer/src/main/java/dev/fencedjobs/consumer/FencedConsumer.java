@@ -19,7 +19,7 @@ import dev.fencedjobs.runtime.internal.Faults;
 import dev.fencedjobs.runtime.internal.LatencyWindow;
 import dev.fencedjobs.runtime.internal.PurgeSchedule;
 import dev.fencedjobs.runtime.internal.Purger;
-import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.RecordVerifier;
 import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -138,8 +138,8 @@ public final class FencedConsumer implements RunningService {
         MeterRegistry registry = runtime.registry();
         try {
             this.dsl = runtime.dsl();
-            this.processor = new BatchProcessor(
-                    effect, new RecordSignatures.Verifier(config.kafka().trust(), config.processedRetention()));
+            this.processor =
+                    new BatchProcessor(effect, new RecordVerifier(config.kafka().trust(), config.processedRetention()));
             this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
             this.dueToEffect = new DueToEffect(spans, new LatencyWindow());
             this.consumer =

@@ -215,7 +215,7 @@ class PatientRetriesTest {
                 org.jooq.impl.DSL.using(counted),
                 new BatchProcessor(
                         effect,
-                        new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(
+                        new dev.fencedjobs.runtime.internal.RecordVerifier(
                                 dev.fencedjobs.runtime.RecordTrust.NONE, Duration.ofDays(7))),
                 EffectRetries.DEFAULT,
                 Duration.ofMillis(50),

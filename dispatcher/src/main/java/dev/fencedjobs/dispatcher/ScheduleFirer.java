@@ -46,7 +46,7 @@ import org.slf4j.LoggerFactory;
  * connection was away). While there is nothing to decide it reads one row a minute and writes
  * nothing.
  */
-final class ScheduleFirer implements DispatchLoop.Schedules, AutoCloseable {
+final class ScheduleFirer implements Schedules, AutoCloseable {
 
     static final String SCHEDULES_CHANGED = "schedules_changed";
     static final String KEY_PREFIX = "schedule:";

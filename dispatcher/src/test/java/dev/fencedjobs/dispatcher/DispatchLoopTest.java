@@ -34,7 +34,7 @@ class DispatchLoopTest {
             Duration.ofDays(7),
             ticker,
             new SimpleMeterRegistry(),
-            DispatchLoop.Schedules.NONE,
+            Schedules.NONE,
             new Tracing(OpenTelemetry.noop()));
 
     /** Database time, epoch ms: it moves with the ticker, measured in differences (readings may wrap). */

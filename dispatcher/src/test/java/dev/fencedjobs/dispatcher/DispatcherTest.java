@@ -171,8 +171,8 @@ class DispatcherTest {
             rs.next();
             long insertXid = rs.getLong(1);
             write.commit();
-            DispatchLoop.Notified inserted = DispatchLoop.Notified.parse(nextNotification(listen));
-            assertThat(inserted).isEqualTo(new DispatchLoop.Notified(dueMillis("b"), insertXid));
+            ScanPosition.Notified inserted = ScanPosition.Notified.parse(nextNotification(listen));
+            assertThat(inserted).isEqualTo(new ScanPosition.Notified(dueMillis("b"), insertXid));
 
             rs = write.createStatement()
                     .executeQuery(
@@ -180,9 +180,9 @@ class DispatcherTest {
             rs.next();
             long updateXid = rs.getLong(1);
             write.commit();
-            assertThat(DispatchLoop.Notified.parse(nextNotification(listen)))
+            assertThat(ScanPosition.Notified.parse(nextNotification(listen)))
                     .as("a job moved earlier")
-                    .isEqualTo(new DispatchLoop.Notified(dueMillis("a"), updateXid));
+                    .isEqualTo(new ScanPosition.Notified(dueMillis("a"), updateXid));
         }
     }
 

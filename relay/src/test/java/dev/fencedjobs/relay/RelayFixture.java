@@ -133,8 +133,8 @@ final class RelayFixture implements AutoCloseable {
      * each signature covers records of one partition (a tree for each partition's share of a batch).
      */
     void assertAllSignedByTheRelay(List<ConsumerRecord<String, byte[]>> records) {
-        var verifier = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(trust, Duration.ofDays(7));
-        var stranger = new dev.fencedjobs.runtime.internal.RecordSignatures.Verifier(
+        var verifier = new dev.fencedjobs.runtime.internal.RecordVerifier(trust, Duration.ofDays(7));
+        var stranger = new dev.fencedjobs.runtime.internal.RecordVerifier(
                 dev.fencedjobs.runtime.RecordTrust.generate(), Duration.ofDays(7));
         long now = System.currentTimeMillis();
         Map<String, java.util.Set<Integer>> partitionsBySignature = new TreeMap<>();

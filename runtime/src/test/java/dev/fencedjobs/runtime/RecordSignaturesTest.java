@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.Settings;
 import dev.fencedjobs.runtime.internal.RecordSignatures;
+import dev.fencedjobs.runtime.internal.RecordVerifier;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -48,7 +49,7 @@ class RecordSignaturesTest {
         for (int n : new int[] {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 100, 2000}) {
             List<ProducerRecord<String, byte[]>> records = batch(n);
             RecordSignatures.sign(trust, NOW, records);
-            RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+            RecordVerifier verifier = new RecordVerifier(trust, Duration.ofDays(7));
             for (ProducerRecord<String, byte[]> r : records) {
                 assertThat(verifier.check(received(r), NOW))
                         .as("record %s of %d", r.key(), n)
@@ -66,7 +67,7 @@ class RecordSignaturesTest {
     void aChangedValueKeyOrTopicOrAMovedProofFails() {
         List<ProducerRecord<String, byte[]>> records = batch(5);
         RecordSignatures.sign(trust, NOW, records);
-        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        RecordVerifier verifier = new RecordVerifier(trust, Duration.ofDays(7));
         ProducerRecord<String, byte[]> r = records.get(2);
         byte[] value = r.value().clone();
         value[value.length - 2] ^= 1;
@@ -113,7 +114,7 @@ class RecordSignaturesTest {
     void aVerifiedRootDoesNotVouchForARecordOutsideItsTree() {
         List<ProducerRecord<String, byte[]>> records = batch(4);
         RecordSignatures.sign(trust, NOW, records);
-        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        RecordVerifier verifier = new RecordVerifier(trust, Duration.ofDays(7));
         assertThat(verifier.check(received(records.get(0)), NOW)).isEmpty(); // the root is now cached
         ProducerRecord<String, byte[]> r = records.get(1);
         assertThat(verifier.check(
@@ -153,13 +154,13 @@ class RecordSignaturesTest {
                 .isEqualTo(2000);
 
         // In the batch's order, the trees' records interleave: more trees than the verifier keeps nodes of.
-        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        RecordVerifier verifier = new RecordVerifier(trust, Duration.ofDays(7));
         for (ProducerRecord<String, byte[]> r : records) {
             assertThat(verifier.check(received(r), NOW)).isEmpty();
         }
         List<ProducerRecord<String, byte[]>> shuffled = new ArrayList<>(records);
         java.util.Collections.shuffle(shuffled, new java.util.Random(27));
-        RecordSignatures.Verifier another = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        RecordVerifier another = new RecordVerifier(trust, Duration.ofDays(7));
         for (ProducerRecord<String, byte[]> r : shuffled) {
             assertThat(another.check(received(r), NOW)).isEmpty();
         }
@@ -169,7 +170,7 @@ class RecordSignaturesTest {
     void aNodeProvedByEarlierRecordsVouchesOnlyForTheBytesThatHashToIt() {
         List<ProducerRecord<String, byte[]>> records = batch(16);
         RecordSignatures.sign(trust, NOW, records);
-        RecordSignatures.Verifier verifier = new RecordSignatures.Verifier(trust, Duration.ofDays(7));
+        RecordVerifier verifier = new RecordVerifier(trust, Duration.ofDays(7));
         for (int i = 0; i < 8; i++) {
             assertThat(verifier.check(received(records.get(i)), NOW)).isEmpty();
         }
@@ -194,17 +195,16 @@ class RecordSignaturesTest {
     @Test
     void unsignedRecordsDependOnTheModeAndUntrustedOrOldSignaturesNeverPass() {
         ProducerRecord<String, byte[]> unsigned = batch(1).get(0);
-        assertThat(new RecordSignatures.Verifier(trust, Duration.ofDays(7)).check(received(unsigned), NOW))
+        assertThat(new RecordVerifier(trust, Duration.ofDays(7)).check(received(unsigned), NOW))
                 .hasValue("unsigned record (RECORD_SIGNATURES=required)");
-        assertThat(new RecordSignatures.Verifier(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED), Duration.ofDays(7))
+        assertThat(new RecordVerifier(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED), Duration.ofDays(7))
                         .check(received(unsigned), NOW))
                 .isEmpty();
 
         List<ProducerRecord<String, byte[]>> byStranger = batch(1);
         RecordTrust stranger = RecordTrust.generate();
         RecordSignatures.sign(stranger, NOW, byStranger);
-        Optional<String> why = new RecordSignatures.Verifier(
-                        trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED), Duration.ofDays(7))
+        Optional<String> why = new RecordVerifier(trust.withMode(RecordTrust.Mode.ACCEPT_UNSIGNED), Duration.ofDays(7))
                 .check(received(byStranger.get(0)), NOW);
         assertThat(why)
                 .hasValueSatisfying(w -> assertThat(w)
@@ -212,9 +212,9 @@ class RecordSignaturesTest {
 
         List<ProducerRecord<String, byte[]>> old = batch(1);
         RecordSignatures.sign(trust, NOW - Duration.ofDays(8).toMillis(), old);
-        assertThat(new RecordSignatures.Verifier(trust, Duration.ofDays(7)).check(received(old.get(0)), NOW))
+        assertThat(new RecordVerifier(trust, Duration.ofDays(7)).check(received(old.get(0)), NOW))
                 .hasValueSatisfying(w -> assertThat(w).contains("longer ago than the dedup window"));
-        assertThat(new RecordSignatures.Verifier(trust, Duration.ofDays(7))
+        assertThat(new RecordVerifier(trust, Duration.ofDays(7))
                         .check(received(old.get(0)), NOW - Duration.ofDays(7).toMillis()))
                 .as("checked as it was when it arrived")
                 .isEmpty();
@@ -243,7 +243,7 @@ class RecordSignaturesTest {
                 Settings.of(Map.of(RecordTrust.SIGNING_KEY, oneLine, RecordTrust.VERIFY_KEYS_FILE, file.toString())));
         List<ProducerRecord<String, byte[]>> records = batch(3);
         RecordSignatures.sign(fromFile, NOW, records);
-        assertThat(new RecordSignatures.Verifier(fromFile, Duration.ofDays(7)).check(received(records.get(1)), NOW))
+        assertThat(new RecordVerifier(fromFile, Duration.ofDays(7)).check(received(records.get(1)), NOW))
                 .isEmpty();
         java.nio.file.Files.delete(file);
 
