@@ -1,13 +1,5 @@
 package dev.fencedjobs.consumer;
 
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_DEAD_LETTER;
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_LATE;
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED;
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_PROCESSED_REISSUED;
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REJECTED;
-import static dev.fencedjobs.consumer.jooq.Tables.CONSUMER_REUSED;
-import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
-
 import dev.fencedjobs.db.internal.Ticker;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.RecordTrust;
@@ -23,13 +15,8 @@ import dev.fencedjobs.runtime.internal.RecordVerifier;
 import dev.fencedjobs.runtime.internal.ServiceRuntime;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.StatusCode;
 import java.time.Duration;
-import java.time.Instant;
-import java.time.OffsetDateTime;
 import java.util.Collection;
-import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -43,15 +30,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.jooq.DSLContext;
-import org.jooq.Field;
-import org.jooq.impl.DSL;
-import org.jooq.types.DayToSecond;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -142,11 +125,19 @@ public final class FencedConsumer implements RunningService {
                     new BatchProcessor(effect, new RecordVerifier(config.kafka().trust(), config.processedRetention()));
             this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
             this.dueToEffect = new DueToEffect(spans, new LatencyWindow());
+            this.patient = new PatientRetries(
+                    dsl,
+                    processor,
+                    config.retries(),
+                    config.effectRetryBackoff(),
+                    () -> ThreadLocalRandom.current().nextDouble(),
+                    ticker,
+                    new ProcessSpans(embedding.tracing(), config.groupId()));
             this.consumer =
                     new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
             this.loop = new ConsumerLoop(
                     consumer,
-                    new JooqStore(),
+                    new ConsumerStore(config, dsl, processor, spans, dueToEffect, patient),
                     committer,
                     config.effectMaxAttempts(),
                     config.effectRetryBackoff(),
@@ -165,7 +156,7 @@ public final class FencedConsumer implements RunningService {
                 "consumer-purge",
                 purges,
                 running::get,
-                this::purgeOnce,
+                new ConsumerRetention(dsl, config, PURGE_CHUNK)::purgeOnce,
                 rows -> {},
                 e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
@@ -173,14 +164,6 @@ public final class FencedConsumer implements RunningService {
                 .register(registry);
         DeadLetterReplay replay =
                 new DeadLetterReplay(dsl, processor, new ProcessSpans(embedding.tracing(), config.groupId()));
-        this.patient = new PatientRetries(
-                dsl,
-                processor,
-                config.retries(),
-                config.effectRetryBackoff(),
-                () -> ThreadLocalRandom.current().nextDouble(),
-                ticker,
-                new ProcessSpans(embedding.tracing(), config.groupId()));
         this.retrier = new Purger(
                 "consumer-retry",
                 new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
@@ -198,83 +181,6 @@ public final class FencedConsumer implements RunningService {
                 replay::replayOne,
                 replayed::increment,
                 e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
-    }
-
-    /** The consumer's database: each call a transaction of its own. */
-    private final class JooqStore implements ConsumerLoop.Store {
-        @Override
-        public Counts process(List<ConsumerRecord<String, byte[]>> records) {
-            spans.begin(Instant.now());
-            dueToEffect.begin();
-            IdentityHashMap<ConsumerRecord<String, byte[]>, String> outcomes =
-                    new IdentityHashMap<>(records.size() * 2);
-            Counts counts;
-            try {
-                counts = dsl.transactionResult(c -> processor.process(c.dsl(), records, outcomes, dueToEffect));
-            } catch (RuntimeException | Error e) {
-                spans.rolledBack(e);
-                throw e;
-            }
-            dueToEffect.committed(Instant.now());
-            spans.committed(records, outcomes);
-            return waited(counts);
-        }
-
-        /** Records put to wait (behind a waiting one of their resource) wake the patient retries. */
-        private Counts waited(Counts counts) {
-            if (counts.waiting() > 0) {
-                patient.putToWait();
-            }
-            return counts;
-        }
-
-        @Override
-        public Counts giveUp(ConsumerRecord<String, byte[]> record, String reason) {
-            // The span first: the waiting record or the dead letter keeps its context, for the retry's or the replay's
-            // link.
-            Span span = spans.span(record, Instant.now());
-            Counts counts;
-            try {
-                counts = parkOrDeadLetter(record, reason, ProcessSpans.firstAttempt(span));
-            } catch (RuntimeException | Error e) {
-                span.setStatus(StatusCode.ERROR, "rolled back: " + e.getClass().getSimpleName());
-                ProcessSpans.end(span, ProcessSpans.ROLLED_BACK);
-                throw e;
-            }
-            ProcessSpans.end(
-                    span,
-                    counts.waiting() > 0
-                            ? BatchProcessor.WAITING
-                            : counts.deadLettered() > 0 ? BatchProcessor.DEAD_LETTER : BatchProcessor.DUPLICATE);
-            return counts;
-        }
-
-        /** A record whose effect kept failing: put to wait for a patient retry, or dead-lettered. */
-        private Counts parkOrDeadLetter(ConsumerRecord<String, byte[]> record, String reason, String firstAttempt) {
-            Job job = Records.jobOf(record);
-            if (config.retries().enabled() && job != null) {
-                Duration wait = config.retries()
-                        .backoff(
-                                config.effectRetryBackoff(),
-                                config.effectMaxAttempts(),
-                                ThreadLocalRandom.current().nextDouble());
-                log.warn(
-                        "{}; {} waits for a patient retry in {} ms, and its resource's later records behind it",
-                        reason,
-                        Records.describe(record),
-                        wait.toMillis());
-                boolean waits = dsl.transactionResult(c -> {
-                    FenceStore.lockFence(c.dsl(), job.resource());
-                    return StoredRecords.park(
-                            c.dsl(), record, job, config.effectMaxAttempts(), reason, wait, firstAttempt);
-                });
-                return waited(waits ? new Counts(0, 0, 0, 0, 0, 0, 1) : new Counts(0, 1, 0, 0, 0, 0, 0));
-            }
-            log.error("Dead-lettering {}: {}", Records.describe(record), reason);
-            boolean reused =
-                    dsl.transactionResult(c -> StoredRecords.deadLetter(c.dsl(), record, job, reason, firstAttempt));
-            return new Counts(0, 0, 0, 1, 0, reused ? 1 : 0);
-        }
     }
 
     /**
@@ -345,52 +251,6 @@ public final class FencedConsumer implements RunningService {
                 log.debug("closing the Kafka consumer: {}", e.toString());
             }
         }
-    }
-
-    /**
-     * Retention, on the {@link Purger}'s thread beside the loop's, busy or idle: a chunk of
-     * processed job ids past {@code PROCESSED_RETENTION}, again soon while chunks come back full (so
-     * it keeps up under any load), and the records of what happened past {@code
-     * RECORDS_RETENTION}, on a {@link PurgeSchedule} for the shorter of the two retentions.
-     */
-    /** One chunk of processed ids and all records past their retentions; returns the processed ids deleted (what paces the schedule). */
-    private int purgeOnce() {
-        Field<OffsetDateTime> processedCutoff =
-                CLOCK_TIMESTAMP.minus(DSL.val(DayToSecond.valueOf(config.processedRetention())));
-        int processed = dsl.deleteFrom(CONSUMER_PROCESSED)
-                .where(CONSUMER_PROCESSED.JOB_ID.in(dsl.select(CONSUMER_PROCESSED.JOB_ID)
-                        .from(CONSUMER_PROCESSED)
-                        .where(CONSUMER_PROCESSED.PROCESSED_AT.lt(processedCutoff))
-                        .limit(purges.chunk())))
-                .execute();
-        int records = dsl.deleteFrom(CONSUMER_PROCESSED_REISSUED)
-                .where(CONSUMER_PROCESSED_REISSUED.PROCESSED_AT.lt(processedCutoff))
-                .execute();
-        Field<OffsetDateTime> recordsCutoff =
-                CLOCK_TIMESTAMP.minus(DSL.val(DayToSecond.valueOf(config.recordsRetention())));
-        records += dsl.deleteFrom(CONSUMER_REJECTED)
-                .where(CONSUMER_REJECTED.REJECTED_AT.lt(recordsCutoff))
-                .execute();
-        // A dead letter nobody acted on stays until somebody does.
-        records += dsl.deleteFrom(CONSUMER_DEAD_LETTER)
-                .where(CONSUMER_DEAD_LETTER.STATUS.in("replayed", "discarded"))
-                .and(CONSUMER_DEAD_LETTER.STATUS_AT.lt(recordsCutoff))
-                .execute();
-        records += dsl.deleteFrom(CONSUMER_LATE)
-                .where(CONSUMER_LATE.SEEN_AT.lt(recordsCutoff))
-                .execute();
-        records += dsl.deleteFrom(CONSUMER_REUSED)
-                .where(CONSUMER_REUSED.SEEN_AT.lt(recordsCutoff))
-                .execute();
-        if (processed + records > 0) {
-            log.debug(
-                    "Purged {} processed job ids older than {} and {} records older than {}",
-                    processed,
-                    config.processedRetention(),
-                    records,
-                    config.recordsRetention());
-        }
-        return processed;
     }
 
     @Override

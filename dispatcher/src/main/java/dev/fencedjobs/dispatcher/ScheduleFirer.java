@@ -194,116 +194,148 @@ final class ScheduleFirer implements Schedules, AutoCloseable {
 
     record Pass(long jobs, long skipped) {}
 
+    /** One pass: every schedule that is due (or was resumed) decided, its jobs inserted, in the caller's transaction. */
     private Pass decide(DSLContext tx) {
         Result<Record> rows = tx.fetch(
                 "SELECT clock_timestamp() AS now, name, cron, (extract(epoch FROM every) * 1000000)::bigint AS every_us, "
                         + "time_zone, resource, payload::text AS payload, misfire, starts_at, next_fire_at, resumed_at FROM schedules "
                         + "WHERE NOT paused AND error IS NULL AND (next_fire_at IS NULL OR next_fire_at <= clock_timestamp() OR resumed_at IS NOT NULL) "
                         + "ORDER BY name FOR UPDATE SKIP LOCKED");
-        List<OffsetDateTime> dues = new ArrayList<>();
-        List<String> resources = new ArrayList<>();
-        List<String> payloads = new ArrayList<>();
-        List<String> keys = new ArrayList<>();
-        List<String> submitters = new ArrayList<>();
-        List<String> traceparents = new ArrayList<>();
-        long jobs = 0;
-        long skippedOccurrences = 0;
+        NewJobs jobs = new NewJobs();
+        long skipped = 0;
         for (Record row : rows) {
-            String name = row.get("name", String.class);
-            Instant now = row.get("now", OffsetDateTime.class).toInstant();
-            Instant startsAt = row.get("starts_at", OffsetDateTime.class).toInstant();
-            Occurrences rule;
-            ScheduleDecision.Misfire policy;
-            try {
-                String cron = row.get("cron", String.class);
-                rule = cron != null
-                        ? Occurrences.cron(cron, row.get("time_zone", String.class), startsAt)
-                        : Occurrences.every(Duration.ofNanos(row.get("every_us", Long.class) * 1000), startsAt);
-                policy = ScheduleDecision.Misfire.parse(row.get("misfire", String.class));
-            } catch (IllegalArgumentException e) {
-                fail(tx, name, e.getMessage());
-                continue;
-            }
-            Instant nextFireAt = instant(row.get("next_fire_at", OffsetDateTime.class));
-            Instant resumedAt = instant(row.get("resumed_at", OffsetDateTime.class));
-            if (nextFireAt == null && rule.first() == null) {
-                fail(tx, name, "the rule never fires (no occurrence at or after " + startsAt + ")");
-                continue;
-            }
-            ScheduleDecision d = ScheduleDecision.decide(rule, nextFireAt, now, misfireGrace, policy, resumedAt, LIMIT);
-            List<Instant> late = d.jobs().stream()
-                    .filter(t -> t.isBefore(now.minus(misfireGrace)))
-                    .toList();
-            if (!late.isEmpty()) {
-                log.info(
-                        "Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})",
-                        name,
-                        late.size(),
-                        late.get(0),
-                        late.get(late.size() - 1),
-                        policy.name().toLowerCase(Locale.ROOT));
-            }
-            String resource = row.get("resource", String.class);
-            String payload = row.get("payload", String.class);
-            for (Instant at : d.jobs()) {
-                dues.add(OffsetDateTime.ofInstant(at, ZoneOffset.UTC));
-                resources.add(resource);
-                payloads.add(payload);
-                keys.add(key(name, at));
-                submitters.add(KEY_PREFIX + name);
-                // Each occurrence is a trace of its own: no producer's transaction is behind it.
-                traceparents.add(TraceContext.newTraceparent());
-            }
-            long skippedHere = 0;
-            for (ScheduleDecision.Skip s : d.skips()) {
-                tx.execute(
-                        "INSERT INTO schedule_skips (schedule_name, first_fire_at, last_fire_at, occurrences, reason, fencing_token) "
-                                + "VALUES (?, ?::timestamptz, ?::timestamptz, ?, ?, (SELECT fencing_token FROM leader_lease WHERE role = ?))",
-                        name,
-                        OffsetDateTime.ofInstant(s.first(), ZoneOffset.UTC),
-                        OffsetDateTime.ofInstant(s.last(), ZoneOffset.UTC),
-                        s.occurrences(),
-                        s.reason(),
-                        DispatcherConfig.ROLE);
-                skippedHere += s.occurrences();
-                log.info(
-                        "Schedule {}: skipped {} occurrence(s) from {} to {} ({}, policy {})",
-                        name,
-                        s.occurrences(),
-                        s.first(),
-                        s.last(),
-                        s.reason().equals("paused")
-                                ? "not decided before the schedule was resumed"
-                                : "missed while no dispatcher led",
-                        policy.name().toLowerCase(Locale.ROOT));
-            }
-            if (d.nextFireAt() == null) {
-                fail(
-                        tx,
-                        name,
-                        "the rule fires no more after "
-                                + (d.jobs().isEmpty()
-                                        ? startsAt
-                                        : d.jobs().get(d.jobs().size() - 1)));
-            }
-            boolean stillResuming = resumedAt != null
-                    && d.nextFireAt() != null
-                    && d.nextFireAt().isBefore(resumedAt);
-            tx.execute(
-                    "UPDATE schedules SET next_fire_at = coalesce(?::timestamptz, next_fire_at), fired = fired + ?, skipped = skipped + ?, "
-                            + "last_fired_at = coalesce(?::timestamptz, last_fired_at), resumed_at = CASE WHEN ?::boolean THEN resumed_at END WHERE name = ?",
-                    d.nextFireAt() == null ? null : OffsetDateTime.ofInstant(d.nextFireAt(), ZoneOffset.UTC),
-                    (long) d.jobs().size(),
-                    skippedHere,
-                    d.jobs().isEmpty()
-                            ? null
-                            : OffsetDateTime.ofInstant(d.jobs().get(d.jobs().size() - 1), ZoneOffset.UTC),
-                    stillResuming,
-                    name);
-            jobs += d.jobs().size();
-            skippedOccurrences += skippedHere;
+            skipped += decideOne(tx, row, jobs);
         }
-        if (!keys.isEmpty()) {
+        jobs.insert(tx);
+        return new Pass(jobs.count(), skipped);
+    }
+
+    /** One schedule's occurrences up to now: its jobs added to {@code jobs}, its skips recorded; returns the occurrences skipped. */
+    private long decideOne(DSLContext tx, Record row, NewJobs jobs) {
+        String name = row.get("name", String.class);
+        Instant now = row.get("now", OffsetDateTime.class).toInstant();
+        Instant startsAt = row.get("starts_at", OffsetDateTime.class).toInstant();
+        Occurrences rule;
+        ScheduleDecision.Misfire policy;
+        try {
+            String cron = row.get("cron", String.class);
+            rule = cron != null
+                    ? Occurrences.cron(cron, row.get("time_zone", String.class), startsAt)
+                    : Occurrences.every(Duration.ofNanos(row.get("every_us", Long.class) * 1000), startsAt);
+            policy = ScheduleDecision.Misfire.parse(row.get("misfire", String.class));
+        } catch (IllegalArgumentException e) {
+            fail(tx, name, e.getMessage());
+            return 0;
+        }
+        Instant nextFireAt = instant(row.get("next_fire_at", OffsetDateTime.class));
+        Instant resumedAt = instant(row.get("resumed_at", OffsetDateTime.class));
+        if (nextFireAt == null && rule.first() == null) {
+            fail(tx, name, "the rule never fires (no occurrence at or after " + startsAt + ")");
+            return 0;
+        }
+        ScheduleDecision d = ScheduleDecision.decide(rule, nextFireAt, now, misfireGrace, policy, resumedAt, LIMIT);
+        logLate(name, d, now, policy);
+        for (Instant at : d.jobs()) {
+            jobs.add(name, at, row.get("resource", String.class), row.get("payload", String.class));
+        }
+        long skipped = recordSkips(tx, name, d, policy);
+        if (d.nextFireAt() == null) {
+            fail(
+                    tx,
+                    name,
+                    "the rule fires no more after "
+                            + (d.jobs().isEmpty()
+                                    ? startsAt
+                                    : d.jobs().get(d.jobs().size() - 1)));
+        }
+        boolean stillResuming =
+                resumedAt != null && d.nextFireAt() != null && d.nextFireAt().isBefore(resumedAt);
+        tx.execute(
+                "UPDATE schedules SET next_fire_at = coalesce(?::timestamptz, next_fire_at), fired = fired + ?, skipped = skipped + ?, "
+                        + "last_fired_at = coalesce(?::timestamptz, last_fired_at), resumed_at = CASE WHEN ?::boolean THEN resumed_at END WHERE name = ?",
+                d.nextFireAt() == null ? null : OffsetDateTime.ofInstant(d.nextFireAt(), ZoneOffset.UTC),
+                (long) d.jobs().size(),
+                skipped,
+                d.jobs().isEmpty()
+                        ? null
+                        : OffsetDateTime.ofInstant(d.jobs().get(d.jobs().size() - 1), ZoneOffset.UTC),
+                stillResuming,
+                name);
+        return skipped;
+    }
+
+    /** The occurrences missed while no dispatcher led that become jobs now, said once. */
+    private void logLate(String name, ScheduleDecision d, Instant now, ScheduleDecision.Misfire policy) {
+        List<Instant> late = d.jobs().stream()
+                .filter(t -> t.isBefore(now.minus(misfireGrace)))
+                .toList();
+        if (!late.isEmpty()) {
+            log.info(
+                    "Schedule {}: {} occurrence(s) from {} to {} were missed while no dispatcher led and become jobs now (policy {})",
+                    name,
+                    late.size(),
+                    late.get(0),
+                    late.get(late.size() - 1),
+                    policy.name().toLowerCase(Locale.ROOT));
+        }
+    }
+
+    /** Records each run of skipped occurrences with the scheduler's token; returns how many were skipped. */
+    private static long recordSkips(DSLContext tx, String name, ScheduleDecision d, ScheduleDecision.Misfire policy) {
+        long skipped = 0;
+        for (ScheduleDecision.Skip s : d.skips()) {
+            tx.execute(
+                    "INSERT INTO schedule_skips (schedule_name, first_fire_at, last_fire_at, occurrences, reason, fencing_token) "
+                            + "VALUES (?, ?::timestamptz, ?::timestamptz, ?, ?, (SELECT fencing_token FROM leader_lease WHERE role = ?))",
+                    name,
+                    OffsetDateTime.ofInstant(s.first(), ZoneOffset.UTC),
+                    OffsetDateTime.ofInstant(s.last(), ZoneOffset.UTC),
+                    s.occurrences(),
+                    s.reason(),
+                    DispatcherConfig.ROLE);
+            skipped += s.occurrences();
+            log.info(
+                    "Schedule {}: skipped {} occurrence(s) from {} to {} ({}, policy {})",
+                    name,
+                    s.occurrences(),
+                    s.first(),
+                    s.last(),
+                    s.reason().equals("paused")
+                            ? "not decided before the schedule was resumed"
+                            : "missed while no dispatcher led",
+                    policy.name().toLowerCase(Locale.ROOT));
+        }
+        return skipped;
+    }
+
+    /** The jobs of one pass's occurrences, inserted together. */
+    private static final class NewJobs {
+        private final List<OffsetDateTime> dues = new ArrayList<>();
+        private final List<String> resources = new ArrayList<>();
+        private final List<String> payloads = new ArrayList<>();
+        private final List<String> keys = new ArrayList<>();
+        private final List<String> submitters = new ArrayList<>();
+        private final List<String> traceparents = new ArrayList<>();
+
+        void add(String schedule, Instant at, String resource, String payload) {
+            dues.add(OffsetDateTime.ofInstant(at, ZoneOffset.UTC));
+            resources.add(resource);
+            payloads.add(payload);
+            keys.add(key(schedule, at));
+            submitters.add(KEY_PREFIX + schedule);
+            // Each occurrence is a trace of its own: no producer's transaction is behind it.
+            traceparents.add(TraceContext.newTraceparent());
+        }
+
+        long count() {
+            return keys.size();
+        }
+
+        /** One statement for all; a key that a job inserted by hand holds already is not inserted again. */
+        void insert(DSLContext tx) {
+            if (keys.isEmpty()) {
+                return;
+            }
             List<String> inserted = tx.fetch(
                             "INSERT INTO jobs (due_at, resource, payload, unique_key, submitted_by, traceparent) "
                                     + "SELECT * FROM unnest(?::timestamptz[], ?::varchar[], ?::jsonb[], ?::varchar[], ?::varchar[], ?::varchar[]) "
@@ -325,7 +357,6 @@ final class ScheduleFirer implements Schedules, AutoCloseable {
                         taken.size() > 5 ? taken.subList(0, 5) + " …" : taken);
             }
         }
-        return new Pass(jobs, skippedOccurrences);
     }
 
     private static void fail(DSLContext tx, String name, String error) {

@@ -10,7 +10,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
@@ -67,14 +66,11 @@ public final class Leadership implements Grants, AutoCloseable {
     private final LeaseConfig config;
     private final long safetyMarginNanos;
     private final Ticker ticker;
-    /** Null when the fast path is off. */
-    private final SessionWatch watch;
-
-    private final Watcher watcher;
     /** The fast path's decisions; null when it is off. */
     private final FastPath fastPath;
 
-    private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
+    private final LeaseThreads threads;
+    private final Transitions transitions;
     private final Queue<Event> events = new ConcurrentLinkedQueue<>();
     private final Wakeup wakeup = new Wakeup();
 
@@ -91,10 +87,6 @@ public final class Leadership implements Grants, AutoCloseable {
 
     private long expiryAt = UNSCHEDULED;
     private boolean attemptRequested;
-    /** The token this thread last logged as held, or null: every transition is logged once. */
-    private FencingToken loggedLeaderToken;
-
-    private Thread leaseThread;
 
     private final LeaseMeters meters;
 
@@ -123,8 +115,9 @@ public final class Leadership implements Grants, AutoCloseable {
         this.role = role;
         this.holderId = holderId;
         this.lease = lease;
-        this.watch = watch;
-        this.watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
+        Watcher watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
+        this.threads = new LeaseThreads(role, watcher, watch, config.duration());
+        this.transitions = new Transitions(role, holderId);
         this.fastPath = watch == null
                 ? null
                 : new FastPath(
@@ -144,25 +137,12 @@ public final class Leadership implements Grants, AutoCloseable {
                 holderId,
                 config.duration(),
                 config.renewInterval());
-        if (watcher != null) {
-            watcher.start();
-        }
-        leaseThread = new Thread(
-                () -> {
-                    try {
-                        Next.drive(this::step, wakeup, ticker);
-                    } catch (InterruptedException e) {
-                        // Stopped while waiting.
-                    }
-                },
-                "lease-" + role);
-        leaseThread.setDaemon(true);
-        leaseThread.start();
+        threads.start(this::step, wakeup, ticker);
     }
 
     /** Whether this replica waits for a holder's session to end (the fast path is on). */
     public boolean fastTakeover() {
-        return watch != null;
+        return fastPath != null;
     }
 
     /** The token whose holder's session this replica waits for, if any. */
@@ -185,7 +165,7 @@ public final class Leadership implements Grants, AutoCloseable {
     /** Called on every transition, and when a renewal lifts a lapsed local deadline; on the lease thread. */
     @Override
     public void onChange(Runnable listener) {
-        listeners.add(listener);
+        transitions.listen(listener);
     }
 
     /** The grant to work under, if leader and within the local deadline. */
@@ -252,9 +232,9 @@ public final class Leadership implements Grants, AutoCloseable {
             } else if (e instanceof FastPath.WaitEnded w) {
                 fastPath.waitEnded(w);
             } else if (e instanceof SteppedDown s
-                    && s.stale().token().equals(loggedLeaderToken)
+                    && s.stale().token().equals(transitions.leaderToken())
                     && grant.get() == null) {
-                logTransition(State.FOLLOWER, s.stale().token(), s.reason());
+                transitions.log(State.FOLLOWER, s.stale().token(), s.reason());
             }
         }
         if (stopped) {
@@ -310,7 +290,7 @@ public final class Leadership implements Grants, AutoCloseable {
                 granted(result.get(), lapsed, "acquired the lease");
             } else {
                 if (previous != null && grant.compareAndSet(previous, null)) {
-                    logTransition(State.FOLLOWER, previous.token(), "another holder has the lease");
+                    transitions.log(State.FOLLOWER, previous.token(), "another holder has the lease");
                 }
                 attemptAtExpiry();
             }
@@ -323,7 +303,7 @@ public final class Leadership implements Grants, AutoCloseable {
             }
             databaseReachable = false;
             if (previous != null && grant.compareAndSet(previous, null)) {
-                logTransition(
+                transitions.log(
                         State.FOLLOWER,
                         previous.token(),
                         "renewal failed (" + e.getClass().getSimpleName() + ")");
@@ -335,15 +315,15 @@ public final class Leadership implements Grants, AutoCloseable {
         meters.renewals.increment();
         lastToken = g.token();
         Grant before = grant.getAndSet(g);
-        if (before == null && loggedLeaderToken != null) {
+        if (before == null && transitions.leaderToken() != null) {
             // The work gave the grant up while this statement ran; its step-down is logged here, before the grant.
-            logTransition(State.FOLLOWER, loggedLeaderToken, "the work gave up the grant");
+            transitions.log(State.FOLLOWER, transitions.leaderToken(), "the work gave up the grant");
         }
         if (before == null || !before.token().equals(g.token())) {
             meters.takeovers.increment();
-            logTransition(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
+            transitions.log(State.LEADER, g.token(), how + ", expires " + g.expiresAt() + " (database time)");
         } else if (lapsed) {
-            notifyListeners();
+            transitions.notifyListeners();
         }
         if (fastPath != null) {
             fastPath.granted();
@@ -419,19 +399,6 @@ public final class Leadership implements Grants, AutoCloseable {
         post(new FastPath.WaitEnded(token, ended, error));
     }
 
-    private void logTransition(State to, FencingToken token, String reason) {
-        State from = loggedLeaderToken == null ? State.FOLLOWER : State.LEADER;
-        loggedLeaderToken = to == State.LEADER ? token : null;
-        log.info("Lease {}: {} -> {} (holder {}, token {}): {}", role, from, to, holderId, token, reason);
-        notifyListeners();
-    }
-
-    private void notifyListeners() {
-        for (Runnable listener : listeners) {
-            listener.run();
-        }
-    }
-
     /**
      * Stops renewing and, if still leader, releases the lease so a follower takes over at once.
      * Call only once the protected work has stopped. The release is conditional: a lease that
@@ -459,7 +426,8 @@ public final class Leadership implements Grants, AutoCloseable {
         } else {
             log.info("Lease {}: FOLLOWER -> STOPPED (holder {})", role, holderId);
         }
-        closeWatch();
+        // After the release, which a follower waits for first.
+        threads.closeWatch();
     }
 
     /** Stops without releasing: the lease runs out on its own. */
@@ -467,42 +435,11 @@ public final class Leadership implements Grants, AutoCloseable {
     public void close() {
         stopThreads();
         grant.set(null);
-        closeWatch();
+        threads.closeWatch();
     }
 
-    /** Closes the watch's session; on a stop after the release, which a follower waits for first. */
-    private void closeWatch() {
-        if (watch != null) {
-            watch.close();
-        }
-    }
-
-    /** Ends both threads: a statement in progress on the lease thread may run for up to a lease. */
     private void stopThreads() {
         stopped = true;
-        wakeup.signal();
-        if (watcher != null) {
-            watcher.stop();
-        }
-        join(leaseThread, config.duration());
-        if (watcher != null) {
-            watcher.join();
-        }
-    }
-
-    /** Waits up to {@code upTo} for {@code t} to end, then interrupts it. */
-    static void join(Thread t, Duration upTo) {
-        if (t == null) {
-            return;
-        }
-        try {
-            t.join(upTo.toMillis());
-            if (t.isAlive()) {
-                t.interrupt();
-            }
-        } catch (InterruptedException e) {
-            t.interrupt();
-            Thread.currentThread().interrupt();
-        }
+        threads.stop(wakeup);
     }
 }

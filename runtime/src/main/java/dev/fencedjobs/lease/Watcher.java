@@ -75,7 +75,7 @@ final class Watcher {
     }
 
     void join() {
-        Leadership.join(thread, chunk);
+        LeaseThreads.join(thread, chunk);
     }
 
     /** What was queued and not taken yet; for tests, which start no thread. */
