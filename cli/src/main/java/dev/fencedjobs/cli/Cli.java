@@ -1,6 +1,5 @@
 package dev.fencedjobs.cli;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.fencedjobs.db.ConfigException;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.Settings;
@@ -9,7 +8,6 @@ import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.runtime.internal.Faults;
-import java.io.IOException;
 import java.io.OutputStreamWriter;
 import java.io.PrintStream;
 import java.io.PrintWriter;
@@ -17,9 +15,6 @@ import java.nio.charset.Charset;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
-import java.time.Duration;
-import java.time.OffsetDateTime;
-import java.time.format.DateTimeParseException;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -37,7 +32,6 @@ import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Model.PositionalParamSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParseResult;
-import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code fenced-jobs <command>}: the operator's tool. Exit codes: 0 done, 1 failed (the database
@@ -139,19 +133,6 @@ public final class Cli {
                 description = "the token it must still have",
                 converter = TokenConverter.class)
         FencingToken token;
-    }
-
-    /** A fencing token on the command line: a whole number of at least 1. */
-    static final class TokenConverter implements CommandLine.ITypeConverter<FencingToken> {
-        @Override
-        public FencingToken convert(String value) {
-            try {
-                return FencingToken.of(Long.parseLong(value.trim()));
-            } catch (IllegalArgumentException e) {
-                throw new CommandLine.TypeConversionException(
-                        "a fencing token is a whole number of at least 1, got '" + value + "'");
-            }
-        }
     }
 
     @Command(
@@ -368,60 +349,6 @@ public final class Cli {
             }
         }
         return 0;
-    }
-
-    /** A due time: absolute, or an offset from the database's clock. */
-    record DueTime(OffsetDateTime absolute, Duration offset) {
-
-        /** {@code now}, {@code +30s} (an offset from the database's clock) or an ISO-8601 time. */
-        static DueTime parse(String raw) {
-            if (raw.equals("now")) {
-                return new DueTime(null, Duration.ZERO);
-            }
-            if (raw.startsWith("+")) {
-                try {
-                    return new DueTime(null, Settings.parseDuration("offset", raw.substring(1)));
-                } catch (ConfigException e) {
-                    throw new TypeConversionException("'" + raw + "' is not an offset such as +30s, +5m or +2h");
-                }
-            }
-            try {
-                return new DueTime(OffsetDateTime.parse(raw), null);
-            } catch (DateTimeParseException e) {
-                throw new TypeConversionException(
-                        "'" + raw + "' is neither now, an offset such as +30s, nor an ISO-8601 time such as "
-                                + "2026-12-01T09:00:00Z");
-            }
-        }
-
-        /** Offsets are added to clock_timestamp(), so the due time is in database time. */
-        String sql() {
-            return absolute != null ? "?" : "clock_timestamp() + ? * interval '1 millisecond'";
-        }
-
-        static final class Converter implements ITypeConverter<DueTime> {
-            @Override
-            public DueTime convert(String raw) {
-                return parse(raw);
-            }
-        }
-    }
-
-    /** A JSON document, checked to parse. */
-    record Json(String text) {
-        static final Json EMPTY = new Json("{}");
-
-        static final class Converter implements ITypeConverter<Json> {
-            @Override
-            public Json convert(String raw) {
-                try {
-                    new ObjectMapper().readTree(raw);
-                } catch (IOException e) {
-                    throw new TypeConversionException("'" + raw + "' is not valid JSON");
-                }
-                return new Json(raw);
-            }
-        }
     }
 
     private int status() throws SQLException {

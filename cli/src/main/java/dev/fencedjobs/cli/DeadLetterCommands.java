@@ -88,26 +88,26 @@ final class DeadLetterCommands {
                 paramLabel = "<time>",
                 converter = Moment.class,
                 description = "dead-lettered at or after: an ISO-8601 time or how long ago (2h)")
-        Cli.DueTime since;
+        DueTime since;
 
         @Option(
                 names = "--until",
                 paramLabel = "<time>",
                 converter = Moment.class,
                 description = "dead-lettered before it")
-        Cli.DueTime until;
+        DueTime until;
     }
 
     /**
      * A time, or how long ago: {@code 2h} (or {@code -2h}) is two hours before the database's now,
      * held as an offset that the filter subtracts.
      */
-    static final class Moment implements ITypeConverter<Cli.DueTime> {
+    static final class Moment implements ITypeConverter<DueTime> {
         @Override
-        public Cli.DueTime convert(String raw) {
+        public DueTime convert(String raw) {
             boolean ago =
                     !raw.isEmpty() && ((Character.isDigit(raw.charAt(0)) && !raw.contains("T")) || raw.startsWith("-"));
-            return Cli.DueTime.parse(ago ? "+" + raw.replaceFirst("^-", "") : raw);
+            return DueTime.parse(ago ? "+" + raw.replaceFirst("^-", "") : raw);
         }
     }
 
@@ -222,10 +222,10 @@ final class DeadLetterCommands {
                 sql.append(" AND status = ?");
                 values.add(options.status.name());
             }
-            Cli.DueTime[] bounds = {options.since, options.until};
+            DueTime[] bounds = {options.since, options.until};
             String[] comparisons = {">=", "<"};
             for (int i = 0; i < bounds.length; i++) {
-                Cli.DueTime t = bounds[i];
+                DueTime t = bounds[i];
                 if (t != null) {
                     sql.append(" AND dead_lettered_at ")
                             .append(comparisons[i])

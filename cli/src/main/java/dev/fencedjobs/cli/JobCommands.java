@@ -58,9 +58,9 @@ final class JobCommands {
                 names = "--due",
                 required = true,
                 paramLabel = "<when>",
-                converter = Cli.DueTime.Converter.class,
+                converter = DueTime.Converter.class,
                 description = "now, +30s, +5m, +2h or an ISO-8601 time")
-        Cli.DueTime due;
+        DueTime due;
 
         @Option(names = "--resource", paramLabel = "<r>", description = "default: default")
         String resource = "default";
@@ -68,9 +68,9 @@ final class JobCommands {
         @Option(
                 names = "--payload",
                 paramLabel = "<json>",
-                converter = Cli.Json.Converter.class,
+                converter = Json.Converter.class,
                 description = "default: {}")
-        Cli.Json payload = Cli.Json.EMPTY;
+        Json payload = Json.EMPTY;
 
         @Option(names = "--key", paramLabel = "<unique key>", description = "the job's unique key")
         String key;
@@ -170,16 +170,16 @@ final class JobCommands {
         @Option(
                 names = "--due",
                 paramLabel = "<when>",
-                converter = Cli.DueTime.Converter.class,
+                converter = DueTime.Converter.class,
                 description = "now, +30s, +5m, +2h or an ISO-8601 time")
-        Cli.DueTime due;
+        DueTime due;
 
         @Option(names = "--priority", paramLabel = "<seconds>", description = "-86400 to 86400")
         Integer priority;
     }
 
     private int submit(Submit s) throws SQLException {
-        Cli.DueTime when = s.due;
+        DueTime when = s.due;
         String resource = s.resource;
         String key = s.key;
         // The policy's columns only when given: a producer on a database before V11 still submits.
@@ -314,7 +314,7 @@ final class JobCommands {
     }
 
     private int reschedule(JobRef job, Change change) throws SQLException {
-        Cli.DueTime when = change.due;
+        DueTime when = change.due;
         try (Connection c = db.connect()) {
             String due = when == null ? "NULL::timestamptz" : when.sql();
             String call = (job.id != null ? "reschedule_job(?, " : "reschedule_job_by_key(?, ")
@@ -337,7 +337,7 @@ final class JobCommands {
     }
 
     /** Calls one of the job-control functions (migration V9), which returns the job's id. */
-    private static long controlled(Connection c, String call, JobRef job, Cli.DueTime when) throws SQLException {
+    private static long controlled(Connection c, String call, JobRef job, DueTime when) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT " + call)) {
             ps.setObject(1, job.value());
             if (when != null) {

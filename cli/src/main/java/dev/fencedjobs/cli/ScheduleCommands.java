@@ -122,9 +122,9 @@ final class ScheduleCommands {
         @Option(
                 names = "--payload",
                 paramLabel = "<json>",
-                converter = Cli.Json.Converter.class,
+                converter = Json.Converter.class,
                 description = "the jobs' payload")
-        Cli.Json payload = Cli.Json.EMPTY;
+        Json payload = Json.EMPTY;
 
         @Option(names = "--misfire", paramLabel = "<policy>", description = "all, latest or skip")
         Misfire misfire = Misfire.latest;
@@ -132,9 +132,9 @@ final class ScheduleCommands {
         @Option(
                 names = "--starts",
                 paramLabel = "<when>",
-                converter = Cli.DueTime.Converter.class,
+                converter = DueTime.Converter.class,
                 description = "the first occurrence at or after it")
-        Cli.DueTime starts;
+        DueTime starts;
 
         @Override
         public int run() throws SQLException {
@@ -211,7 +211,7 @@ final class ScheduleCommands {
             throw new Cli.UsageException("schedule add: " + e.getMessage());
         }
         String misfire = a.misfire.name();
-        Cli.DueTime starts = a.starts;
+        DueTime starts = a.starts;
         try (Connection c = db.connect();
                 PreparedStatement ps = c.prepareStatement(
                         "INSERT INTO schedules (name, cron, every, time_zone, resource, payload, misfire, starts_at) "

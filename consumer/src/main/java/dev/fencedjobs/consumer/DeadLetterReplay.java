@@ -112,16 +112,7 @@ final class DeadLetterReplay {
             return 0; // another consumer has it, or the operator changed their mind
         }
         Long jobId = r.get(CONSUMER_DEAD_LETTER.JOB_ID);
-        if (jobId != null) {
-            tx.deleteFrom(CONSUMER_PROCESSED)
-                    .where(CONSUMER_PROCESSED.JOB_ID.eq(jobId))
-                    .and(CONSUMER_PROCESSED.OUTCOME.eq("dead_letter"))
-                    .execute();
-            tx.deleteFrom(CONSUMER_PROCESSED_REISSUED)
-                    .where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
-                    .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter"))
-                    .execute();
-        }
+        releaseClaims(tx, jobId);
         ConsumerRecord<String, byte[]> record = StoredRecords.stored(
                 r.get(CONSUMER_DEAD_LETTER.TOPIC),
                 r.get(CONSUMER_DEAD_LETTER.KAFKA_PARTITION),
@@ -142,28 +133,11 @@ final class DeadLetterReplay {
                 processor.arrivedAt(r.get(CONSUMER_DEAD_LETTER.DEAD_LETTERED_AT)),
                 outcomes,
                 spans);
-        String outcome;
-        String status = REPLAYED;
-        if (counts.applied() > 0) {
-            outcome = "applied" + (counts.late() > 0 ? " (late: a later row of its resource had been applied)" : "");
-        } else if (counts.rejected() > 0) {
-            outcome =
-                    "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)";
-        } else if (counts.waiting() > 0) {
-            outcome = "waiting behind an earlier record of its resource for a patient retry (consumer_waiting)";
-        } else if (counts.duplicates() > 0) {
-            outcome = "duplicate: its job had been processed meanwhile, nothing applied";
-        } else if (counts.unauthenticated() > 0) {
-            status = DEAD;
-            outcome =
-                    "still unauthenticated: its signature does not verify with the keys this consumer trusts (see its new dead letter)";
-        } else {
-            status = DEAD;
-            outcome = "still unreadable: " + r.get(CONSUMER_DEAD_LETTER.REASON);
-        }
+        Outcome outcome = Outcome.of(counts, r.get(CONSUMER_DEAD_LETTER.REASON));
+        String status = outcome.status();
         tx.update(CONSUMER_DEAD_LETTER)
                 .set(CONSUMER_DEAD_LETTER.STATUS, status)
-                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, Records.truncate(outcome, 2000))
+                .set(CONSUMER_DEAD_LETTER.REPLAY_OUTCOME, Records.truncate(outcome.text(), 2000))
                 .set(CONSUMER_DEAD_LETTER.STATUS_AT, CLOCK_TIMESTAMP)
                 .where(CONSUMER_DEAD_LETTER.ID.eq(id))
                 .execute();
@@ -174,7 +148,53 @@ final class DeadLetterReplay {
                 record.partition(),
                 record.offset(),
                 jobId,
-                outcome);
+                outcome.text());
         return 1;
+    }
+
+    /** The claims of the dead letter's job, which the dead letter took: released, so that its replay can claim it. */
+    private static void releaseClaims(DSLContext tx, Long jobId) {
+        if (jobId == null) {
+            return;
+        }
+        tx.deleteFrom(CONSUMER_PROCESSED)
+                .where(CONSUMER_PROCESSED.JOB_ID.eq(jobId))
+                .and(CONSUMER_PROCESSED.OUTCOME.eq("dead_letter"))
+                .execute();
+        tx.deleteFrom(CONSUMER_PROCESSED_REISSUED)
+                .where(CONSUMER_PROCESSED_REISSUED.JOB_ID.eq(jobId))
+                .and(CONSUMER_PROCESSED_REISSUED.OUTCOME.eq("dead_letter"))
+                .execute();
+    }
+
+    /** What a replay came to: the dead letter's new status and what the operator reads of it. */
+    private record Outcome(String status, String text) {
+
+        static Outcome of(Counts counts, String reason) {
+            if (counts.applied() > 0) {
+                return new Outcome(
+                        REPLAYED,
+                        "applied" + (counts.late() > 0 ? " (late: a later row of its resource had been applied)" : ""));
+            }
+            if (counts.rejected() > 0) {
+                return new Outcome(
+                        REPLAYED,
+                        "rejected as stale: its token is below the highest applied for the resource (recorded in consumer_rejected)");
+            }
+            if (counts.waiting() > 0) {
+                return new Outcome(
+                        REPLAYED,
+                        "waiting behind an earlier record of its resource for a patient retry (consumer_waiting)");
+            }
+            if (counts.duplicates() > 0) {
+                return new Outcome(REPLAYED, "duplicate: its job had been processed meanwhile, nothing applied");
+            }
+            if (counts.unauthenticated() > 0) {
+                return new Outcome(
+                        DEAD,
+                        "still unauthenticated: its signature does not verify with the keys this consumer trusts (see its new dead letter)");
+            }
+            return new Outcome(DEAD, "still unreadable: " + reason);
+        }
     }
 }

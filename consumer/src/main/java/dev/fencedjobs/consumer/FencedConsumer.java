@@ -17,6 +17,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -27,6 +28,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.IntConsumer;
+import java.util.function.IntSupplier;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -98,26 +101,11 @@ public final class FencedConsumer implements RunningService {
             ConsumerLoop.OffsetCommitter committer,
             Ticker ticker) {
         this.config = config;
-        Duration shorter = config.processedRetention().compareTo(config.recordsRetention()) < 0
-                ? config.processedRetention()
-                : config.recordsRetention();
-        this.purges = new PurgeSchedule(PURGE_CHUNK, shorter, ticker);
+        // On the shorter of the two retentions.
+        this.purges = new PurgeSchedule(
+                PURGE_CHUNK, Collections.min(List.of(config.processedRetention(), config.recordsRetention())), ticker);
         this.runtime = ServiceRuntime.open("consumer", config.service(), embedding, MIGRATIONS, HISTORY_TABLE);
-        log.info(
-                "Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}",
-                config.groupId(),
-                config.membership().protocol(),
-                config.kafka().topic(),
-                config.kafka().bootstrapServers(),
-                config.kafka().redactedClient(),
-                runtime.describeDatabase());
-        RecordTrust trust = config.kafka().trust();
-        log.info(
-                "Applying only records signed by a trusted relay key {}{}",
-                new TreeSet<>(trust.trusted().keySet()),
-                trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED
-                        ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)"
-                        : "");
+        logStart(config, runtime);
         MeterRegistry registry = runtime.registry();
         try {
             this.dsl = runtime.dsl();
@@ -125,14 +113,7 @@ public final class FencedConsumer implements RunningService {
                     new BatchProcessor(effect, new RecordVerifier(config.kafka().trust(), config.processedRetention()));
             this.spans = new ProcessSpans(embedding.tracing(), config.groupId());
             this.dueToEffect = new DueToEffect(spans, new LatencyWindow());
-            this.patient = new PatientRetries(
-                    dsl,
-                    processor,
-                    config.retries(),
-                    config.effectRetryBackoff(),
-                    () -> ThreadLocalRandom.current().nextDouble(),
-                    ticker,
-                    new ProcessSpans(embedding.tracing(), config.groupId()));
+            this.patient = patientRetries(config, embedding, ticker);
             this.consumer =
                     new KafkaConsumer<>(consumerProperties(), new StringDeserializer(), new ByteArrayDeserializer());
             this.loop = new ConsumerLoop(
@@ -152,35 +133,69 @@ public final class FencedConsumer implements RunningService {
             throw e;
         }
         this.thread = new Thread(this::run, "consumer-loop");
-        this.purger = new Purger(
+        this.purger = beside(
                 "consumer-purge",
                 purges,
-                running::get,
                 new ConsumerRetention(dsl, config, PURGE_CHUNK)::purgeOnce,
                 rows -> {},
-                e -> log.warn("Purging processed job ids and records failed: {}", Faults.describe(e)));
+                "Purging processed job ids and records failed");
         this.replayed = Counter.builder("fencedjobs_consumer_dead_letters_replayed")
                 .description("dead letters replayed on an operator's request (fenced-jobs dead-letters replay)")
                 .register(registry);
         DeadLetterReplay replay =
                 new DeadLetterReplay(dsl, processor, new ProcessSpans(embedding.tracing(), config.groupId()));
-        this.retrier = new Purger(
+        this.retrier = beside(
                 "consumer-retry",
                 new PurgeSchedule(1, RETRY_POLL.multipliedBy(2), ticker),
-                running::get,
                 patient::retryOne,
                 n -> {},
-                e -> log.warn(
-                        "A patient retry failed with a database error; next look in {}: {}",
-                        RETRY_POLL,
-                        Faults.describe(e)));
-        this.replayer = new Purger(
+                "A patient retry failed with a database error");
+        this.replayer = beside(
                 "consumer-replay",
                 new PurgeSchedule(1, REPLAY_POLL.multipliedBy(2), ticker),
-                running::get,
                 replay::replayOne,
                 replayed::increment,
-                e -> log.warn("Replaying a dead letter failed; next try in {}: {}", REPLAY_POLL, Faults.describe(e)));
+                "Replaying a dead letter failed");
+    }
+
+    private PatientRetries patientRetries(ConsumerConfig config, Embedding embedding, Ticker ticker) {
+        return new PatientRetries(
+                dsl,
+                processor,
+                config.retries(),
+                config.effectRetryBackoff(),
+                () -> ThreadLocalRandom.current().nextDouble(),
+                ticker,
+                new ProcessSpans(embedding.tracing(), config.groupId()));
+    }
+
+    private static void logStart(ConsumerConfig config, ServiceRuntime runtime) {
+        log.info(
+                "Consumer starting: group {} ({} protocol), topic {} at {} {}, database {}",
+                config.groupId(),
+                config.membership().protocol(),
+                config.kafka().topic(),
+                config.kafka().bootstrapServers(),
+                config.kafka().redactedClient(),
+                runtime.describeDatabase());
+        RecordTrust trust = config.kafka().trust();
+        log.info(
+                "Applying only records signed by a trusted relay key {}{}",
+                new TreeSet<>(trust.trusted().keySet()),
+                trust.mode() == RecordTrust.Mode.ACCEPT_UNSIGNED
+                        ? ", or unsigned (RECORD_SIGNATURES=accept-unsigned: a rollout; unsigned records can be forged)"
+                        : "");
+    }
+
+    /** A thread beside the loop's, doing {@code work} on {@code schedule} while the consumer runs; a failure is logged and tried again. */
+    private Purger beside(String name, PurgeSchedule schedule, IntSupplier work, IntConsumer done, String failure) {
+        return new Purger(
+                name,
+                schedule,
+                running::get,
+                work,
+                done,
+                e -> log.warn("{}; next try in {}: {}", failure, schedule.idleInterval(), Faults.describe(e)));
     }
 
     /**

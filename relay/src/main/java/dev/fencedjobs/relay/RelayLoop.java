@@ -18,10 +18,7 @@ import dev.fencedjobs.runtime.internal.RecordSignatures;
 import dev.fencedjobs.runtime.internal.TraceContext;
 import dev.fencedjobs.runtime.internal.Tracing;
 import dev.fencedjobs.runtime.internal.Wakeup;
-import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.Timer;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanContext;
@@ -84,14 +81,7 @@ final class RelayLoop implements LeaderService.Worker {
             new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
     private volatile Map<String, Object> lastBatch;
 
-    private final Counter published;
-    private final Counter rejected;
-    private final Counter publishFailures;
-    private final Counter guardRejections;
-    private final Counter storeFailures;
-    private final Timer batchLatency;
-    /** The lag, read from the database at most once a second, and only when asked for. */
-    private final ReadCache<OutboxStore.Lag> lag;
+    private final RelayMeters meters;
 
     RelayLoop(
             RelayConfig config,
@@ -108,31 +98,7 @@ final class RelayLoop implements LeaderService.Worker {
         this.publisher = publisher;
         this.ticker = ticker;
         PurgeSchedule purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
-        published = Counter.builder("fencedjobs_relay_published")
-                .description("outbox rows acknowledged by the broker and marked")
-                .register(registry);
-        rejected = Counter.builder("fencedjobs_relay_rejected_rows")
-                .description("outbox rows not sent (too large); marked with publish_error")
-                .register(registry);
-        publishFailures = Counter.builder("fencedjobs_relay_publish_failures")
-                .description("Kafka calls that failed: a topic check, or a batch not fully acknowledged")
-                .register(registry);
-        guardRejections = Counter.builder("fencedjobs_guard_rejections")
-                .description("marks whose lease guard failed: nothing marked, stepped down")
-                .register(registry);
-        storeFailures = Counter.builder("fencedjobs_relay_database_failures")
-                .description("outbox reads or marks that failed")
-                .register(registry);
-        batchLatency = Timer.builder("fencedjobs_relay_batch")
-                .description("read, publish and mark of one batch")
-                .register(registry);
-        lag = new ReadCache<>(store::lag, ticker);
-        Gauge.builder("fencedjobs_outbox_unpublished", lag, c -> c.gauge(OutboxStore.Lag::rows))
-                .description("outbox rows not yet published")
-                .register(registry);
-        Gauge.builder("fencedjobs_outbox_oldest_unpublished_seconds", lag, c -> c.gauge(OutboxStore.Lag::oldestSeconds))
-                .description("age of the oldest unpublished outbox row")
-                .register(registry);
+        this.meters = new RelayMeters(registry, new ReadCache<>(store::lag, ticker));
         // Published rows past their retention, oldest first, on a thread beside the loop's (a slow delete holds up no
         // batch).
         this.purger = new Purger(
@@ -210,6 +176,7 @@ final class RelayLoop implements LeaderService.Worker {
         return relayBatch(grant);
     }
 
+    /** One batch under {@code grant}: read the unpublished rows, send them, mark them under the guard. */
     private Next relayBatch(Grant grant) {
         long started = ticker.nanoTime();
         List<OutboxStore.OutboxRow> rows;
@@ -221,9 +188,44 @@ final class RelayLoop implements LeaderService.Worker {
         if (rows.isEmpty()) {
             return Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos());
         }
-        List<ProducerRecord<String, byte[]>> records = new ArrayList<>(rows.size());
-        List<Long> ids = new ArrayList<>(rows.size());
-        Map<Long, String> failed = new LinkedHashMap<>();
+        Outgoing out = outgoing(rows);
+        if (leadership.current().filter(g -> g.token().equals(grant.token())).isEmpty()) {
+            // The grant lapsed while the rows were read (a pause, a stall): send nothing. The next
+            // leader sends them. A pause after this check can still let a resumed former leader
+            // send a batch again; consumers drop such duplicates, and its mark fails the guard.
+            log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
+            return Next.again();
+        }
+        Next failed = send(grant, rows, out.records());
+        if (failed != null) {
+            return failed;
+        }
+        boolean held;
+        try {
+            held = store.markPublished(grant, out.ids(), out.tooLarge());
+        } catch (RuntimeException e) {
+            return databaseFault(grant, "marking published rows", e);
+        }
+        if (!held) {
+            meters.guardRejections.increment();
+            publisher.reset();
+            String reason = "lease guard rejected token " + grant.token() + "; "
+                    + out.ids().size() + " sent rows stay unmarked and will be sent again by the next leader";
+            leadership.stepDown(grant, reason);
+            return Next.steppedDown(reason);
+        }
+        backoff.reset();
+        published(grant, rows, out, ticker.nanoTime() - started);
+        return rows.size() < config.batchSize()
+                ? Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos())
+                : Next.again();
+    }
+
+    /** A batch's rows as records to send and their ids, and the rows too large to send, each with why. */
+    private record Outgoing(List<ProducerRecord<String, byte[]>> records, List<Long> ids, Map<Long, String> tooLarge) {}
+
+    private Outgoing outgoing(List<OutboxStore.OutboxRow> rows) {
+        Outgoing out = new Outgoing(new ArrayList<>(rows.size()), new ArrayList<>(rows.size()), new LinkedHashMap<>());
         int overhead = 128 + RecordSignatures.headerBytes(rows.size());
         for (OutboxStore.OutboxRow row : rows) {
             ProducerRecord<String, byte[]> record = toRecord(row);
@@ -237,21 +239,21 @@ final class RelayLoop implements LeaderService.Worker {
                         row.jobId(),
                         row.resource(),
                         reason);
-                failed.put(row.id(), reason);
+                out.tooLarge().put(row.id(), reason);
             } else {
-                records.add(record);
-                ids.add(row.id());
+                out.records().add(record);
+                out.ids().add(row.id());
             }
         }
-        if (leadership.current().filter(g -> g.token().equals(grant.token())).isEmpty()) {
-            // The grant lapsed while the rows were read (a pause, a stall): send nothing. The next
-            // leader sends them. A pause after this check can still let a resumed former leader
-            // send a batch again; consumers drop such duplicates, and its mark fails the guard.
-            log.info("Lease lapsed while reading {} rows; sending none of them", rows.size());
-            return Next.again();
-        }
-        // One signature for each partition's share of the batch, made while the share before it is
-        // on its way to the broker; each record carries its proof (RecordSignatures).
+        return out;
+    }
+
+    /**
+     * Sends the records, signed: one signature for each partition's share of the batch, made while
+     * the share before it is on its way to the broker; each record carries its proof
+     * (RecordSignatures). Null when sent; the back-off when Kafka failed.
+     */
+    private Next send(Grant grant, List<OutboxStore.OutboxRow> rows, List<ProducerRecord<String, byte[]>> records) {
         RecordTrust trust = config.kafka().trust();
         long signedAt = System.currentTimeMillis();
         Span span = sendSpan(grant, rows, records);
@@ -263,6 +265,7 @@ final class RelayLoop implements LeaderService.Worker {
                         tree -> RecordSignatures.signTree(trust, signedAt, tree));
             }
             kafka.succeeded();
+            return null;
         } catch (RuntimeException e) {
             span.recordException(e);
             span.setStatus(StatusCode.ERROR, "Kafka: " + e.getClass().getSimpleName());
@@ -270,41 +273,26 @@ final class RelayLoop implements LeaderService.Worker {
         } finally {
             span.end();
         }
-        boolean held;
-        try {
-            held = store.markPublished(grant, ids, failed);
-        } catch (RuntimeException e) {
-            return databaseFault(grant, "marking published rows", e);
-        }
-        if (!held) {
-            guardRejections.increment();
-            publisher.reset();
-            String reason = "lease guard rejected token " + grant.token() + "; " + ids.size()
-                    + " sent rows stay unmarked and will be sent again by the next leader";
-            leadership.stepDown(grant, reason);
-            return Next.steppedDown(reason);
-        }
-        backoff.reset();
-        published.increment(ids.size());
-        rejected.increment(failed.size());
-        long elapsed = ticker.nanoTime() - started;
-        batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
+    }
+
+    /** A batch sent and marked: its meters, and the status page's last batch. */
+    private void published(Grant grant, List<OutboxStore.OutboxRow> rows, Outgoing out, long elapsed) {
+        meters.published.increment(out.ids().size());
+        meters.rejected.increment(out.tooLarge().size());
+        meters.batchLatency.record(elapsed, TimeUnit.NANOSECONDS);
         Map<String, Object> batch = new LinkedHashMap<>();
         batch.put("token", grant.token().value());
-        batch.put("published", ids.size());
-        batch.put("rejected", failed.size());
+        batch.put("published", out.ids().size());
+        batch.put("rejected", out.tooLarge().size());
         batch.put("lastOutboxId", rows.get(rows.size() - 1).id());
         batch.put("millis", elapsed / 1e6);
         batch.put("finishedAt", Instant.now().toString());
         lastBatch = batch;
-        return rows.size() < config.batchSize()
-                ? Next.sleepUntil(ticker.nanoTime() + config.pollInterval().toNanos())
-                : Next.again();
     }
 
     /** Kafka failed: nothing is marked, and the loop waits out a back-off before it sends the same rows again. */
     private Next kafkaFailed(RuntimeException e) {
-        publishFailures.increment();
+        meters.publishFailures.increment();
         kafka.failed(e);
         return Next.backOff(
                 ticker.nanoTime() + backoff.nextNanos(),
@@ -312,7 +300,7 @@ final class RelayLoop implements LeaderService.Worker {
     }
 
     private Next databaseFault(Grant grant, String what, RuntimeException e) {
-        storeFailures.increment();
+        meters.storeFailures.increment();
         log.warn("{} failed: {}", what, Faults.describe(e));
         String reason = what + " failed (" + e.getClass().getSimpleName() + ")";
         leadership.stepDown(grant, reason);
@@ -409,7 +397,7 @@ final class RelayLoop implements LeaderService.Worker {
         status.put("kafka", kafka.state());
         status.put("warmedUp", warmedUp);
         try {
-            OutboxStore.Lag l = lag.get();
+            OutboxStore.Lag l = meters.lag.get();
             status.put("unpublishedRows", l.rows());
             status.put("oldestUnpublishedSeconds", l.oldestSeconds());
         } catch (RuntimeException e) {

@@ -108,23 +108,59 @@ public final class OpsServer implements AutoCloseable {
             Supplier<Map<String, Object>> status,
             Supplier<Map<String, Object>> dashboard,
             BiFunction<String, String, Map<String, Object>> job) {
-        HttpServer server;
+        HttpServer server = listen(port, access);
+        server.setExecutor(Executors.newSingleThreadExecutor(daemon("ops-http")));
+        ExecutorService worker = new ThreadPoolExecutor(
+                1, 1, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(QUEUED), daemon("ops-data"));
+        health(server, ready);
+        data(server, access, worker, metrics, status, dashboard, job);
+        server.createContext("/", ex -> {
+            String path = ex.getRequestURI().getPath();
+            if (dashboard != null && ("/".equals(path) || "/index.html".equals(path))) {
+                respond(ex, 200, "text/html; charset=utf-8", DashboardPage.html());
+            } else {
+                respond(ex, 404, "text/plain", "try /, /health/live, /health/ready, /metrics or /status\n");
+            }
+        });
+        server.start();
+        log.info(
+                "Ops endpoint on {}:{}: {}/health/live /health/ready /metrics /status{}",
+                access.bindAddress(),
+                server.getAddress().getPort(),
+                dashboard == null ? "" : "/ (dashboard) ",
+                access.token() == null ? "" : " (status, dashboard data and metrics need the bearer token)");
+        return new OpsServer(server, worker);
+    }
+
+    private static HttpServer listen(int port, OpsAccess access) {
         try {
-            server = HttpServer.create(new InetSocketAddress(InetAddress.getByName(access.bindAddress()), port), 0);
+            return HttpServer.create(new InetSocketAddress(InetAddress.getByName(access.bindAddress()), port), 0);
         } catch (IOException e) {
             throw new UncheckedIOException(
                     ServiceConfig.HTTP_PORT + " " + port + " on " + access.bindAddress() + ": cannot listen ("
                             + e.getMessage() + ")",
                     e);
         }
-        server.setExecutor(Executors.newSingleThreadExecutor(daemon("ops-http")));
-        ExecutorService worker = new ThreadPoolExecutor(
-                1, 1, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(QUEUED), daemon("ops-data"));
+    }
+
+    /** The health endpoints: answered at once on the server's own thread, never behind a stalled database read. */
+    private static void health(HttpServer server, BooleanSupplier ready) {
         server.createContext("/health/live", ex -> respond(ex, 200, "text/plain", "live\n"));
         server.createContext("/health/ready", ex -> {
             boolean ok = ready.getAsBoolean();
             respond(ex, ok ? 200 : 503, "text/plain", ok ? "ready\n" : "not ready: database unreachable\n");
         });
+    }
+
+    /** The endpoints that read data, behind the bearer token when one is set, on the data worker. */
+    private static void data(
+            HttpServer server,
+            OpsAccess access,
+            ExecutorService worker,
+            Supplier<String> metrics,
+            Supplier<Map<String, Object>> status,
+            Supplier<Map<String, Object>> dashboard,
+            BiFunction<String, String, Map<String, Object>> job) {
         server.createContext(
                 "/metrics",
                 ex -> guarded(
@@ -164,22 +200,6 @@ public final class OpsServer implements AutoCloseable {
                                 JSON.writeValueAsString(job.apply(query.get("id"), query.get("key"))) + "\n");
                     }));
         }
-        server.createContext("/", ex -> {
-            String path = ex.getRequestURI().getPath();
-            if (dashboard != null && ("/".equals(path) || "/index.html".equals(path))) {
-                respond(ex, 200, "text/html; charset=utf-8", DashboardPage.html());
-            } else {
-                respond(ex, 404, "text/plain", "try /, /health/live, /health/ready, /metrics or /status\n");
-            }
-        });
-        server.start();
-        log.info(
-                "Ops endpoint on {}:{}: {}/health/live /health/ready /metrics /status{}",
-                access.bindAddress(),
-                server.getAddress().getPort(),
-                dashboard == null ? "" : "/ (dashboard) ",
-                access.token() == null ? "" : " (status, dashboard data and metrics need the bearer token)");
-        return new OpsServer(server, worker);
     }
 
     /** A query string's parameters, decoded; the last of a repeated one. */
