@@ -86,6 +86,7 @@ final class EndToEndBenchmark {
     }
 
     void run() throws Exception {
+        long started = System.nanoTime();
         stack = new BenchStack(repo, serviceLogLevel, Path.of("target", "e2e-logs"));
         try {
             machine();
@@ -104,17 +105,25 @@ final class EndToEndBenchmark {
             } else {
                 setUp();
             }
+            took("set-up", started);
             if (phase("latency")) {
+                long t = System.nanoTime();
                 new LatencyPhase(stack, report, loads, out).run();
+                took("latency", t);
             }
             if (phase("failover") || phase("consumer-failover")) {
+                long t = System.nanoTime();
                 new FailoverPhase(stack, report, trials, phase("failover"), consumerPorts).run();
+                took("failover", t);
             }
             if (phase("signatures")) {
+                long t = System.nanoTime();
                 new SignaturesPhase(stack, report, new ThroughputPhase(stack, report, windowSeconds), signatureRounds)
                         .run();
+                took("signatures", t);
             }
             if (phase("tracing")) {
+                long t = System.nanoTime();
                 new TracingPhase(
                                 stack,
                                 report,
@@ -122,8 +131,10 @@ final class EndToEndBenchmark {
                                 tracingRounds,
                                 tracingBase)
                         .run();
+                took("tracing", t);
             }
             if (named("tracing-side-by-side")) { // not in "all": a second pipeline, about 25 minutes
+                long t = System.nanoTime();
                 new TracingPhase(
                                 stack,
                                 report,
@@ -131,14 +142,22 @@ final class EndToEndBenchmark {
                                 tracingRounds,
                                 tracingBase)
                         .sideBySide(sideBySideWindows);
+                took("tracing-side-by-side", t);
             }
             if (phase("idle")) {
+                long t = System.nanoTime();
                 new IdlePhase(stack, report, idleSeconds).run();
+                took("idle", t);
             }
         } finally {
             stack.close();
         }
         report.write(out);
+    }
+
+    /** How long a phase took, the stack's start and the throughput phase included in "set-up". */
+    private static void took(String phase, long startedNanos) {
+        System.out.printf(Locale.ROOT, "   (%s took %.0f s)%n", phase, (System.nanoTime() - startedNanos) / 1e9);
     }
 
     private boolean phase(String name) {

@@ -355,12 +355,22 @@ final class PipelinedBound {
             warmUp(warmUpSeconds);
             long jit0 = BenchStack.ownCompilerTicks();
             long[] background0 = server == null ? null : BenchStack.backgroundWork(server);
+            long wal0 = server == null ? 0 : BenchStack.scalar(server, "SELECT wal_bytes::bigint FROM pg_stat_wal");
+            MachineCounters machine0 = MachineCounters.read();
             long c0 = counter.get();
             long t0 = System.nanoTime();
-            // Each second: whether an autovacuum worker ran (on any database of the server).
+            // Each second: its rate, and whether an autovacuum worker ran (on any database of the server).
             int vacuuming = 0;
+            List<Double> perSecond = new ArrayList<>(seconds);
+            long last = c0;
+            long lastAt = t0;
             for (int i = 0; i < seconds; i++) {
                 Thread.sleep(1000L);
+                long now = counter.get();
+                long at = System.nanoTime();
+                perSecond.add((now - last) / ((at - lastAt) / 1e9));
+                last = now;
+                lastAt = at;
                 if (server != null
                         && BenchStack.scalar(
                                         server,
@@ -379,12 +389,14 @@ final class PipelinedBound {
             String background = "";
             if (server != null) {
                 long[] background1 = BenchStack.backgroundWork(server);
+                long wal = BenchStack.scalar(server, "SELECT wal_bytes::bigint FROM pg_stat_wal") - wal0;
                 background = String.format(
                         Locale.ROOT,
-                        "; autovacuum at work in %d of its %d seconds, %d checkpoint(s)",
+                        "; autovacuum at work in %d of its %d seconds, %d checkpoint(s), %,.0f MB of WAL",
                         vacuuming,
                         seconds,
-                        background1[1] - background0[1]);
+                        background1[1] - background0[1],
+                        wal / 1e6);
             }
             System.out.printf(
                     Locale.ROOT,
@@ -394,6 +406,14 @@ final class PipelinedBound {
                     rate,
                     jit / 100.0,
                     background);
+            List<Double> sorted = perSecond.stream().sorted().toList();
+            System.out.printf(
+                    Locale.ROOT,
+                    "     its seconds: slowest %,.0f, median %,.0f, fastest %,.0f per second; %s%n",
+                    sorted.get(0),
+                    BenchSql.median(perSecond),
+                    sorted.get(sorted.size() - 1),
+                    MachineCounters.read().since(machine0));
             return rate;
         } finally {
             stop.set(true);

@@ -115,6 +115,8 @@ final class ThroughputPhase {
         return rate;
     }
 
+    private static final String CHECKPOINTS = "SELECT num_timed + num_requested FROM pg_stat_checkpointer";
+
     /** A measured window: how long, and how many effects were applied in it. */
     record Window(double seconds, long effects) {}
 
@@ -144,11 +146,20 @@ final class ThroughputPhase {
         try {
             warmUp();
             atStart.run();
+            long wal0 = stack.scalar("SELECT wal_bytes::bigint FROM pg_stat_wal");
+            long checkpoints0 = stack.scalar(CHECKPOINTS);
+            MachineCounters machine0 = MachineCounters.read();
             a0 = ledgerEnd(stack);
             t0 = System.nanoTime();
             Thread.sleep(windowSeconds * 1000L);
             a1 = ledgerEnd(stack);
             t1 = System.nanoTime();
+            System.out.printf(
+                    Locale.ROOT,
+                    "   in the window: %,.0f MB of WAL, %d checkpoint(s); %s%n",
+                    (stack.scalar("SELECT wal_bytes::bigint FROM pg_stat_wal") - wal0) / 1e6,
+                    stack.scalar(CHECKPOINTS) - checkpoints0,
+                    MachineCounters.read().since(machine0));
             // Where the work waits at the window's end: which stage the others outran.
             long published = stack.scalar("SELECT published_through FROM outbox_position WHERE role = 'relay'");
             long outboxEnd = stack.scalar("SELECT coalesce(max(id), 0) FROM outbox");
