@@ -87,7 +87,12 @@ final class EndToEndBenchmark {
 
     void run() throws Exception {
         long started = System.nanoTime();
-        stack = new BenchStack(repo, serviceLogLevel, Path.of("target", "e2e-logs"));
+        // A directory of this run's own: two runs at once (CI's lanes) must not write, or count spans in, each other's
+        // logs.
+        Path logs = Path.of(
+                "target", "e2e-logs", Long.toString(ProcessHandle.current().pid()));
+        System.out.println("Service logs in " + logs);
+        stack = new BenchStack(repo, serviceLogLevel, logs);
         try {
             machine();
             if (phase("throughput")) {
