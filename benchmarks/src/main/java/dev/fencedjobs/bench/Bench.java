@@ -99,7 +99,7 @@ public final class Bench implements Callable<Integer> {
                 "failover of the dispatcher and the relay (fast path, lease, partition) and of the consumer, and the idle statements. Writes e2e.md and e2e.json to --out."
             })
     static final class EndToEnd implements Callable<Integer> {
-        @Option(names = "--seconds", defaultValue = "60", description = "length of the throughput window")
+        @Option(names = "--seconds", defaultValue = "20", description = "length of each throughput window")
         int seconds;
 
         @Option(names = "--trials", defaultValue = "10", description = "failover trials of each kind")

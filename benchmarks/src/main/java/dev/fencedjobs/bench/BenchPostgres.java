@@ -9,6 +9,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * The PostgreSQL a benchmark runs against: {@code FJ_BENCH_POSTGRES_URL} (a superuser URL, with
@@ -33,6 +34,14 @@ final class BenchPostgres implements AutoCloseable {
     }
 
     static BenchPostgres start() {
+        return start(Map.of());
+    }
+
+    /**
+     * With {@code settings} on the embedded server, before {@code FJ_BENCH_POSTGRES_SETTINGS}, which
+     * may change them; a server given by {@code FJ_BENCH_POSTGRES_URL} keeps its own.
+     */
+    static BenchPostgres start(Map<String, String> settings) {
         String url = System.getenv("FJ_BENCH_POSTGRES_URL");
         if (url != null && !url.isBlank()) {
             return new BenchPostgres(
@@ -47,6 +56,7 @@ final class BenchPostgres implements AutoCloseable {
                     .setServerConfig("shared_buffers", "256MB")
                     .setServerConfig("shared_preload_libraries", "pg_stat_statements")
                     .setServerConfig("pg_stat_statements.track", "all");
+            settings.forEach(builder::setServerConfig);
             // Printed with the results (describe()), so what ran is on record.
             for (String setting : env("FJ_BENCH_POSTGRES_SETTINGS", "").split(",")) {
                 if (!setting.isBlank()) {
@@ -77,6 +87,15 @@ final class BenchPostgres implements AutoCloseable {
         return withDatabase(name);
     }
 
+    /** Drops the database of {@code url}, its sessions ended first. */
+    void dropDatabase(String url) throws SQLException {
+        String name = url.substring(url.lastIndexOf('/') + 1).replaceAll("\\?.*", "");
+        try (Connection c = admin();
+                Statement s = c.createStatement()) {
+            s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+        }
+    }
+
     String withDatabase(String name) {
         int hostStart = adminUrl.indexOf("//") + 2;
         int slash = adminUrl.indexOf('/', hostStart);
@@ -100,14 +119,16 @@ final class BenchPostgres implements AutoCloseable {
     String describe() throws SQLException {
         try (Connection c = admin();
                 Statement s = c.createStatement();
-                ResultSet rs = s.executeQuery(
-                        "SELECT current_setting('server_version'), current_setting('fsync'), "
-                                + "current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size')")) {
+                ResultSet rs = s.executeQuery("SELECT current_setting('server_version'), current_setting('fsync'), "
+                        + "current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size'),"
+                        + " current_setting('min_wal_size'), current_setting('autovacuum_naptime')")) {
             rs.next();
             return "PostgreSQL " + rs.getString(1) + (embedded != null ? " (embedded)" : " (FJ_BENCH_POSTGRES_URL)")
                     + ", fsync=" + rs.getString(2) + ", synchronous_commit=" + rs.getString(3) + ", shared_buffers="
                     + rs.getString(4)
-                    + ", max_wal_size=" + rs.getString(5);
+                    + ", max_wal_size=" + rs.getString(5) + ", min_wal_size=" + rs.getString(6)
+                    + ", autovacuum_naptime="
+                    + rs.getString(7);
         }
     }
 

@@ -93,10 +93,15 @@ final class BenchStack implements AutoCloseable {
     private int setUps;
 
     BenchStack(Path repo, String serviceLogLevel, Path logs) throws Exception {
+        this(repo, serviceLogLevel, logs, Map.of());
+    }
+
+    /** With {@code serverSettings} on the embedded PostgreSQL ({@link BenchPostgres#start(Map)}). */
+    BenchStack(Path repo, String serviceLogLevel, Path logs, Map<String, String> serverSettings) throws Exception {
         this.repo = repo;
         this.serviceLogLevel = serviceLogLevel;
         this.logs = Files.createDirectories(logs);
-        this.pg = BenchPostgres.start();
+        this.pg = BenchPostgres.start(serverSettings);
         this.kafka = new KafkaProcess();
         this.topicBase = TOPIC;
         this.consumerGroup = null;
@@ -549,8 +554,14 @@ final class BenchStack implements AutoCloseable {
      * unless set; CI's short mode sets 10) in all. Returns the seconds it took.
      */
     static double untilCompilersQuiet(long minSeconds, LongSupplier ticks) throws InterruptedException {
+        return untilCompilersQuiet(minSeconds, Long.getLong("warmUpMaxSeconds", 180), ticks);
+    }
+
+    /** As {@link #untilCompilersQuiet(long, LongSupplier)}, at most {@code maxSeconds}. */
+    static double untilCompilersQuiet(long minSeconds, long maxSeconds, LongSupplier ticks)
+            throws InterruptedException {
         long started = System.nanoTime();
-        long most = Duration.ofSeconds(Long.getLong("warmUpMaxSeconds", 180)).toNanos();
+        long most = Duration.ofSeconds(maxSeconds).toNanos();
         Thread.sleep(Math.min(minSeconds * 1000, most / 1_000_000));
         long quietTicks = Math.round(0.05 * 100 * 5);
         long before = ticks.getAsLong();

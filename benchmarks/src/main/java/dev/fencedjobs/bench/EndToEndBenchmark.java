@@ -85,6 +85,20 @@ final class EndToEndBenchmark {
         this.serviceLogLevel = serviceLogLevel;
     }
 
+    /**
+     * The embedded server's settings beside fsync and synchronous commit on
+     * ({@code FJ_BENCH_POSTGRES_SETTINGS} may change them). A window writes over a gigabyte of
+     * WAL: with the default {@code max_wal_size} of 1 GB two or three checkpoints land in each, at
+     * different moments, with their full-page images; 4 GB, and as much kept for reuse, leaves one
+     * at the same place in each. And the small tables that take an update per batch and per
+     * resource (the fences, the relay's position) bloat between autovacuum's visits: with the
+     * default {@code autovacuum_naptime} of a minute, the bound's 20 s windows ran at 25,000 jobs/s
+     * without a visit and at 32,000 to 37,000 with one; every 5 s, each window gets its visits, and
+     * five windows in one run were within 8 % of each other (docs/performance.md).
+     */
+    static final Map<String, String> SERVER_SETTINGS =
+            Map.of("max_wal_size", "4GB", "min_wal_size", "4GB", "autovacuum_naptime", "5s");
+
     void run() throws Exception {
         long started = System.nanoTime();
         // A directory of this run's own: two runs at once (CI's lanes) must not write, or count spans in, each other's
@@ -92,7 +106,7 @@ final class EndToEndBenchmark {
         Path logs = Path.of(
                 "target", "e2e-logs", Long.toString(ProcessHandle.current().pid()));
         System.out.println("Service logs in " + logs);
-        stack = new BenchStack(repo, serviceLogLevel, logs);
+        stack = new BenchStack(repo, serviceLogLevel, logs, SERVER_SETTINGS);
         try {
             machine();
             if (phase("throughput")) {

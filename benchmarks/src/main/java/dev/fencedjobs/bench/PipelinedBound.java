@@ -110,6 +110,11 @@ final class PipelinedBound {
                 // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of
                 // its own.
                 s.execute(CompletedJobs.LEASE);
+                // The plan the dispatcher's batch runs with (FencedJobBatches: SET LOCAL enable_sort = off in
+                // each batch): jobs_pending_due read in order. Without it, on this fresh database's jobs table,
+                // with no statistics until autovacuum's first ANALYZE, PostgreSQL sorts every pending job under
+                // the row locks: a window's rate then hung on when that ANALYZE came.
+                s.execute("SET enable_sort = off");
                 c.setAutoCommit(false);
                 OffsetDateTime afterDue = OffsetDateTime.parse("2000-01-01T00:00:00Z");
                 long afterId = 0;
@@ -140,15 +145,22 @@ final class PipelinedBound {
         }));
         stages.add(stage("bound-relay", failure, () -> {
             try (Connection c = connect(pg, url);
+                    // As the relay reads: its position first, then the rows after it, the position a value
+                    // the planner sees (JooqOutboxStore).
+                    PreparedStatement position =
+                            c.prepareStatement("SELECT published_through FROM outbox_position WHERE role = 'relay'");
                     PreparedStatement read = c.prepareStatement(
                             "SELECT id, job_id, resource, fencing_token, payload::text, job_created_at FROM outbox"
-                                    + " WHERE id > (SELECT published_through FROM outbox_position WHERE role = 'relay') ORDER BY id LIMIT "
-                                    + RELAY_BATCH);
+                                    + " WHERE id > ? ORDER BY id LIMIT " + RELAY_BATCH);
                     PreparedStatement mark = c.prepareStatement(
                             "UPDATE outbox_position SET published_through = ?, updated_at = clock_timestamp()"
                                     + " WHERE role = 'relay' AND published_through < ?")) {
                 while (!stop.get()) {
                     List<Object[]> rows = new ArrayList<>(RELAY_BATCH);
+                    try (ResultSet p = position.executeQuery()) {
+                        p.next();
+                        read.setLong(1, p.getLong(1));
+                    }
                     try (ResultSet r = read.executeQuery()) {
                         while (r.next()) {
                             rows.add(new Object[] {
@@ -241,6 +253,10 @@ final class PipelinedBound {
                     seconds,
                     () -> BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM ledger"),
                     s);
+        } finally {
+            // Gone at once: left, its half a million dead and live rows kept autovacuum busy through the
+            // next window (measured: every second of it), which then ran slower than the first.
+            pg.dropDatabase(url);
         }
     }
 
