@@ -156,7 +156,7 @@ final class ThroughputPhase {
         long t0;
         long t1;
         try {
-            warmUp(warmUpMaxSeconds);
+            warmUp(warmUpMaxSeconds, List.of(stack));
             atStart.run();
             long wal0 = stack.scalar("SELECT wal_bytes::bigint FROM pg_stat_wal");
             long checkpoints0 = stack.scalar(CHECKPOINTS);
@@ -210,7 +210,7 @@ final class ThroughputPhase {
         List<Paired> rates = new ArrayList<>();
         loaders.forEach(Thread::start);
         try {
-            warmUp(warmUpMaxSeconds);
+            warmUp(warmUpMaxSeconds, List.of(stack, other.stack));
             long[] before = {ledgerEnd(stack), ledgerEnd(other.stack)};
             List<Map<String, Long>> cpuBefore = List.of(stack.serviceCpuTicks(), other.stack.serviceCpuTicks());
             long t0 = System.nanoTime();
@@ -291,15 +291,48 @@ final class ThroughputPhase {
      * (under 5 % of a core over 5 s; at most 3 minutes, or {@code -DwarmUpMaxSeconds}, which the
      * short mode of CI sets): a service restarted for a measurement compiles for a minute or more
      * on two cores, and a window that starts before it is done measures the compiler as much as the
-     * pipeline.
+     * pipeline. Then, whatever that cap, until each pipeline delivers effects ({@link #untilFlowing}):
+     * a window must not measure a consumer still joining its group or a relay still taking its lease.
      */
-    private static void warmUp(long maxSeconds) throws InterruptedException {
+    private static void warmUp(long maxSeconds, List<BenchStack> stacks) throws InterruptedException {
+        double compilers = BenchStack.untilCompilersQuiet(15, maxSeconds, BenchStack::compilerTicks);
+        double flowing = untilFlowing(stacks);
         System.out.printf(
                 Locale.ROOT,
-                "   warmed up under load for %.0f s (JIT compilers quiet, or the most allowed: %d s)%n",
-                BenchStack.untilCompilersQuiet(15, maxSeconds, BenchStack::compilerTicks),
-                maxSeconds);
+                "   warmed up under load for %.0f s (JIT compilers quiet, or the most allowed: %d s; then %.0f s until effects flowed)%n",
+                compilers + flowing,
+                maxSeconds,
+                flowing);
     }
+
+    /**
+     * Seconds until each stack's ledger has grown over one second: its whole pipeline, from the
+     * dispatcher's lease to the consumer's partitions, is at work. At most {@link #FLOWING_WITHIN}, then
+     * the phase fails: a pipeline that delivers nothing for that long under load is broken, not slow.
+     */
+    static double untilFlowing(List<BenchStack> stacks) throws InterruptedException {
+        long started = System.nanoTime();
+        long deadline = started + FLOWING_WITHIN.toNanos();
+        for (BenchStack s : stacks) {
+            long before = ledgerEnd(s);
+            while (true) {
+                Thread.sleep(1_000);
+                long now = ledgerEnd(s);
+                if (now > before) {
+                    break;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException(
+                            "no effect for " + FLOWING_WITHIN + " under load: the pipeline is stuck");
+                }
+                before = now;
+            }
+        }
+        return (System.nanoTime() - started) / 1e9;
+    }
+
+    /** How long a pipeline under load may deliver nothing before a phase gives up on it. */
+    static final Duration FLOWING_WITHIN = Duration.ofMinutes(2);
 
     void memory() {
         report.put("peakRssMb", peakRss);
