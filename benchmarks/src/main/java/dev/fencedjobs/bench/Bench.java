@@ -20,7 +20,8 @@ import picocli.CommandLine.Option;
             Bench.Relay.class,
             Bench.Consumer.class,
             Bench.EndToEnd.class,
-            Bench.Soak.class
+            Bench.Soak.class,
+            Bench.Shards.class
         },
         description = "Benchmarks that print figures (see docs/performance.md). Each starts its own real servers.")
 public final class Bench implements Callable<Integer> {
@@ -42,7 +43,7 @@ public final class Bench implements Callable<Integer> {
     @Override
     public Integer call() {
         throw new CommandLine.ParameterException(
-                spec.commandLine(), "name a benchmark: dispatcher, policy, relay, consumer, e2e or soak");
+                spec.commandLine(), "name a benchmark: dispatcher, policy, relay, consumer, e2e, soak or shards");
     }
 
     @Command(
@@ -186,6 +187,20 @@ public final class Bench implements Callable<Integer> {
     enum Autovacuum {
         MIGRATED,
         DEFAULT
+    }
+
+    @Command(
+            name = "shards",
+            description = {
+                "PostgreSQL alone completing a backlog of due jobs from k connections, one shard each: what shards can give on this machine.",
+                "Takes the system properties -Dbacklog=200000 -Drounds=2 -Dshards=1,2,4,8."
+            })
+    static final class Shards implements Callable<Integer> {
+        @Override
+        public Integer call() throws Exception {
+            ShardBoundBenchmark.run();
+            return 0;
+        }
     }
 
     @Command(

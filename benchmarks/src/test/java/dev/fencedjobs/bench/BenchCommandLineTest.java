@@ -38,12 +38,12 @@ class BenchCommandLineTest {
 
     @Test
     void everyBenchmarkHasHelp() {
-        for (String benchmark : new String[] {"dispatcher", "relay", "consumer", "e2e", "soak"}) {
+        for (String benchmark : new String[] {"dispatcher", "relay", "consumer", "e2e", "soak", "shards"}) {
             Run help = run(benchmark, "--help");
             assertThat(help.code()).as(benchmark).isZero();
             assertThat(help.out()).as(benchmark).contains("Usage: fenced-jobs-benchmarks " + benchmark);
         }
-        assertThat(run("--help").out()).contains("dispatcher", "relay", "consumer", "e2e", "soak");
+        assertThat(run("--help").out()).contains("dispatcher", "relay", "consumer", "e2e", "soak", "shards");
     }
 
     @Test

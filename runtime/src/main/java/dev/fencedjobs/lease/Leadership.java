@@ -55,10 +55,6 @@ public final class Leadership implements Grants, AutoCloseable {
     private record SteppedDown(Grant stale, String reason) implements Event {}
 
     private static final Logger log = LoggerFactory.getLogger(Leadership.class);
-    /** An attempt at the holder's expiry comes this much after it, so the expiry has passed in database time. */
-    private static final long EXPIRY_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
-    /** A ticker reading not scheduled: no attempt at the holder's expiry due. */
-    private static final long UNSCHEDULED = Long.MIN_VALUE;
 
     private final String role;
     private final String holderId;
@@ -82,10 +78,7 @@ public final class Leadership implements Grants, AutoCloseable {
     private volatile FencingToken lastToken;
 
     // Confined to the lease thread (before start and after the threads end: to the caller).
-    /** Ticker readings: the next periodic attempt, and the attempt at the holder's expiry (or UNSCHEDULED). */
-    private long periodicAt;
-
-    private long expiryAt = UNSCHEDULED;
+    private final AttemptTimes times;
     private boolean attemptRequested;
 
     private final LeaseMeters meters;
@@ -125,7 +118,7 @@ public final class Leadership implements Grants, AutoCloseable {
         this.config = config;
         this.safetyMarginNanos = safetyMargin.toNanos();
         this.ticker = ticker;
-        this.periodicAt = ticker.nanoTime();
+        this.times = new AttemptTimes(ticker, config);
         this.meters = new LeaseMeters(role, registry, () -> state() == State.LEADER, () -> lastToken);
     }
 
@@ -246,15 +239,13 @@ public final class Leadership implements Grants, AutoCloseable {
                 attempt(true);
             }
         }
-        if (expiryAt != UNSCHEDULED && ticker.nanoTime() - expiryAt >= 0) {
-            expiryAt = UNSCHEDULED;
+        if (times.expiryDue()) {
             attempt(true);
         }
-        if (ticker.nanoTime() - periodicAt >= 0) {
-            periodicAt = ticker.nanoTime() + config.renewInterval().toNanos();
+        if (times.periodicDue()) {
             attempt(false);
         }
-        long next = expiryAt != UNSCHEDULED && expiryAt - periodicAt < 0 ? expiryAt : periodicAt;
+        long next = times.next();
         if (fastPath != null) {
             fastPath.lookAgainIfDue();
             next = fastPath.nextAt(next);
@@ -273,13 +264,12 @@ public final class Leadership implements Grants, AutoCloseable {
      * notification, or by the attempt at that expiry.
      */
     void attempt(boolean force) {
-        if (!force && expiryAt != UNSCHEDULED && grant.get() == null && ticker.nanoTime() - expiryAt < 0) {
+        if (!force && grant.get() == null && times.beforeExpiry()) {
             return;
         }
-        expiryAt = UNSCHEDULED;
         long started = ticker.nanoTime();
         // The next periodic attempt is a renewal interval after this one, whatever started it.
-        periodicAt = started + config.renewInterval().toNanos();
+        times.attempted(started);
         Grant previous = grant.get();
         boolean lapsed = previous != null && current().isEmpty();
         try {
@@ -345,7 +335,7 @@ public final class Leadership implements Grants, AutoCloseable {
             meters.renewalLatency.record(ticker.nanoTime() - started, TimeUnit.NANOSECONDS);
             databaseReachable = true;
             if (result.isPresent()) {
-                periodicAt = started + config.renewInterval().toNanos();
+                times.tookOver(started);
                 meters.fastTakeovers.increment();
                 granted(
                         result.get(),
@@ -382,11 +372,7 @@ public final class Leadership implements Grants, AutoCloseable {
         if (fastPath != null && !h.holderId().equals(holderId)) {
             fastPath.sawHolder(h);
         }
-        if (!h.remaining().isZero()) {
-            expiryAt = ticker.nanoTime()
-                    + Math.min(h.remaining().toNanos(), config.duration().toNanos())
-                    + EXPIRY_SLACK_NANOS;
-        }
+        times.holderExpiresIn(h.remaining());
     }
 
     /** What the lease thread has told the watcher and the watcher has not taken yet; for tests, which start no threads. */
