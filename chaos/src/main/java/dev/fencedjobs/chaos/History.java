@@ -56,8 +56,10 @@ public final class History {
     /** A row of {@code dispatch_limits}, as the run defined it and left it. */
     public record Limit(String dispatchKey, double perSecond, double burst) {}
 
-    /** A row of {@code outbox}. */
-    /** publishedAt: 0 once the relay's position passed the row (histories from before it kept the time), null while unpublished. */
+    /**
+     * A row of {@code outbox}. publishedAt: 0 once the relay's position passed the row (histories from
+     * before it kept the time), null while unpublished.
+     */
     public record OutboxRow(
             long id, long jobId, String resource, long fencingToken, Long publishedAt, String publishError) {}
 

@@ -268,10 +268,6 @@ class LeastPrivilegeTest {
         denied(Roles.RELAY, "r-secret", "SELECT * FROM jobs");
     }
 
-    /**
-     * What column grants cannot say, the schema's triggers refuse, on a database of its own holding a
-     * live scheduler lease, completed jobs (published and not), a pending job and the relay's lease.
-     */
     /** A login for the dispatcher's and one for the relay's work, with a password each. */
     private record Logins(String dispatcher, String dispatcherPassword, String relay, String relayPassword) {}
 
@@ -302,6 +298,10 @@ class LeastPrivilegeTest {
         return new Logins(d, "app-secret", r, "app-secret");
     }
 
+    /**
+     * What column grants cannot say, the schema's triggers refuse, on a database of its own holding a
+     * live scheduler lease, completed jobs (published and not), a pending job and the relay's lease.
+     */
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"role", "member", "rights"})
     void theTriggersRefuseWhatTheGrantsCannotExpressForEveryLogin(String kind) throws Exception {

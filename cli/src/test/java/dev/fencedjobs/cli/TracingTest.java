@@ -439,7 +439,6 @@ class TracingTest {
                 .orElse(null);
     }
 
-    /** The consumer's span for a job with that outcome, once exported. */
     /** The consumer's span of the record sent with parent span {@code parent}, dead-lettered unread. */
     private static SpanData unreadSpan(InMemorySpanExporter exported, String parent) {
         return exported.getFinishedSpanItems().stream()
@@ -450,6 +449,7 @@ class TracingTest {
                 .orElse(null);
     }
 
+    /** The consumer's span for a job with that outcome, once exported. */
     private static SpanData outcome(InMemorySpanExporter exported, long jobId, String outcome) {
         return exported.getFinishedSpanItems().stream()
                 .filter(s -> s.getKind() == SpanKind.CONSUMER

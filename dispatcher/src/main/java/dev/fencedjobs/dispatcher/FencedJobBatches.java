@@ -290,15 +290,15 @@ final class FencedJobBatches implements JobBatches {
         return after == null ? noCondition() : row(JOBS.DUE_AT, JOBS.ID).gt(after.dueAt(), after.id());
     }
 
+    /** The warm-up's token: the largest there is, which no lease reaches (an epoch is 2^32 takeovers), so its guard never passes. */
+    private static final FencingToken WARM_UP_TOKEN = FencingToken.of(Long.MAX_VALUE);
+
     /**
      * The guard and the batch statement with LIMIT 0 (under {@link #WARM_UP_TOKEN}), in a
      * transaction that is rolled back, then the next-due query and a read of the lease: every
      * statement a new leader runs first, parsed, planned and mapped once. Nothing is written or
      * locked, and the statement triggers' notifications are discarded with the rollback.
      */
-    /** The warm-up's token: the largest there is, which no lease reaches (an epoch is 2^32 takeovers), so its guard never passes. */
-    private static final FencingToken WARM_UP_TOKEN = FencingToken.of(Long.MAX_VALUE);
-
     @Override
     public void warmUp() {
         try {
