@@ -3,7 +3,7 @@
 #
 #   ./mvnw -q -pl benchmarks -am package -DskipTests
 #   benchmarks/compare-db-scheduler.sh            REPS=2 benchmarks/compare-db-scheduler.sh
-#   N=20000 E2E_ARGS='--seconds 10 --bound-repetitions 1' E2E_JAVA_OPTS=-DwarmUpMaxSeconds=10 benchmarks/compare-db-scheduler.sh   # CI's short mode
+#   N=20000 E2E_ARGS='--seconds 10 --bound-repetitions 1' E2E_JAVA_OPTS=-DwarmUpMaxSeconds=5 benchmarks/compare-db-scheduler.sh   # CI's short mode
 #
 # It starts a PostgreSQL 17 (the zonky binaries) with the anchor's pg.sh, and on that server, for each
 # repetition: db-scheduler 16.7.1's own throughput benchmark with both its polling strategies (two
