@@ -476,6 +476,19 @@ final class BenchStack implements AutoCloseable {
     }
 
     /** Autovacuum and autoanalyze runs on this database's tables, and checkpoints, so far. */
+    /** {@link #backgroundWork(Statement)} on this stack's server. */
+    long[] backgroundWork() {
+        try (Connection c = owner();
+                Statement s = c.createStatement()) {
+            return backgroundWork(s);
+        } catch (SQLException e) {
+            throw new IllegalStateException("reading the server's background work", e);
+        }
+    }
+
+    /** The bytes of WAL the server has written since its statistics were last reset. */
+    static final String WAL_BYTES = "SELECT wal_bytes::bigint FROM pg_stat_wal";
+
     static long[] backgroundWork(Statement s) throws SQLException {
         long vacuums =
                 scalar(s, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables");

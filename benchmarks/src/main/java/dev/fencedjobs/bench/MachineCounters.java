@@ -41,9 +41,21 @@ record MachineCounters(long total, long idle, long iowait, long steal, long sect
         return String.format(
                 Locale.ROOT,
                 "machine idle %.0f %%, I/O wait %.0f %%, stolen %.1f %%; %,.0f MB written to disk",
-                100 * (idle - before.idle) / ticks,
+                idlePercent(before),
                 100 * (iowait - before.iowait) / ticks,
                 100 * (steal - before.steal) / ticks,
                 (sectorsWritten - before.sectorsWritten) * 512 / 1e6);
+    }
+
+    /** Since {@code before}: the share of the machine's CPU time that was idle, in percent. */
+    double idlePercent(MachineCounters before) {
+        return 100.0 * (idle - before.idle) / Math.max(1, total - before.total);
+    }
+
+    /** Since {@code before}: the CPU time spent at work (neither idle nor waiting for I/O), in microseconds of one core. */
+    double busyMicros(MachineCounters before) {
+        long ticks = total - before.total - (idle - before.idle) - (iowait - before.iowait);
+        // A clock tick is 10 ms of one core.
+        return ticks * 10_000.0;
     }
 }

@@ -64,6 +64,22 @@ final class PipelinedBound {
     static final int DISPATCH_BATCH = 500;
     static final int RELAY_BATCH = 2000;
 
+    /**
+     * The dispatcher's batch as one statement (FencedJobBatches): a batch of due pending jobs that
+     * also match {@code condition}, in due order, completed with token 1 and their outbox rows
+     * written. The completion trigger accepts token 1 once {@link CompletedJobs#LEASE} has run.
+     */
+    static String completeDue(String condition) {
+        return "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() AND "
+                + condition
+                + " ORDER BY due_at, id LIMIT " + DISPATCH_BATCH + " FOR UPDATE SKIP LOCKED),"
+                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
+                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at,"
+                + " jobs.created_at)"
+                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
+                + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id";
+    }
+
     /** Effect rows written per second over {@code seconds}, after {@code warmUpSeconds}. */
     static double postgresOnly(BenchPostgres pg, int warmUpSeconds, int seconds) throws Exception {
         String url = pg.freshDatabase("bound_pg");
@@ -98,15 +114,8 @@ final class PipelinedBound {
                             "SELECT fencing_token FROM leader_lease WHERE role = 'scheduler' FOR UPDATE");
                     // As the dispatcher does, each batch starts after the last job the one before completed
                     // (the jobs come due in insertion order here, so nothing is ever left behind it).
-                    PreparedStatement complete = c.prepareStatement(
-                            "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() AND (due_at, id) > (?, ?)"
-                                    + " ORDER BY due_at, id LIMIT " + DISPATCH_BATCH + " FOR UPDATE SKIP LOCKED),"
-                                    + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
-                                    + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at,"
-                                    + " jobs.created_at)"
-                                    + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
-                                    + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id"
-                                    + " RETURNING job_id, due_at")) {
+                    PreparedStatement complete =
+                            c.prepareStatement(completeDue("(due_at, id) > (?, ?)") + " RETURNING job_id, due_at")) {
                 // The completion trigger accepts only the scheduler lease's token: the loop holds token 1 of a lease of
                 // its own.
                 s.execute(CompletedJobs.LEASE);
@@ -371,7 +380,7 @@ final class PipelinedBound {
             warmUp(warmUpSeconds);
             long jit0 = BenchStack.ownCompilerTicks();
             long[] background0 = server == null ? null : BenchStack.backgroundWork(server);
-            long wal0 = server == null ? 0 : BenchStack.scalar(server, "SELECT wal_bytes::bigint FROM pg_stat_wal");
+            long wal0 = server == null ? 0 : BenchStack.scalar(server, BenchStack.WAL_BYTES);
             MachineCounters machine0 = MachineCounters.read();
             long c0 = counter.get();
             long t0 = System.nanoTime();
@@ -405,7 +414,7 @@ final class PipelinedBound {
             String background = "";
             if (server != null) {
                 long[] background1 = BenchStack.backgroundWork(server);
-                long wal = BenchStack.scalar(server, "SELECT wal_bytes::bigint FROM pg_stat_wal") - wal0;
+                long wal = BenchStack.scalar(server, BenchStack.WAL_BYTES) - wal0;
                 background = String.format(
                         Locale.ROOT,
                         "; autovacuum at work in %d of its %d seconds, %d checkpoint(s), %,.0f MB of WAL",

@@ -148,15 +148,12 @@ final class ShardBoundBenchmark {
                 throw new IllegalStateException(jobs + " jobs completed of " + backlog);
             }
             double seconds = (t1 - t0) / 1e9;
-            long ticks = Math.max(1, after.total() - before.total());
-            long used = ticks - (after.idle() - before.idle()) - (after.iowait() - before.iowait());
-            // Clock ticks are 10 ms of one core.
             return new Result(
                     jobs / seconds,
                     seconds,
-                    used * 10_000.0 / jobs,
+                    after.busyMicros(before) / jobs,
                     String.join(" ", busy),
-                    100.0 * (after.idle() - before.idle()) / ticks);
+                    after.idlePercent(before));
         } finally {
             pool.shutdownNow();
             pg.dropDatabase(url);
@@ -169,16 +166,7 @@ final class ShardBoundBenchmark {
                 Statement s = c.createStatement();
                 PreparedStatement guard = c.prepareStatement(
                         "SELECT fencing_token FROM leader_lease WHERE role = 'bound-shard-" + shard + "' FOR UPDATE");
-                PreparedStatement complete = c.prepareStatement(
-                        "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND shard = " + shard
-                                + " AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT "
-                                + PipelinedBound.DISPATCH_BATCH
-                                + " FOR UPDATE SKIP LOCKED),"
-                                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
-                                + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at,"
-                                + " jobs.completed_at, jobs.created_at)"
-                                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
-                                + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id")) {
+                PreparedStatement complete = c.prepareStatement(PipelinedBound.completeDue("shard = " + shard))) {
             // The dispatcher's plan: the index read in order (FencedJobBatches.preferIndexOrder).
             s.execute("SET enable_sort = off");
             c.setAutoCommit(false);

@@ -127,8 +127,6 @@ final class ThroughputPhase {
         return rate;
     }
 
-    private static final String CHECKPOINTS = "SELECT num_timed + num_requested FROM pg_stat_checkpointer";
-
     /** A measured window: how long, and how many effects were applied in it. */
     record Window(double seconds, long effects) {}
 
@@ -158,8 +156,8 @@ final class ThroughputPhase {
         try {
             warmUp(warmUpMaxSeconds, List.of(stack));
             atStart.run();
-            long wal0 = stack.scalar("SELECT wal_bytes::bigint FROM pg_stat_wal");
-            long checkpoints0 = stack.scalar(CHECKPOINTS);
+            long wal0 = stack.scalar(BenchStack.WAL_BYTES);
+            long checkpoints0 = stack.backgroundWork()[1];
             MachineCounters machine0 = MachineCounters.read();
             a0 = ledgerEnd(stack);
             t0 = System.nanoTime();
@@ -169,8 +167,8 @@ final class ThroughputPhase {
             System.out.printf(
                     Locale.ROOT,
                     "   in the window: %,.0f MB of WAL, %d checkpoint(s); %s%n",
-                    (stack.scalar("SELECT wal_bytes::bigint FROM pg_stat_wal") - wal0) / 1e6,
-                    stack.scalar(CHECKPOINTS) - checkpoints0,
+                    (stack.scalar(BenchStack.WAL_BYTES) - wal0) / 1e6,
+                    stack.backgroundWork()[1] - checkpoints0,
                     MachineCounters.read().since(machine0));
             // Where the work waits at the window's end: which stage the others outran.
             long published = stack.scalar("SELECT published_through FROM outbox_position WHERE role = 'relay'");
