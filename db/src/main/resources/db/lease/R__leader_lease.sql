@@ -28,12 +28,18 @@ $$;
 --     login cannot take the scheduler's lease (and hold up every job), nor a dispatcher's the
 --     relay's; the schema's owner is exempt;
 --   * a token of an earlier epoch moves to the first token of the current one on any write, a
---     renewal included, so the holder of a lease that crossed a promotion gets a new token.
--- (V1, V5, V10)
+--     renewal included, so the holder of a lease that crossed a promotion gets a new token;
+--   * a new token is above every token of the role's family: the roles of a family are its shards
+--     ('scheduler', 'scheduler/1', ...; shards, V13 of the dispatcher's schema), so no two shards
+--     ever hold the same token, and the first token of a shard's holder is above every token that
+--     any shard issued before (a resource that moves to another shard keeps seeing its tokens
+--     grow). The family's new tokens are issued one at a time (a transaction-level advisory lock).
+-- (V1, V5, V10, shards)
 CREATE OR REPLACE FUNCTION leader_lease_guard() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     epoch_base bigint;
+    family_top bigint;
 BEGIN
     IF TG_OP = 'DELETE' THEN
         RAISE EXCEPTION 'leader_lease rows are never deleted (role %): a new row would restart the fencing token', OLD.role;
@@ -43,22 +49,31 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     epoch_base := fencing_epoch_base();
-    IF TG_OP = 'INSERT' THEN
-        NEW.fencing_token := greatest(NEW.fencing_token, epoch_base + 1);
-        RETURN NEW;
-    END IF;
-    IF NEW.role <> OLD.role THEN
-        RAISE EXCEPTION 'leader_lease.role may not change (% to %)', OLD.role, NEW.role;
-    END IF;
-    IF NEW.fencing_token < OLD.fencing_token THEN
-        RAISE EXCEPTION 'fencing token of role % may not decrease (% to %)', OLD.role, OLD.fencing_token, NEW.fencing_token;
-    END IF;
-    IF NEW.holder_id <> OLD.holder_id AND NEW.fencing_token = OLD.fencing_token THEN
-        RAISE EXCEPTION 'a new holder of role % needs a new fencing token (% took over % with token %)',
-            OLD.role, NEW.holder_id, OLD.holder_id, OLD.fencing_token;
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.role <> OLD.role THEN
+            RAISE EXCEPTION 'leader_lease.role may not change (% to %)', OLD.role, NEW.role;
+        END IF;
+        IF NEW.fencing_token < OLD.fencing_token THEN
+            RAISE EXCEPTION 'fencing token of role % may not decrease (% to %)', OLD.role, OLD.fencing_token, NEW.fencing_token;
+        END IF;
+        IF NEW.holder_id <> OLD.holder_id AND NEW.fencing_token = OLD.fencing_token THEN
+            RAISE EXCEPTION 'a new holder of role % needs a new fencing token (% took over % with token %)',
+                OLD.role, NEW.holder_id, OLD.holder_id, OLD.fencing_token;
+        END IF;
     END IF;
     IF NEW.fencing_token <= epoch_base THEN
         NEW.fencing_token := epoch_base + 1;
+    END IF;
+    -- An upsert fires this for its INSERT too, also when it ends up updating: a row that exists gets its
+    -- token drawn by the UPDATE's firing, if its token changes, so a renewal takes no family lock. (Taken
+    -- here while the upsert then waited for the row, it closed a cycle with shards_switch, which holds
+    -- the rows and draws the family's tokens: renewals timed out and the switch never got through.)
+    IF (TG_OP = 'INSERT' AND NOT EXISTS (SELECT 1 FROM leader_lease l WHERE l.role = NEW.role))
+       OR (TG_OP = 'UPDATE' AND NEW.fencing_token <> OLD.fencing_token) THEN
+        PERFORM pg_advisory_xact_lock(hashtext('fenced-jobs lease family ' || split_part(NEW.role, '/', 1)));
+        SELECT max(l.fencing_token) INTO family_top FROM leader_lease l
+            WHERE split_part(l.role, '/', 1) = split_part(NEW.role, '/', 1) AND l.role <> NEW.role;
+        NEW.fencing_token := greatest(NEW.fencing_token, family_top + 1);
     END IF;
     RETURN NEW;
 END

@@ -13,8 +13,8 @@ CREATE OR REPLACE FUNCTION dispatch_limit_tokens(tokens double precision, refill
         ELSE least(burst, tokens + per_second * greatest(0, extract(epoch FROM at - refilled_at))) END
 $$;
 
--- A limit's state (tokens, refilled_at, refilled_by_token) is written only with the scheduler
--- lease's current token, by whatever login, and never faster than the limit refills: its time
+-- A limit's state (tokens, refilled_at, refilled_by_token) is written only with the current token
+-- of a scheduler lease (of any shard: a key's jobs may be in several), by whatever login, and never faster than the limit refills: its time
 -- only moves forward, and its tokens never exceed what the bucket held plus per_second for each
 -- second since, up to burst. So neither a paused former leader nor anyone else can refill a
 -- bucket, and a takeover or a restart finds the state the last batch left. The definition
@@ -23,26 +23,26 @@ $$;
 CREATE OR REPLACE FUNCTION dispatch_limits_state_guard() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    lease_token bigint;
+    lease_tokens bigint[];
     forged record;
 BEGIN
-    SELECT fencing_token INTO lease_token FROM leader_lease WHERE role = 'scheduler';
+    SELECT coalesce(array_agg(fencing_token), '{}') INTO lease_tokens FROM leader_lease WHERE split_part(role, '/', 1) = 'scheduler';
     IF TG_OP = 'INSERT' THEN
         SELECT n.dispatch_key, n.refilled_by_token INTO forged FROM new_limits n
-        WHERE n.tokens IS NOT NULL AND (n.refilled_by_token IS DISTINCT FROM lease_token OR n.tokens > n.burst)
+        WHERE n.tokens IS NOT NULL AND (n.refilled_by_token IS NULL OR n.refilled_by_token <> ALL (lease_tokens) OR n.tokens > n.burst)
         LIMIT 1;
     ELSE
         SELECT n.dispatch_key, n.refilled_by_token INTO forged FROM new_limits n
         LEFT JOIN old_limits o ON o.dispatch_key = n.dispatch_key
         WHERE (o.tokens, o.refilled_at, o.refilled_by_token) IS DISTINCT FROM (n.tokens, n.refilled_at, n.refilled_by_token)
-          AND (n.refilled_by_token IS DISTINCT FROM lease_token OR n.tokens IS NULL
+          AND (n.refilled_by_token IS NULL OR n.refilled_by_token <> ALL (lease_tokens) OR n.tokens IS NULL
                OR n.refilled_at < o.refilled_at
                OR n.tokens > 1e-6 + dispatch_limit_tokens(o.tokens, o.refilled_at, n.per_second, n.burst, n.refilled_at))
         LIMIT 1;
     END IF;
     IF FOUND THEN
-        RAISE EXCEPTION 'the tokens of limit % were written with token % (the scheduler lease has token %): only the lease holder spends a limit''s tokens, and never refills them faster than the limit',
-            forged.dispatch_key, coalesce(forged.refilled_by_token::text, '(none)'), coalesce(lease_token::text, '(none)')
+        RAISE EXCEPTION 'the tokens of limit % were written with token % (the scheduler leases have tokens %): only a lease holder spends a limit''s tokens, and never refills them faster than the limit',
+            forged.dispatch_key, coalesce(forged.refilled_by_token::text, '(none)'), lease_tokens::text
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN NULL;

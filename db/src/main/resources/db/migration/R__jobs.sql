@@ -69,20 +69,24 @@ CREATE TRIGGER jobs_completed_are_final
     FOR EACH ROW WHEN (OLD.state <> 'pending')
     EXECUTE FUNCTION jobs_completed_are_final();
 
--- Only the scheduler lease's current token completes jobs. Once per statement: the dispatcher
--- completes a batch and writes its outbox rows in one statement.
+-- Only the current token of the job's shard's scheduler lease completes it (a switch of the shard
+-- map gives every scheduler lease a new token: R__shards.sql). Once per statement:
+-- the dispatcher completes a batch and writes its outbox rows in one statement. Every shard's token
+-- is one no other shard's lease has (leader_lease_guard), so the holder of one shard cannot
+-- complete a job of another.
 CREATE OR REPLACE FUNCTION jobs_completed_with_lease_token() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    lease_token bigint;
     forged record;
 BEGIN
-    SELECT fencing_token INTO lease_token FROM leader_lease WHERE role = 'scheduler';
-    SELECT id, completed_by_token INTO forged FROM changed
-        WHERE state = 'completed' AND completed_by_token IS DISTINCT FROM lease_token LIMIT 1;
+    SELECT c.id, c.shard, c.completed_by_token, l.fencing_token AS lease_token INTO forged
+        -- shard_role written out: a function with its own search path costs a setting's save and
+        -- restore per call, per row here.
+        FROM changed c LEFT JOIN leader_lease l ON l.role = CASE WHEN c.shard = 0 THEN 'scheduler' ELSE 'scheduler/' || c.shard END
+        WHERE c.state = 'completed' AND c.completed_by_token IS DISTINCT FROM l.fencing_token LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'job % completed with token %, but the scheduler lease has token %: only the lease holder completes jobs, with its own token',
-            forged.id, forged.completed_by_token, coalesce(lease_token::text, '(none)') USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'job % (shard %) completed with token %, but the shard''s scheduler lease has token %: only the shard''s lease holder completes its jobs, with its own token',
+            forged.id, forged.shard, forged.completed_by_token, coalesce(forged.lease_token::text, '(none)') USING ERRCODE = 'check_violation';
     END IF;
     RETURN NULL;
 END
@@ -93,6 +97,28 @@ CREATE TRIGGER jobs_completed_with_lease_token
     AFTER UPDATE ON jobs
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_completed_with_lease_token();
+
+-- A job's shard is the database's to assign, from its resource and the shard map in force
+-- (V13, R__shards.sql): whatever an INSERT or UPDATE names, the shard is set here. The map's
+-- switch (shards_switch) holds the jobs table in SHARE mode while it moves pending jobs, so no
+-- job is assigned by a map that is no longer in force when it commits.
+CREATE OR REPLACE FUNCTION jobs_assign_shard() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    n integer;
+BEGIN
+    SELECT m.shard_count INTO n FROM shard_map m WHERE m.id = 1;
+    -- shard_of written out (R__shards.sql; ShardSchemaTest compares them): once per inserted row.
+    NEW.shard := CASE WHEN n IS NULL OR n <= 1 THEN 0
+        ELSE ((('x' || left(md5(NEW.resource), 8))::bit(32)::integer & 2147483647) % n)::integer END;
+    RETURN NEW;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_assign_shard ON jobs;
+CREATE TRIGGER jobs_assign_shard
+    BEFORE INSERT OR UPDATE OF resource, shard ON jobs
+    FOR EACH ROW EXECUTE FUNCTION jobs_assign_shard();
 
 -- Pending jobs are deleted by nobody but the owner: the dispatcher's retention deletes completed
 -- jobs, and a producer cancels through cancel_job.
@@ -268,7 +294,7 @@ $$;
 -- key held back by its limit comes (at most a second away when SKIP LOCKED passed a job over; NULL
 -- when nothing is pending and nothing held, so an idle leader sends nothing); the keys held back;
 -- and the batch's database time.
-CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
+CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, p_shard integer, batch_limit integer, start_key varchar,
         OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
         OUT database_now timestamptz)
     LANGUAGE plpgsql
@@ -295,23 +321,28 @@ BEGIN
     IF batch_limit <= 0 THEN
         RETURN;
     END IF;
+    -- While the shard map drains (R__shards.sql), nothing completes; look again soon.
+    IF EXISTS (SELECT 1 FROM shard_map m WHERE m.target_count IS NOT NULL) THEN
+        next_at := v_now + interval '100 milliseconds';
+        RETURN;
+    END IF;
     -- 1. The keys, one index descent each (a skip scan of jobs_pending_key): those after start_key,
     -- then from the first up to start_key, which comes last; one more than fit says there are more.
     WITH RECURSIVE after_start(k) AS (
         SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                WHERE j.state = 'pending' AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key))
+                WHERE j.state = 'pending' AND j.shard = p_shard AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key))
         UNION ALL
         SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > a.k)
+                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > a.k)
         FROM after_start a WHERE a.k IS NOT NULL
     )
     SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL LIMIT batch_limit + 1) t;
     IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
         WITH RECURSIVE from_first(k) AS (
-            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending')
+            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard)
             UNION ALL
             SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                    WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > f.k)
+                    WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > f.k)
             FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
         )
         SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
@@ -324,7 +355,7 @@ BEGIN
     END IF;
     v_n := coalesce(array_length(v_keys, 1), 0);
     IF v_n = 0 THEN
-        next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = p_shard AND due_at > v_now);
         RETURN;
     END IF;
     -- 2. Each key's share, within its limit: the limits locked in key order, then read in one statement.
@@ -342,7 +373,7 @@ BEGIN
         SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
         CROSS JOIN LATERAL (
             SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
-            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
+            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
             ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
             LIMIT least(v_share, u.cap)) x
     )
@@ -358,7 +389,7 @@ BEGIN
         CONTINUE WHEN v_want <= 0;
         SELECT array_agg(c.id) INTO v_got FROM (
             SELECT j.id FROM jobs j
-            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
             ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
             LIMIT v_want OFFSET v_taken[i]) c;
         IF v_got IS NOT NULL THEN
@@ -383,8 +414,8 @@ BEGIN
             RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at, j.traceparent, j.tracestate,
                 coalesce(j.dispatch_key, j.resource) AS dkey, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank
         ), written AS (
-            INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
-            SELECT d.id, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at, d.traceparent, d.tracestate
+            INSERT INTO outbox (job_id, shard, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
+            SELECT d.id, p_shard, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at, d.traceparent, d.tracestate
             FROM done d ORDER BY d.rank, d.id
             RETURNING 1
         ), spent AS (
@@ -402,11 +433,11 @@ BEGIN
     SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
     FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
     WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
     IF more THEN
         next_at := v_now;
     ELSE
-        v_future := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        v_future := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = p_shard AND due_at > v_now);
         next_at := least(v_held_until, v_future);
         -- A job SKIP LOCKED passed over (a producer was updating it) is due and in no time above:
         -- look again in a second.
@@ -415,6 +446,16 @@ BEGIN
         END IF;
     END IF;
 END
+$$;
+
+-- As the release before shards called it, without a shard: shard 0's batch, so that its dispatchers
+-- keep completing jobs on the policy path while the database has one shard (an upgrade, docs/operations.md).
+CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
+        OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
+        OUT database_now timestamptz)
+    LANGUAGE sql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT * FROM dispatch_batch(p_token, 0, batch_limit, start_key)
 $$;
 
 /* [jooq ignore stop] */

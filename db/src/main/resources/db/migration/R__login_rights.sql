@@ -15,10 +15,11 @@ CREATE OR REPLACE FUNCTION login_owns_schema() RETURNS boolean LANGUAGE sql STAB
 $$;
 
 -- Whether the login does a role's work, by its rights: the scheduler's is to complete jobs, the
--- relay's to move the relay's position. No other role has work a login could be granted.
+-- relay's to move the relay's position; a shard's role ('scheduler/3') is its family's. No other
+-- role has work a login could be granted.
 CREATE OR REPLACE FUNCTION login_does_work_of(lease_role varchar) RETURNS boolean LANGUAGE sql STABLE
     SET search_path = pg_catalog, public, pg_temp AS $$
-    SELECT CASE lease_role
+    SELECT CASE split_part(lease_role, '/', 1)
         WHEN 'scheduler' THEN has_column_privilege(current_user, 'jobs', 'completed_by_token', 'UPDATE')
         WHEN 'relay' THEN has_table_privilege(current_user, 'outbox_position', 'UPDATE')
         ELSE false

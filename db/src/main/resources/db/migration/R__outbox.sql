@@ -3,11 +3,13 @@
 
 /* [jooq ignore start] */
 
--- Wakes the relay: one notification per statement (the dispatcher writes a batch in one statement).
+-- Wakes the relay of each shard the statement wrote rows of, the shard the payload (a dispatcher's
+-- batch is one statement of one shard): the relay loops of the other shards sleep on. A relay from
+-- before shards wakes on any payload.
 CREATE OR REPLACE FUNCTION outbox_notify_inserted() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
-    PERFORM pg_notify('outbox_inserted', '');
+    PERFORM pg_notify('outbox_inserted', s::text) FROM (SELECT DISTINCT shard AS s FROM inserted) d;
     RETURN NULL;
 END
 $$;
@@ -15,10 +17,11 @@ $$;
 DROP TRIGGER IF EXISTS outbox_notify_inserted ON outbox;
 CREATE TRIGGER outbox_notify_inserted
     AFTER INSERT ON outbox
+    REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify_inserted();
 
--- An outbox row is written only with the scheduler lease's current token, for a job completed with
--- that same token. Once per statement.
+-- An outbox row is written only with the current token of its shard's scheduler lease, for a job of
+-- that shard completed with that same token. Once per statement.
 --
 -- The join with jobs is planned anew each time (EXECUTE), for the table as it is then. PL/pgSQL
 -- would keep the plan its session's first statements got, until an ANALYZE of jobs: for a leader
@@ -29,21 +32,22 @@ CREATE TRIGGER outbox_notify_inserted
 CREATE OR REPLACE FUNCTION outbox_written_for_completed_jobs() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    lease_token bigint;
     forged record;
     found_forged integer;
 BEGIN
-    SELECT fencing_token INTO lease_token FROM leader_lease WHERE role = 'scheduler';
-    EXECUTE 'SELECT o.job_id, o.fencing_token, j.completed_by_token
+    EXECUTE 'SELECT o.job_id, o.shard, o.fencing_token, j.completed_by_token, j.shard AS job_shard, l.fencing_token AS lease_token
         FROM written o LEFT JOIN jobs j ON j.id = o.job_id
-        WHERE o.fencing_token IS DISTINCT FROM $1 OR j.completed_by_token IS DISTINCT FROM o.fencing_token LIMIT 1'
-        INTO forged USING lease_token;
+        LEFT JOIN leader_lease l ON l.role = CASE WHEN o.shard = 0 THEN ''scheduler'' ELSE ''scheduler/'' || o.shard END
+        WHERE o.fencing_token IS DISTINCT FROM l.fencing_token OR j.completed_by_token IS DISTINCT FROM o.fencing_token
+           OR j.shard IS DISTINCT FROM o.shard LIMIT 1'
+        INTO forged;
     -- EXECUTE sets the row count, not FOUND.
     GET DIAGNOSTICS found_forged = ROW_COUNT;
     IF found_forged > 0 THEN
-        RAISE EXCEPTION 'outbox row for job % has token %, but the job was completed with token % and the scheduler lease has token %: '
+        RAISE EXCEPTION 'outbox row for job % (shard %) has token %, but the job (shard %) was completed with token % and the shard''s scheduler lease has token %: '
             'outbox rows are written only with the completion, by the lease holder',
-            forged.job_id, forged.fencing_token, coalesce(forged.completed_by_token::text, '(none)'), coalesce(lease_token::text, '(none)')
+            forged.job_id, forged.shard, forged.fencing_token, coalesce(forged.job_shard::text, '(none)'),
+            coalesce(forged.completed_by_token::text, '(none)'), coalesce(forged.lease_token::text, '(none)')
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN NULL;
@@ -56,15 +60,16 @@ CREATE TRIGGER outbox_written_for_completed_jobs
     REFERENCING NEW TABLE AS written
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_written_for_completed_jobs();
 
--- Rows past the relay's position are not published yet and are never deleted: an unpublished row
--- is a message not sent. One check per statement against the position.
+-- Rows past their shard's relay position are not published yet and are never deleted: an
+-- unpublished row is a message not sent. One check per statement against the positions.
 CREATE OR REPLACE FUNCTION outbox_unpublished_kept() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     kept record;
 BEGIN
     SELECT d.id, d.job_id INTO kept FROM deleted d
-        WHERE d.id > coalesce((SELECT published_through FROM outbox_position WHERE role = 'relay'), 0) LIMIT 1;
+        LEFT JOIN outbox_position p ON p.role = CASE WHEN d.shard = 0 THEN 'relay' ELSE 'relay/' || d.shard END
+        WHERE d.id > coalesce(p.published_through, 0) LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox row % (job %) is not published yet and may not be deleted', kept.id, kept.job_id
             USING ERRCODE = 'check_violation';

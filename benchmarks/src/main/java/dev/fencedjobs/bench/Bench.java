@@ -97,7 +97,8 @@ public final class Bench implements Callable<Integer> {
             showDefaultValues = true,
             description = {
                 "The whole pipeline as separate processes: throughput beside its bound, due-to-effect latency at offered loads,",
-                "failover of the dispatcher and the relay (fast path, lease, partition) and of the consumer, and the idle statements. Writes e2e.md and e2e.json to --out."
+                "failover of the dispatcher and the relay (fast path, lease, partition) and of the consumer, and the idle statements. Writes e2e.md and e2e.json to --out.",
+                "-Dshards=N runs the stack with N shards (docs/shards.md); 1 by default."
             })
     static final class EndToEnd implements Callable<Integer> {
         @Option(names = "--seconds", defaultValue = "20", description = "length of each throughput window")
@@ -120,7 +121,7 @@ public final class Bench implements Callable<Integer> {
                 names = "--phases",
                 defaultValue = "all",
                 description =
-                        "all (every phase but tracing-side-by-side), or some of throughput,latency,failover,consumer-failover,signatures,tracing,tracing-side-by-side,idle")
+                        "all (every phase but tracing-side-by-side, shard-kill and reshard), or some of throughput,latency,failover,consumer-failover,shard-kill,reshard,signatures,tracing,tracing-side-by-side,idle; shard-kill and reshard need -Dshards=2 or more")
         String phases;
 
         @Option(
@@ -153,6 +154,12 @@ public final class Bench implements Callable<Integer> {
                 description = "windows of the PostgreSQL bound, each after the server settled; the median counts")
         int boundRepetitions;
 
+        @Option(
+                names = "--shard-rate",
+                defaultValue = "400",
+                description = "jobs/s due now during shard-kill and reshard")
+        int shardRate;
+
         @Option(names = "--out", defaultValue = "docs/benchmarks", description = "where the report goes")
         Path out;
 
@@ -177,7 +184,8 @@ public final class Bench implements Callable<Integer> {
                             boundRepetitions,
                             tracingRounds,
                             sideBySideWindows,
-                            tracingBase)
+                            tracingBase,
+                            shardRate)
                     .run();
             return 0;
         }
@@ -192,8 +200,8 @@ public final class Bench implements Callable<Integer> {
     @Command(
             name = "shards",
             description = {
-                "PostgreSQL alone completing a backlog of due jobs from k connections, one shard each: what shards can give on this machine.",
-                "Takes the system properties -Dbacklog=200000 -Drounds=2 -Dshards=1,2,4,8."
+                "The dispatch stage with k shards: PostgreSQL alone completing a backlog of due jobs from k connections, one shard each,",
+                "beside two dispatcher replicas sharing k shards on the same backlog. Takes -Dbacklog=200000 -Drounds=2 -Dshards=1,2,4,8."
             })
     static final class Shards implements Callable<Integer> {
         @Override

@@ -151,6 +151,17 @@ final class BenchSql {
     }
 
     /** p50, p99 and max of a millisecond expression over the rows of a query's FROM/WHERE part. */
+    /**
+     * Due-to-effect latency, SQL INSERT's due time to the consumer's ledger row, of the jobs that
+     * {@code where} picks (over {@code ledger l JOIN jobs j}): count, p50, p99 and max, in ms.
+     */
+    static double[] dueToEffect(Statement statement, String where) throws SQLException {
+        return percentiles(
+                statement,
+                "extract(epoch FROM (l.applied_at - j.due_at)) * 1000",
+                "FROM ledger l JOIN jobs j ON j.id = l.job_id WHERE " + where);
+    }
+
     static double[] percentiles(Statement statement, String msExpression, String fromWhere) throws SQLException {
         try (ResultSet rs = statement.executeQuery("SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
                 + "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM (SELECT " + msExpression + " AS ms "

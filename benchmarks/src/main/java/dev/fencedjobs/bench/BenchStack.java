@@ -180,6 +180,10 @@ final class BenchStack implements AutoCloseable {
         Bootstrap.all(owner, Bootstrap.everyRole("bench"), 0);
         try (Connection c = owner();
                 Statement s = c.createStatement()) {
+            // The shard count (docs/shards.md): -Dshards=, one by default, which every phase's figures
+            // were made with; the throughput phase is also measured with more.
+            s.execute("SELECT shards_set(" + SHARDS + ")");
+            s.execute("SELECT shards_switch()");
             s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
             for (String[] r : new String[][] {
                 {"bench_dispatcher_1", Roles.DISPATCHER},
@@ -204,7 +208,10 @@ final class BenchStack implements AutoCloseable {
             consumer.put(ConsumerConfig.GROUP, consumerGroup);
         }
         start("consumer", "consumer", "bench_consumer", consumer);
-        waitFor("a scheduler and a relay leader", () -> liveLeases() == 2, Duration.ofSeconds(60));
+        waitFor(
+                "a scheduler and a relay leader of each shard",
+                () -> liveLeases() == 2L * SHARDS,
+                Duration.ofSeconds(60));
         // A first job through the whole pipeline: the consumer has joined its group.
         try (Connection c = owner();
                 Statement s = c.createStatement()) {
@@ -392,6 +399,9 @@ final class BenchStack implements AutoCloseable {
     Connection owner() throws SQLException {
         return DriverManager.getConnection(url, pg.user(), pg.password());
     }
+
+    /** The stack's shard count, {@code -Dshards=} (1 by default). */
+    static final int SHARDS = Integer.getInteger("shards", 1);
 
     long liveLeases() {
         try (Connection c = owner()) {

@@ -3,6 +3,7 @@ package dev.fencedjobs.bench;
 import dev.fencedjobs.testing.KafkaProcess;
 import java.nio.file.Path;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Locale;
@@ -55,6 +56,8 @@ final class EndToEndBenchmark {
     private final int sideBySideWindows;
     /** A build from before tracing, or null. */
     private final Path tracingBase;
+    /** Jobs a second due now during the shard phases. */
+    private final int shardRate;
 
     EndToEndBenchmark(
             Path repo,
@@ -69,7 +72,9 @@ final class EndToEndBenchmark {
             int boundRepetitions,
             int tracingRounds,
             int sideBySideWindows,
-            Path tracingBase) {
+            Path tracingBase,
+            int shardRate) {
+        this.shardRate = shardRate;
         this.tracingRounds = tracingRounds;
         this.sideBySideWindows = sideBySideWindows;
         this.tracingBase = tracingBase == null ? null : tracingBase.toAbsolutePath();
@@ -134,6 +139,21 @@ final class EndToEndBenchmark {
                 long t = System.nanoTime();
                 new FailoverPhase(stack, report, trials, phase("failover"), consumerPorts).run();
                 took("failover", t);
+            }
+            if (named("shard-kill") || named("reshard")) { // not in "all": they need -Dshards= of 2 or more
+                if (BenchStack.SHARDS < 2) {
+                    throw new IllegalArgumentException("--phases shard-kill and reshard need -Dshards=2 or more");
+                }
+                long t = System.nanoTime();
+                ShardFaultsPhase shardFaults =
+                        new ShardFaultsPhase(stack, report, trials, shardRate, Duration.ofSeconds(3));
+                if (named("shard-kill")) {
+                    shardFaults.kill();
+                }
+                if (named("reshard")) {
+                    shardFaults.reshard();
+                }
+                took("shard faults", t);
             }
             if (phase("signatures")) {
                 long t = System.nanoTime();

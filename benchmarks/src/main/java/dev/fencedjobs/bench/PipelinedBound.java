@@ -70,14 +70,21 @@ final class PipelinedBound {
      * written. The completion trigger accepts token 1 once {@link CompletedJobs#LEASE} has run.
      */
     static String completeDue(String condition) {
-        return "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() AND "
-                + condition
+        return completeDue(condition, 0, 1);
+    }
+
+    /** {@link #completeDue(String)} of one shard's jobs, with its lease's token. */
+    static String completeDue(String condition, int shard, long token) {
+        return "WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND shard = " + shard
+                + " AND due_at <= clock_timestamp() AND " + condition
                 + " ORDER BY due_at, id LIMIT " + DISPATCH_BATCH + " FOR UPDATE SKIP LOCKED),"
-                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = 1, completed_at = clock_timestamp()"
+                + " done AS (UPDATE jobs SET state = 'completed', completed_by_token = " + token
+                + ", completed_at = clock_timestamp()"
                 + " FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.resource, jobs.payload, jobs.due_at, jobs.completed_at,"
                 + " jobs.created_at)"
-                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
-                + " SELECT id, resource, 1, payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id";
+                + " INSERT INTO outbox (job_id, shard, resource, fencing_token, payload, due_at, completed_at, job_created_at)"
+                + " SELECT id, " + shard + ", resource, " + token
+                + ", payload, due_at, completed_at, created_at FROM done ORDER BY due_at, id";
     }
 
     /** Effect rows written per second over {@code seconds}, after {@code warmUpSeconds}. */

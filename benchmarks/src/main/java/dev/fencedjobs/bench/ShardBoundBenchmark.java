@@ -1,7 +1,7 @@
 package dev.fencedjobs.bench;
 
 import dev.fencedjobs.db.DatabaseConfig;
-import dev.fencedjobs.testing.CompletedJobs;
+import dev.fencedjobs.dispatcher.Dispatcher;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -20,9 +20,10 @@ import java.util.concurrent.Future;
 /**
  * What splitting the dispatch stage into shards can give on this machine, before any service: PostgreSQL
  * alone completing a backlog of due jobs and writing their outbox rows, in the dispatcher's batches
- * and with its statement, from {@code k} connections at once, each on a shard of its own (a column
- * of the job, read through an index of its own) and each taking its own lease row's lock per batch,
- * as one lease per shard would. Beside each {@code k}: the rate against one connection's, the
+ * and with its statement, from {@code k} connections at once, each on a shard of its own (the
+ * schema's shard map set to {@code k}, V13: each job's shard assigned from its resource, read through
+ * {@code jobs_pending_due (shard, due_at, id)}) and each taking its own shard's lease row lock per
+ * batch, as the dispatcher of that shard does. Beside each {@code k}: the rate against one connection's, the
  * machine's CPU per job, and how busy each connection was (the share of the wall time it spent in a
  * statement or a commit): with one connection busy throughout and the machine's cores not, a second
  * one can only help; with the cores full, it cannot.
@@ -33,9 +34,6 @@ import java.util.concurrent.Future;
 final class ShardBoundBenchmark {
 
     private ShardBoundBenchmark() {}
-
-    /** A job's shard here: its resource's hash, as a shard map would place it. */
-    private static final String SHARD_OF = "mod(hashtext(%s) & 2147483647, %d)";
 
     static void run() throws Exception {
         int backlog = Integer.getInteger("backlog", 200_000);
@@ -59,65 +57,167 @@ final class ShardBoundBenchmark {
                     PipelinedBound.DISPATCH_BATCH);
             System.out.printf(
                     Locale.ROOT,
-                    "%-7s %-7s %12s %10s %16s %22s %8s%n",
+                    "%-7s %-7s %-17s %12s %10s %16s %22s %8s%n",
                     "round",
                     "shards",
+                    "who",
                     "jobs/s",
                     "seconds",
                     "CPU/job, us",
                     "connections busy, %",
                     "idle %");
             Map<Integer, List<Double>> rates = new LinkedHashMap<>();
+            Map<Integer, List<Double>> served = new LinkedHashMap<>();
             for (int round = 1; round <= rounds; round++) {
                 for (int k : BenchSql.Rounds.inTurn(round, counts)) {
                     Result r = once(pg, k, backlog);
                     rates.computeIfAbsent(k, x -> new ArrayList<>()).add(r.rate());
-                    System.out.printf(
-                            Locale.ROOT,
-                            "%-7d %-7d %,12.0f %10.2f %16.1f %22s %8.1f%n",
-                            round,
-                            k,
-                            r.rate(),
-                            r.seconds(),
-                            r.cpuMicrosPerJob(),
-                            r.busy(),
-                            r.idlePercent());
+                    print(round, k, "PostgreSQL alone", r);
+                    Result d = dispatchers(pg, k, backlog);
+                    served.computeIfAbsent(k, x -> new ArrayList<>()).add(d.rate());
+                    print(round, k, REPLICAS + " dispatchers", d);
                 }
             }
             double one = rates.containsKey(1) ? BenchSql.median(rates.get(1)) : Double.NaN;
+            double oneServed = served.containsKey(1) ? BenchSql.median(served.get(1)) : Double.NaN;
             System.out.printf(Locale.ROOT, "%nMedians of %d rounds:%n", rounds);
             rates.forEach((k, v) -> System.out.printf(
                     Locale.ROOT,
-                    "  %d shard(s): %,.0f jobs/s, %.2f x one shard%n",
+                    "  %d shard(s): PostgreSQL alone %,.0f jobs/s (%.2f x one shard); %d dispatchers %,.0f jobs/s"
+                            + " (%.2f x one shard, %.2f of PostgreSQL alone)%n",
                     k,
                     BenchSql.median(v),
-                    BenchSql.median(v) / one));
+                    BenchSql.median(v) / one,
+                    REPLICAS,
+                    BenchSql.median(served.get(k)),
+                    BenchSql.median(served.get(k)) / oneServed,
+                    BenchSql.median(served.get(k)) / BenchSql.median(v)));
         }
     }
 
     record Result(double rate, double seconds, double cpuMicrosPerJob, String busy, double idlePercent) {}
 
-    private static Result once(BenchPostgres pg, int shards, int backlog) throws Exception {
-        String url = pg.freshDatabase("shards_" + shards);
+    /** Dispatcher replicas sharing the shards in the dispatchers' run. */
+    static final int REPLICAS = 2;
+
+    private static void print(int round, int k, String who, Result r) {
+        System.out.printf(
+                Locale.ROOT,
+                "%-7d %-7d %-17s %,12.0f %10.2f %16.1f %22s %8.1f%n",
+                round,
+                k,
+                who,
+                r.rate(),
+                r.seconds(),
+                r.cpuMicrosPerJob(),
+                r.busy(),
+                r.idlePercent());
+    }
+
+    /**
+     * The same backlog drained by {@link #REPLICAS} dispatcher replicas (in this JVM, each with its
+     * own pool, lease sessions and threads, as the service runs them) sharing {@code shards}
+     * shards: the jobs are loaded due a few seconds ahead, the replicas started and left to share
+     * the shards out, and the rate is the backlog over the time from its due time to the last
+     * completion ({@code completed_at}, database time).
+     */
+    private static Result dispatchers(BenchPostgres pg, int shards, int backlog) throws Exception {
+        String url = pg.freshDatabase("dispatchers_" + shards);
         DatabaseConfig db = BenchSql.database(url, pg.user(), pg.password());
         BenchSql.migrate(db);
         try (Connection c = BenchSql.connect(db);
                 Statement s = c.createStatement()) {
-            s.execute("ALTER TABLE jobs ADD COLUMN shard int NOT NULL DEFAULT 0");
-            s.execute("CREATE INDEX jobs_pending_shard_due ON jobs (shard, due_at, id) WHERE state = 'pending'");
-            s.execute(CompletedJobs.LEASE);
+            s.execute("SELECT shards_set(" + shards + ")");
+            s.execute("SELECT shards_switch()");
+            for (int loaded = 0; loaded < backlog; loaded += 50_000) {
+                s.executeUpdate(String.format(
+                        Locale.ROOT,
+                        "INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || mod(g, 1000), '{\"cents\": 100}',"
+                                + " date_trunc('second', clock_timestamp()) + interval '%d seconds' FROM generate_series(1, %d) g",
+                        DUE_AHEAD_SECONDS,
+                        Math.min(50_000, backlog - loaded)));
+            }
+            s.execute("VACUUM ANALYZE jobs");
+            s.execute("CHECKPOINT");
+        }
+        List<Dispatcher> replicas = new ArrayList<>();
+        try (Connection c = BenchSql.connect(db);
+                Statement s = c.createStatement()) {
+            MachineCounters before = null;
+            double dueAt;
+            try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM min(due_at)) FROM jobs")) {
+                r.next();
+                dueAt = r.getDouble(1);
+            }
+            for (int i = 0; i < REPLICAS; i++) {
+                replicas.add(DispatcherBenchmark.dispatcher(db, PipelinedBound.DISPATCH_BATCH));
+            }
+            while (true) {
+                try (ResultSet r = s.executeQuery(
+                        "SELECT extract(epoch FROM clock_timestamp()), (SELECT count(*) FROM jobs WHERE state = 'pending')")) {
+                    r.next();
+                    if (before == null && r.getDouble(1) >= dueAt - 0.05) {
+                        before = MachineCounters.read();
+                    }
+                    if (r.getLong(2) == 0) {
+                        break;
+                    }
+                }
+                Thread.sleep(20);
+            }
+            MachineCounters after = MachineCounters.read();
+            double seconds;
+            String holders;
+            try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM max(completed_at)) - " + dueAt
+                    + ", (SELECT string_agg(n::text, ' ' ORDER BY n) FROM (SELECT count(DISTINCT j.shard) AS n FROM jobs j"
+                    + " JOIN lease_takeover t ON t.role = shard_role('scheduler', j.shard) AND t.fencing_token = j.completed_by_token"
+                    + " GROUP BY t.holder_id) h) FROM jobs")) {
+                r.next();
+                seconds = r.getDouble(1);
+                holders = r.getString(2);
+            }
+            return new Result(
+                    backlog / seconds,
+                    seconds,
+                    before == null ? Double.NaN : after.busyMicros(before) / backlog,
+                    "shards held: " + holders,
+                    before == null ? Double.NaN : after.idlePercent(before));
+        } finally {
+            for (Dispatcher d : replicas) {
+                d.close();
+            }
+            pg.dropDatabase(url);
+        }
+    }
+
+    /** How far ahead the dispatchers' backlog is due: time for the replicas to start and share the shards. */
+    private static final int DUE_AHEAD_SECONDS = 6;
+
+    private static Result once(BenchPostgres pg, int shards, int backlog) throws Exception {
+        String url = pg.freshDatabase("shards_" + shards);
+        DatabaseConfig db = BenchSql.database(url, pg.user(), pg.password());
+        BenchSql.migrate(db);
+        long[] tokens = new long[shards];
+        try (Connection c = BenchSql.connect(db);
+                Statement s = c.createStatement()) {
+            // The shard map of the schema (V13): k shards, each job's shard assigned from its resource.
+            s.execute("SELECT shards_set(" + shards + ")");
+            s.execute("SELECT shards_switch()");
             for (int i = 0; i < shards; i++) {
-                s.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('bound-shard-"
-                        + i + "', 'bench', 1, clock_timestamp() + interval '1 hour')");
+                try (ResultSet r =
+                        s.executeQuery("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES"
+                                + " (shard_role('scheduler', " + i
+                                + "), 'bench', 1, clock_timestamp() + interval '1 hour')"
+                                + " RETURNING fencing_token")) {
+                    r.next();
+                    tokens[i] = r.getLong(1);
+                }
             }
             for (int loaded = 0; loaded < backlog; loaded += 50_000) {
                 s.executeUpdate(String.format(
                         Locale.ROOT,
-                        "INSERT INTO jobs (resource, payload, due_at, shard) SELECT r, '{\"cents\": 100}', clock_timestamp(), "
-                                + SHARD_OF
-                                + " FROM (SELECT 'account-' || mod(g, 1000) AS r FROM generate_series(1, %d) g) x",
-                        "r",
-                        shards,
+                        "INSERT INTO jobs (resource, payload, due_at) SELECT 'account-' || mod(g, 1000), '{\"cents\": 100}',"
+                                + " clock_timestamp() FROM generate_series(1, %d) g",
                         Math.min(50_000, backlog - loaded)));
             }
             s.execute("VACUUM ANALYZE jobs");
@@ -130,7 +230,7 @@ final class ShardBoundBenchmark {
             List<Future<long[]>> drains = new ArrayList<>();
             for (int i = 0; i < shards; i++) {
                 int shard = i;
-                drains.add(pool.submit(() -> drain(db, shard)));
+                drains.add(pool.submit(() -> drain(db, shard, tokens[shard])));
             }
             long jobs = 0;
             List<String> busy = new ArrayList<>();
@@ -161,12 +261,13 @@ final class ShardBoundBenchmark {
     }
 
     /** Completes the shard's due jobs batch by batch until none is left; returns the jobs and the nanoseconds spent in the database. */
-    private static long[] drain(DatabaseConfig db, int shard) throws SQLException {
+    private static long[] drain(DatabaseConfig db, int shard, long token) throws SQLException {
         try (Connection c = BenchSql.connect(db);
                 Statement s = c.createStatement();
                 PreparedStatement guard = c.prepareStatement(
-                        "SELECT fencing_token FROM leader_lease WHERE role = 'bound-shard-" + shard + "' FOR UPDATE");
-                PreparedStatement complete = c.prepareStatement(PipelinedBound.completeDue("shard = " + shard))) {
+                        "SELECT fencing_token FROM leader_lease WHERE role = shard_role('scheduler', " + shard
+                                + ") FOR UPDATE");
+                PreparedStatement complete = c.prepareStatement(PipelinedBound.completeDue("true", shard, token))) {
             // The dispatcher's plan: the index read in order (FencedJobBatches.preferIndexOrder).
             s.execute("SET enable_sort = off");
             c.setAutoCommit(false);

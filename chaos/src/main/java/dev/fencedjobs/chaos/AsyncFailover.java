@@ -326,7 +326,9 @@ public final class AsyncFailover {
 
     private static void readTenures(Statement s, Map<Long, String> into) throws SQLException {
         try (ResultSet r = s.executeQuery(
-                "SELECT fencing_token, holder_id, acquired_at FROM lease_takeover WHERE role = 'scheduler'")) {
+                // Every shard's scheduler lease (docs/shards.md): one counter, so a token names one tenure of one
+                // shard.
+                "SELECT fencing_token, holder_id, acquired_at FROM lease_takeover WHERE split_part(role, '/', 1) = 'scheduler'")) {
             while (r.next()) {
                 into.put(r.getLong(1), r.getString(2) + "@" + r.getString(3));
             }

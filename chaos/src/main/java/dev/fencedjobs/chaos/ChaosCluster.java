@@ -4,6 +4,7 @@ import dev.fencedjobs.cli.Bootstrap;
 import dev.fencedjobs.consumer.ConsumerConfig;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseRow;
 import dev.fencedjobs.relay.RelayConfig;
@@ -20,6 +21,7 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -167,6 +169,39 @@ final class ChaosCluster {
                 return r.getInt(1);
             }
         }
+    }
+
+    /** The shard count in force. */
+    int shardCount() throws SQLException {
+        try (Connection c = owner()) {
+            return Shards.read(c).count();
+        }
+    }
+
+    /**
+     * Asks for {@code count} shards and waits until the dispatcher that holds shard 0 has put them
+     * in force (the drain, then {@code shards_switch}); returns the milliseconds it took.
+     */
+    long reshard(int count, Duration upTo) throws SQLException, InterruptedException {
+        long started = System.nanoTime();
+        try (Connection c = owner();
+                Statement s = c.createStatement()) {
+            s.execute("SELECT shards_set(" + count + ")");
+        }
+        long deadline = started + upTo.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (Connection c = owner()) {
+                Shards.ShardMap map = Shards.read(c);
+                if (map.count() == count && !map.draining()) {
+                    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+                }
+            } catch (SQLException e) {
+                // The database may be coming back from another fault.
+            }
+            log.sleep(50);
+        }
+        throw new IllegalStateException("the shard map did not switch to " + count + " shards within " + upTo
+                + ": no dispatcher finished the drain; see the logs in " + out);
     }
 
     Connection owner() throws SQLException {

@@ -43,7 +43,8 @@ public final class ChaosRun {
         RESTART_KAFKA("restart-kafka"),
         GRACEFUL_RESTART("sigterm-restart"),
         KILL_BROKER("kill-broker", 3),
-        MOVE_LEADERS("move-leaders", 3);
+        MOVE_LEADERS("move-leaders", 3),
+        RESHARD("reshard");
 
         public final String label;
         /** The fewest brokers the kind makes sense with. */

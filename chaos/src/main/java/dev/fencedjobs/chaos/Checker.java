@@ -101,6 +101,9 @@ public final class Checker {
     private final Map<Long, Processed> processedByJob;
     private final Map<Long, List<Rejection>> rejectionsByJob;
     private final Map<String, TreeMap<Long, Takeover>> takeovers;
+    /** The takeovers of each role family (a role and its shards: scheduler, scheduler/1, ...), by token. */
+    private final Map<String, TreeMap<Long, Takeover>> families;
+
     private final Map<Long, Forged> forgedByJob = new HashMap<>();
 
     private Checker(History h) {
@@ -115,8 +118,10 @@ public final class Checker {
                 h.processed.stream().collect(Collectors.toMap(Processed::jobId, Function.identity(), (a, b) -> a));
         this.rejectionsByJob = h.rejections.stream().collect(Collectors.groupingBy(Rejection::jobId));
         this.takeovers = new TreeMap<>();
+        this.families = new TreeMap<>();
         for (Takeover t : h.takeovers) {
             takeovers.computeIfAbsent(t.role(), r -> new TreeMap<>()).put(t.fencingToken(), t);
+            families.computeIfAbsent(family(t.role()), r -> new TreeMap<>()).put(t.fencingToken(), t);
         }
         for (Forged f : h.forged) {
             if (f.jobId() != null && !f.kind().equals("duplicate")) {
@@ -132,6 +137,7 @@ public final class Checker {
         }
         c.checkTokens();
         c.checkJobsAndOutbox();
+        c.checkTokensPerResource();
         c.checkTopic();
         c.checkEffects();
         c.checkAccounting();
@@ -178,10 +184,11 @@ public final class Checker {
     }
 
     // Invariants 1 and 2: one holder at a time, tokens only grow, every takeover recorded. A database
-    // failover starts a fencing epoch: the first token of epoch e (timeline e + 1) is e << 32 + 1.
+    // failover starts a fencing epoch: the first token of epoch e (timeline e + 1) is e << 32 + 1. With
+    // shards (invariant 16), a role family's shards draw from one counter: every new token of any of
+    // them is the family's next, so the family's tokens, not each role's, follow one another.
     private void checkTokens() {
-        for (Map.Entry<String, TreeMap<Long, Takeover>> e : takeovers.entrySet()) {
-            String role = e.getKey();
+        for (Map.Entry<String, TreeMap<Long, Takeover>> e : families.entrySet()) {
             long expected = 1;
             Takeover previous = null;
             for (Takeover t : e.getValue().values()) {
@@ -192,7 +199,7 @@ public final class Checker {
                 if (t.fencingToken() != expected) {
                     violation(
                             "2 tokens",
-                            "role " + role + ": token " + t.fencingToken() + " follows "
+                            "role " + t.role() + ": token " + t.fencingToken() + " follows "
                                     + (previous == null ? "no token" : previous.fencingToken()) + " where " + expected
                                     + " was due, so a takeover is missing from the history",
                             List.of(show(t)));
@@ -200,7 +207,7 @@ public final class Checker {
                 if (previous != null && t.acquiredAt() <= previous.acquiredAt()) {
                     violation(
                             "1-2 one holder, tokens grow",
-                            "role " + role + ": token " + t.fencingToken() + " was granted no later than token "
+                            "role " + t.role() + ": token " + t.fencingToken() + " was granted no later than token "
                                     + previous.fencingToken(),
                             List.of(show(previous), show(t)));
                 }
@@ -237,7 +244,6 @@ public final class Checker {
                         List.of());
             }
         }
-        TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
         for (Job j : jobs.values()) {
             List<OutboxRow> rows = outboxByJob.getOrDefault(j.id(), List.of());
             if (!"completed".equals(j.state())) {
@@ -270,12 +276,15 @@ public final class Checker {
                 }
             }
             Long token = j.completedByToken();
+            // The lease of the job's shard (its shard when completed: a pending job moves only with a switch).
+            TreeMap<Long, Takeover> scheduler =
+                    takeovers.getOrDefault(shardRole(SCHEDULER, j.shard()), new TreeMap<>());
             Takeover granted = token == null ? null : scheduler.get(token);
             if (granted == null) {
                 violation(
-                        "3 valid token",
-                        "job " + j.id() + " was completed with token " + token
-                                + ", which the scheduler lease never granted",
+                        "3/16 valid token",
+                        "job " + j.id() + " (shard " + j.shard() + ") was completed with token " + token
+                                + ", which its shard's scheduler lease never granted",
                         evidence(j.id()));
                 continue;
             }
@@ -712,9 +721,19 @@ public final class Checker {
      * due jobs in that order, under limits and across takeovers alike. Reports the first inversion.
      */
     private void checkRankOrder() {
+        // Rank order holds within a shard (docs/shards.md): each shard's batches rank its own jobs.
+        Set<String> keysInShards = new TreeSet<>();
         for (String key : h.rankOrderedKeys) {
+            jobs.values().stream()
+                    .filter(j -> key.equals(j.key()))
+                    .forEach(j -> keysInShards.add(j.shard() + "\u0000" + key));
+        }
+        for (String keyInShard : keysInShards) {
+            int shard = Integer.parseInt(keyInShard.substring(0, keyInShard.indexOf('\u0000')));
+            String key = keyInShard.substring(keyInShard.indexOf('\u0000') + 1);
             List<Job> ranked = jobs.values().stream()
                     .filter(j -> key.equals(j.key())
+                            && j.shard() == shard
                             && "completed".equals(j.state())
                             && j.dueAt() != null
                             && j.completedAt() != null)
@@ -745,6 +764,36 @@ public final class Checker {
                         List.of(show(firstAhead), show(first)));
             }
         }
+    }
+
+    /**
+     * Invariant 17: for every resource, the tokens on its outbox rows, in id order (each shard's
+     * commit order; a switch of the shard map puts the new map's rows after every row of the old),
+     * never go back: across takeovers of its shard and across changes of the shard count.
+     */
+    private void checkTokensPerResource() {
+        Map<String, OutboxRow> last = new HashMap<>();
+        for (OutboxRow r : h.outbox) {
+            OutboxRow before = last.put(r.resource(), r);
+            if (before != null && r.fencingToken() < before.fencingToken()) {
+                violation(
+                        "17 tokens grow per resource",
+                        "resource " + r.resource() + ": outbox row " + r.id() + " has token " + r.fencingToken()
+                                + ", below token " + before.fencingToken() + " of row " + before.id() + " before it",
+                        List.of(show(before), show(r)));
+            }
+        }
+    }
+
+    /** A role's family: the role without its shard ({@code scheduler/3} is of {@code scheduler}). */
+    static String family(String role) {
+        int slash = role.indexOf('/');
+        return slash < 0 ? role : role.substring(0, slash);
+    }
+
+    /** The lease role of a shard, as {@code shard_role} names it. */
+    static String shardRole(String base, int shard) {
+        return shard == 0 ? base : base + "/" + shard;
     }
 
     /** The fire time a schedule occurrence's key names: schedule:<name>@<fire time>. */
@@ -788,7 +837,7 @@ public final class Checker {
         }
         effectsByJob.getOrDefault(jobId, List.of()).forEach(e -> lines.add(show(e)));
         rejectionsByJob.getOrDefault(jobId, List.of()).forEach(r -> lines.add(show(r)));
-        TreeMap<Long, Takeover> scheduler = takeovers.getOrDefault(SCHEDULER, new TreeMap<>());
+        TreeMap<Long, Takeover> scheduler = families.getOrDefault(SCHEDULER, new TreeMap<>());
         Set<Long> tokens = new TreeSet<>();
         if (j != null && j.completedByToken() != null) {
             tokens.add(j.completedByToken());

@@ -111,6 +111,21 @@ final class FaultInjector {
                 log.log("fault " + kind.label + ": pg_terminate_backend of the " + role + " leader " + s
                         + "'s lease session (" + ended + " ended); it runs on");
             }
+            case RESHARD -> {
+                // The shard count changed while jobs flow (docs/shards.md): the map drains, and the
+                // dispatcher that holds shard 0 puts the new count in force once the relays have
+                // published every record of the old map.
+                int before = cluster.shardCount();
+                int[] counts = {1, 2, 3, 4, 6, 8};
+                int after = before;
+                while (after == before) {
+                    after = counts[random.nextInt(counts.length)];
+                }
+                target = "shard map " + before + " -> " + after;
+                log.log("fault " + kind.label + ": shards_set(" + after + ") with " + before + " shards in force");
+                long switched = cluster.reshard(after, Duration.ofSeconds(60));
+                log.log("fault " + kind.label + ": " + after + " shards in force after " + switched + " ms");
+            }
             case RESTART_POSTGRES -> {
                 long down = 500L + random.nextInt(3000);
                 target = "postgresql primary";

@@ -36,10 +36,24 @@ public final class History {
             Long completedAt,
             String dispatchKey,
             Long dueAt,
-            Integer priority) {
+            Integer priority,
+            int shard) {
 
         public Job(long id, String uniqueKey, String resource, String state, Long completedByToken, Long completedAt) {
             this(id, uniqueKey, resource, state, completedByToken, completedAt, null, null, null);
+        }
+
+        public Job(
+                long id,
+                String uniqueKey,
+                String resource,
+                String state,
+                Long completedByToken,
+                Long completedAt,
+                String dispatchKey,
+                Long dueAt,
+                Integer priority) {
+            this(id, uniqueKey, resource, state, completedByToken, completedAt, dispatchKey, dueAt, priority, 0);
         }
 
         /** The key that limits and fairness count it by. */

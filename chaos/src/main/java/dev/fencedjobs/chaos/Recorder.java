@@ -31,7 +31,7 @@ final class Recorder {
             s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
             try (ResultSet r = s.executeQuery(
                     "SELECT id, unique_key, resource, state, completed_by_token, " + micros("completed_at")
-                            + ", dispatch_key, " + micros("due_at") + ", priority FROM jobs ORDER BY id")) {
+                            + ", dispatch_key, " + micros("due_at") + ", priority, shard FROM jobs ORDER BY id")) {
                 while (r.next()) {
                     h.jobs.add(new History.Job(
                             r.getLong(1),
@@ -42,7 +42,8 @@ final class Recorder {
                             nullableLong(r, 6),
                             r.getString(7),
                             r.getLong(8),
-                            r.getInt(9)));
+                            r.getInt(9),
+                            r.getInt(10)));
                 }
             }
             try (ResultSet r = s.executeQuery(
@@ -52,7 +53,9 @@ final class Recorder {
                 }
             }
             try (ResultSet r = s.executeQuery("SELECT id, job_id, resource, fencing_token,"
-                    + " CASE WHEN id <= (SELECT published_through FROM outbox_position WHERE role = 'relay') THEN 0 END,"
+                    // Published: up to the position of the row's shard (docs/shards.md).
+                    + " CASE WHEN id <= (SELECT p.published_through FROM outbox_position p WHERE p.role = shard_role('relay', outbox.shard))"
+                    + " THEN 0 END,"
                     + " publish_error FROM outbox ORDER BY id")) {
                 while (r.next()) {
                     h.outbox.add(new History.OutboxRow(

@@ -134,10 +134,11 @@ class CheckerTest {
 
     @Test
     void aWriteByASupersededLeaderIsFlagged() {
-        // A job stamped with token N but completed after the next token was granted: the fence failed.
+        // A job stamped with token N but completed after its shard's next token was granted: the fence failed.
         Job job = completedJobOfAnEarlierToken();
+        String role = Checker.shardRole(Checker.SCHEDULER, job.shard());
         Takeover next = history.takeovers.stream()
-                .filter(t -> t.role().equals(Checker.SCHEDULER) && t.fencingToken() > job.completedByToken())
+                .filter(t -> t.role().equals(role) && t.fencingToken() > job.completedByToken())
                 .min(java.util.Comparator.comparingLong(Takeover::fencingToken))
                 .orElseThrow();
         int i = history.jobs.indexOf(job);
@@ -152,31 +153,41 @@ class CheckerTest {
                         next.acquiredAt() + 5,
                         job.dispatchKey(),
                         job.dueAt(),
-                        job.priority()));
+                        job.priority(),
+                        job.shard()));
 
         assertFlagged("3/8 fenced writes", "job " + job.id() + " was completed with token " + job.completedByToken());
     }
 
     @Test
     void aMissingTakeoverRecordIsFlagged() {
-        // A takeover between two others of its role and epoch.
+        // A takeover between two others of its role family (a role and its shards draw from one counter) and epoch.
         Takeover middle = history.takeovers.stream()
-                .filter(t -> hasTakeover(t.role(), t.fencingToken() - 1) && hasTakeover(t.role(), t.fencingToken() + 1))
+                .filter(t -> takeover(t.role(), t.fencingToken() - 1) != null
+                        && takeover(t.role(), t.fencingToken() + 1) != null)
                 .findFirst()
                 .orElseThrow();
         history.takeovers.remove(middle);
 
         assertFlagged(
                 "2 tokens",
-                "role " + middle.role() + ": token " + (middle.fencingToken() + 1) + " follows "
-                        + (middle.fencingToken() - 1) + " where " + middle.fencingToken() + " was due");
+                "role " + takeover(middle.role(), middle.fencingToken() + 1).role() + ": token "
+                        + (middle.fencingToken() + 1) + " follows " + (middle.fencingToken() - 1) + " where "
+                        + middle.fencingToken() + " was due");
     }
 
-    private boolean hasTakeover(String role, long token) {
-        return history.takeovers.stream().anyMatch(t -> t.role().equals(role) && t.fencingToken() == token);
+    /** The takeover of {@code token} in the family of {@code role}; null when there is none. */
+    private Takeover takeover(String role, long token) {
+        return history.takeovers.stream()
+                .filter(t -> Checker.family(t.role()).equals(Checker.family(role)) && t.fencingToken() == token)
+                .findFirst()
+                .orElse(null);
     }
 
-    /** The recorded run failed the database over once: a role's tokens go 1, … then 2^32 + 1, 2^32 + 2 on. */
+    /**
+     * The recorded run failed the database over once: a role family's tokens go 1, … (none in this
+     * recording, whose failover came before the first takeover) then 2^32 + 1, 2^32 + 2 on.
+     */
     @Test
     void aFailoverStartsAnEpochAndTheFirstTokenOfItMustBeThere() {
         long first = (1L << 32) + 1;
@@ -186,20 +197,20 @@ class CheckerTest {
                 .map(Takeover::role)
                 .findFirst()
                 .orElseThrow();
-        long lastBefore = history.takeovers.stream()
-                .filter(t -> t.role().equals(role) && t.fencingToken() < first)
+        // The family's last token before the epoch; none when the failover came before the first takeover.
+        java.util.OptionalLong lastBefore = history.takeovers.stream()
+                .filter(t -> Checker.family(t.role()).equals(Checker.family(role)) && t.fencingToken() < first)
                 .mapToLong(Takeover::fencingToken)
-                .max()
-                .orElseThrow();
-        Takeover epochStart = history.takeovers.stream()
-                .filter(t -> t.role().equals(role) && t.fencingToken() == first)
-                .findFirst()
-                .orElseThrow();
+                .max();
+        Takeover epochStart = takeover(role, first);
         history.takeovers.remove(epochStart);
 
         assertFlagged(
                 "2 tokens",
-                "role " + role + ": token " + (first + 1) + " follows " + lastBefore + " where " + first + " was due");
+                "role " + role + ": token " + (first + 1) + " follows "
+                        + (lastBefore.isPresent() ? String.valueOf(lastBefore.getAsLong()) : "no token") + " where "
+                        + first
+                        + " was due");
     }
 
     @Test
@@ -402,14 +413,13 @@ class CheckerTest {
         return Checker.micros(Checker.fireTime(key));
     }
 
+    /** A job completed with a token its shard's lease later moved on from. */
     private Job completedJobOfAnEarlierToken() {
-        long maxToken = history.takeovers.stream()
-                .filter(t -> t.role().equals(Checker.SCHEDULER))
-                .mapToLong(Takeover::fencingToken)
-                .max()
-                .orElseThrow();
         return history.jobs.stream()
-                .filter(j -> j.completedByToken() != null && j.completedByToken() < maxToken)
+                .filter(j -> j.completedByToken() != null
+                        && history.takeovers.stream()
+                                .anyMatch(t -> t.role().equals(Checker.shardRole(Checker.SCHEDULER, j.shard()))
+                                        && t.fencingToken() > j.completedByToken()))
                 .findFirst()
                 .orElseThrow();
     }

@@ -4,6 +4,7 @@ import dev.fencedjobs.consumer.FencedConsumer;
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.db.internal.Database;
 import dev.fencedjobs.db.internal.Roles;
+import dev.fencedjobs.db.internal.Shards;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
@@ -34,7 +35,7 @@ public final class Bootstrap {
 
     /** The jobs' schema on {@code jobs}, the consumer's on {@code consumer}: the same database, or the consumer's own. */
     public static void migrate(DatabaseConfig jobs, DatabaseConfig consumer, int connectRetries) {
-        Database.migrate(jobs, Database.MIGRATIONS, Database.HISTORY_TABLE, connectRetries);
+        Database.migrate(jobs, Database.MIGRATIONS, Database.HISTORY_TABLE, connectRetries, Shards.DEFAULT_COUNT);
         Database.migrate(consumer, FencedConsumer.MIGRATIONS, FencedConsumer.HISTORY_TABLE, connectRetries);
     }
 

@@ -166,6 +166,7 @@ public final class Cli {
         }
         root.addSubcommand(new ScheduleCommands(this::connectDatabase, out).commands());
         root.addSubcommand(new LimitCommands(this::connectDatabase, out).commands());
+        root.addSubcommand(new ShardCommands(this::connectDatabase, out).commands());
         root.addSubcommand(new DeadLetterCommands(this::connectConsumerDatabase, out).commands());
         root.addSubcommand(new FenceCommands(this::connectConsumerDatabase, out).commands());
         root.addSubcommand(new KeygenCommand(out, err));

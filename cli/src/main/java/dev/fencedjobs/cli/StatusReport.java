@@ -1,6 +1,7 @@
 package dev.fencedjobs.cli;
 
 import dev.fencedjobs.db.internal.DispatchOverview;
+import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.lease.LeaseRow;
 import java.io.PrintStream;
 import java.sql.Connection;
@@ -47,11 +48,17 @@ final class StatusReport {
 
     void print() throws SQLException {
         try (Statement s = jobs.createStatement()) {
+            Shards.ShardMap map = Shards.read(jobs);
+            out.printf(
+                    "Shards: %d (map generation %d)%s; shard n's leases are <role>/<n>, `fenced-jobs shards show` shows each one%n",
+                    map.count(),
+                    map.generation(),
+                    map.draining() ? ", draining to " + map.target() + ": no job completes until the switch" : "");
             out.println("Leases:");
             List<LeaseRow> leases = LeaseRow.all(jobs);
             for (LeaseRow l : leases) {
                 out.printf(
-                        "  %-10s token %-6d holder %-32s %s%n",
+                        "  %-12s token %-6d holder %-32s %s%n",
                         l.role(),
                         l.token().value(),
                         l.holderId(),
@@ -64,7 +71,7 @@ final class StatusReport {
             try (ResultSet rs = s.executeQuery(HISTORY)) {
                 while (rs.next()) {
                     out.printf(
-                            "  %-10s token %-6d holder %-32s acquired %s%n",
+                            "  %-12s token %-6d holder %-32s acquired %s%n",
                             rs.getString(1), rs.getLong(2), rs.getString(3), rs.getObject(4, OffsetDateTime.class));
                 }
             }

@@ -116,6 +116,23 @@ final class DispatchLoop implements LeaderService.Worker {
             MeterRegistry registry,
             Schedules schedules,
             Tracing tracing) {
+        this(leadership, batches, batchSize, jobsRetention, ticker, registry, schedules, tracing, 0);
+    }
+
+    /**
+     * The loop of one shard (docs/shards.md). Shard 0's also purges completed jobs of every shard;
+     * the schedules are given to it alone ({@code schedules} is {@link Schedules#NONE} for the others).
+     */
+    DispatchLoop(
+            Grants leadership,
+            JobBatches batches,
+            int batchSize,
+            Duration jobsRetention,
+            Ticker ticker,
+            MeterRegistry registry,
+            Schedules schedules,
+            Tracing tracing,
+            int shard) {
         this.leadership = leadership;
         this.tracing = tracing;
         this.schedules = schedules;
@@ -125,11 +142,12 @@ final class DispatchLoop implements LeaderService.Worker {
         this.ticker = ticker;
         this.idle = new IdleSleep(scan, ticker);
         PurgeSchedule purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
-        this.meters = new DispatchMeters(registry, new ReadCache<>(batches::backlog, ticker));
+        this.meters = new DispatchMeters(registry, new ReadCache<>(batches::backlog, ticker), shard);
+        boolean purges0 = shard == 0;
         this.purger = new Purger(
-                "dispatcher-purge",
+                "dispatcher-purge" + (shard == 0 ? "" : "-" + shard),
                 purges,
-                () -> leadership.current().isPresent(),
+                () -> purges0 && leadership.current().isPresent(),
                 () -> batches.purgeCompleted(jobsRetention, purges.chunk()),
                 deleted -> {
                     meters.jobsPurged.increment(deleted);

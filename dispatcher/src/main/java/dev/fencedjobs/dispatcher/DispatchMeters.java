@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import java.util.Map;
 import java.util.TreeMap;
@@ -35,6 +36,11 @@ final class DispatchMeters {
 
     /** {@code backlog}: due jobs and the longest wait, which every replica, leader or not, reads when scraped. */
     DispatchMeters(MeterRegistry registry, ReadCache<JobBatches.Backlog> backlog) {
+        this(registry, backlog, 0);
+    }
+
+    /** With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every shard it holds. */
+    DispatchMeters(MeterRegistry registry, ReadCache<JobBatches.Backlog> backlog, int shard) {
         this.registry = registry;
         this.backlog = backlog;
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed")
@@ -59,16 +65,19 @@ final class DispatchMeters {
                 .description(
                         "batches that took the policy path (a rate limit defined, or pending jobs with a priority or a key)")
                 .register(registry);
-        registry.gauge("fencedjobs_dispatch_held_keys", heldKeys);
-        registry.gauge("fencedjobs_dispatch_held_jobs", heldJobs);
+        Tags tags = Tags.of("shard", Integer.toString(shard));
+        registry.gauge("fencedjobs_dispatch_held_keys", tags, heldKeys);
+        registry.gauge("fencedjobs_dispatch_held_jobs", tags, heldJobs);
         Gauge.builder("fencedjobs_jobs_due", this.backlog, c -> c.gauge(JobBatches.Backlog::due))
-                .description("pending jobs due now, counted up to " + DispatchOverview.DUE_CAP)
+                .description("pending jobs of the shard due now, counted up to " + DispatchOverview.DUE_CAP)
+                .tags(tags)
                 .register(registry);
         Gauge.builder(
                         "fencedjobs_jobs_oldest_due_seconds",
                         this.backlog,
                         c -> c.gauge(JobBatches.Backlog::oldestDueSeconds))
-                .description("how long the earliest-due pending job has been due")
+                .description("how long the shard's earliest-due pending job has been due")
+                .tags(tags)
                 .register(registry);
     }
 

@@ -67,24 +67,29 @@ public final class Dispatcher extends LeasedService {
                 config.safetyMargin(),
                 List.of(JOBS_DUE, ScheduleFirer.SCHEDULES_CHANGED),
                 ticker,
-                leaseOps);
+                leaseOps,
+                true);
         return new Dispatcher(LeaderService.start(
                 spec,
                 parts -> new DispatchLoop(
                         parts.leadership(),
-                        jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease())),
+                        jobBatches.apply(new FencedJobBatches(parts.dsl(), parts.lease(), parts.shard())),
                         config.batchSize(),
                         config.jobsRetention(),
                         parts.ticker(),
                         parts.registry(),
-                        new ScheduleFirer(
-                                parts.leadership(),
-                                parts.lease(),
-                                parts.dsl(),
-                                config.misfireGrace(),
-                                parts.ticker(),
-                                parts.registry()),
-                        parts.tracing())));
+                        // The schedules are shard 0's holder's: their occurrences go to whichever shard they fall in.
+                        parts.shard() == 0
+                                ? new ScheduleFirer(
+                                        parts.leadership(),
+                                        parts.lease(),
+                                        parts.dsl(),
+                                        config.misfireGrace(),
+                                        parts.ticker(),
+                                        parts.registry())
+                                : Schedules.NONE,
+                        parts.tracing(),
+                        parts.shard())));
     }
 
     /** Builds a {@link Dispatcher}; each setting as its environment variable in docs/dispatcher.md. */

@@ -3,6 +3,7 @@ package dev.fencedjobs.dispatcher;
 import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
+import static dev.fencedjobs.db.jooq.Tables.SHARD_MAP;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.noCondition;
@@ -47,13 +48,14 @@ import org.jooq.types.DayToSecond;
  *   <li>one statement that picks the due jobs, completes them with the token and inserts their
  *       outbox rows:
  *       <pre>
- * WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND due_at &lt;= clock_timestamp()
+ * WITH due AS (SELECT id FROM jobs WHERE state = 'pending' AND shard = :shard AND due_at &lt;= clock_timestamp()
+ *              AND NOT EXISTS (SELECT id FROM shard_map WHERE target_count IS NOT NULL)
  *              ORDER BY due_at, id LIMIT :limit FOR UPDATE SKIP LOCKED),
  *      completed AS (UPDATE jobs SET state = 'completed', completed_by_token = :token,
  *                    completed_at = clock_timestamp() FROM due WHERE jobs.id = due.id
  *                    RETURNING id, resource, payload, due_at, completed_at, created_at, traceparent, tracestate)
- * INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
- * SELECT id, resource, :token, payload, due_at, completed_at, created_at, traceparent, tracestate
+ * INSERT INTO outbox (job_id, shard, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
+ * SELECT id, :shard, resource, :token, payload, due_at, completed_at, created_at, traceparent, tracestate
  * FROM completed ORDER BY due_at, id</pre>
  * </ol>
  *
@@ -78,10 +80,17 @@ final class FencedJobBatches implements JobBatches {
 
     private final DSLContext dsl;
     private final Lease lease;
+    /** The shard whose jobs this leader completes (docs/shards.md): the lease is that shard's. */
+    private final int shard;
 
     FencedJobBatches(DSLContext dsl, Lease lease) {
+        this(dsl, lease, 0);
+    }
+
+    FencedJobBatches(DSLContext dsl, Lease lease, int shard) {
         this.dsl = dsl;
         this.lease = lease;
+        this.shard = shard;
     }
 
     @Override
@@ -104,10 +113,10 @@ final class FencedJobBatches implements JobBatches {
         return lease.inGuardedTransaction(
                         grant.token(),
                         tx -> policyActive(tx)
-                                ? policyBatch(tx, grant.token(), limit, startKey, traces)
+                                ? policyBatch(tx, grant.token(), shard, limit, startKey, traces)
                                 : traces
-                                        ? tracedPlainBatch(tx, grant.token(), limit, after)
-                                        : plainBatch(tx, grant.token(), limit, after))
+                                        ? tracedPlainBatch(tx, grant.token(), shard, limit, after)
+                                        : plainBatch(tx, grant.token(), shard, limit, after))
                 .orElse(BatchResult.leaseLost());
     }
 
@@ -127,10 +136,11 @@ final class FencedJobBatches implements JobBatches {
      * tokens, in this transaction.
      */
     private static BatchResult policyBatch(
-            DSLContext tx, FencingToken token, int limit, String startKey, boolean traces) {
+            DSLContext tx, FencingToken token, int shard, int limit, String startKey, boolean traces) {
         Record r = tx.fetchSingle(
-                "SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?)",
+                "SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?, ?)",
                 token.value(),
+                shard,
                 limit,
                 startKey);
         OffsetDateTime nextAt = r.get("next_at", OffsetDateTime.class);
@@ -170,14 +180,15 @@ final class FencedJobBatches implements JobBatches {
         tx.execute("SET LOCAL enable_sort = off");
     }
 
-    private static BatchResult completeAndWriteOutbox(DSLContext tx, FencingToken token, int limit, Position after) {
+    private static BatchResult completeAndWriteOutbox(
+            DSLContext tx, FencingToken token, int shard, int limit, Position after) {
         preferIndexOrder(tx);
-        return plainBatch(tx, token, limit, after);
+        return plainBatch(tx, token, shard, limit, after);
     }
 
     /** The plain path: the batch statement (class comment), after {@link #preferIndexOrder}. */
-    private static BatchResult plainBatch(DSLContext tx, FencingToken token, int limit, Position after) {
-        return result(batchStatement(tx, token, limit, after).fetch());
+    private static BatchResult plainBatch(DSLContext tx, FencingToken token, int shard, int limit, Position after) {
+        return result(batchStatement(tx, token, shard, limit, after).fetch());
     }
 
     /** What the batch statement's rows say (job id, due time, snapshot first): how many, the last position, the statement's snapshot. */
@@ -198,8 +209,10 @@ final class FencedJobBatches implements JobBatches {
      * {@link #plainBatch}, also returning each job's trace context: the same statement with two
      * more columns, run only while the batch's span records (an SDK installed and sampling).
      */
-    private static BatchResult tracedPlainBatch(DSLContext tx, FencingToken token, int limit, Position after) {
-        Result<Record5<Long, OffsetDateTime, String, String, String>> written = batchInsert(tx, token, limit, after)
+    private static BatchResult tracedPlainBatch(
+            DSLContext tx, FencingToken token, int shard, int limit, Position after) {
+        Result<Record5<Long, OffsetDateTime, String, String, String>> written = batchInsert(
+                        tx, token, shard, limit, after)
                 .returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT, OUTBOX.TRACEPARENT, OUTBOX.TRACESTATE)
                 .fetch();
         List<JobTrace> traces = new ArrayList<>();
@@ -219,7 +232,13 @@ final class FencedJobBatches implements JobBatches {
      */
     static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(
             DSLContext tx, FencingToken token, int limit, Position after) {
-        return batchInsert(tx, token, limit, after).returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT);
+        return batchStatement(tx, token, 0, limit, after);
+    }
+
+    /** {@link #batchStatement(DSLContext, FencingToken, int, Position)} of a shard's jobs. */
+    static ResultQuery<Record3<Long, OffsetDateTime, String>> batchStatement(
+            DSLContext tx, FencingToken token, int shard, int limit, Position after) {
+        return batchInsert(tx, token, shard, limit, after).returningResult(OUTBOX.JOB_ID, OUTBOX.DUE_AT, SNAPSHOT);
     }
 
     /** The statement's own snapshot, on every row it returns. */
@@ -227,12 +246,14 @@ final class FencedJobBatches implements JobBatches {
 
     /** The batch statement without its {@code RETURNING}. */
     private static InsertOnDuplicateStep<OutboxRecord> batchInsert(
-            DSLContext tx, FencingToken token, int limit, Position after) {
+            DSLContext tx, FencingToken token, int shard, int limit, Position after) {
         CommonTableExpression<Record1<Long>> due = name("due")
                 .as(select(JOBS.ID)
                         .from(JOBS)
                         .where(JOBS.STATE.eq(PENDING))
+                        .and(JOBS.SHARD.eq(shard))
                         .and(JOBS.DUE_AT.le(CLOCK_TIMESTAMP))
+                        .and(NOT_DRAINING)
                         .and(after(after))
                         .orderBy(JOBS.DUE_AT, JOBS.ID)
                         .limit(limit)
@@ -259,6 +280,7 @@ final class FencedJobBatches implements JobBatches {
                 .insertInto(
                         OUTBOX,
                         OUTBOX.JOB_ID,
+                        OUTBOX.SHARD,
                         OUTBOX.RESOURCE,
                         OUTBOX.FENCING_TOKEN,
                         OUTBOX.PAYLOAD,
@@ -269,6 +291,7 @@ final class FencedJobBatches implements JobBatches {
                         OUTBOX.TRACESTATE)
                 .select(select(
                                 completed.field(JOBS.ID),
+                                val(shard),
                                 completed.field(JOBS.RESOURCE),
                                 val(token.value()),
                                 completed.field(JOBS.PAYLOAD),
@@ -280,6 +303,13 @@ final class FencedJobBatches implements JobBatches {
                         .from(completed)
                         .orderBy(completed.field(JOBS.DUE_AT), completed.field(JOBS.ID)));
     }
+
+    /**
+     * Nothing completes while the shard map drains (R__shards.sql): a one-row read per batch. The
+     * switch, not this, is what keeps a drain safe; this keeps it short.
+     */
+    private static final Condition NOT_DRAINING =
+            DSL.notExists(select(SHARD_MAP.ID).from(SHARD_MAP).where(SHARD_MAP.TARGET_COUNT.isNotNull()));
 
     /**
      * After a position, as a row comparison that the index {@code jobs_pending_due (due_at, id)}
@@ -305,10 +335,10 @@ final class FencedJobBatches implements JobBatches {
             dsl.transaction(configuration -> {
                 DSLContext tx = configuration.dsl();
                 lease.guard(tx, WARM_UP_TOKEN);
-                completeAndWriteOutbox(tx, WARM_UP_TOKEN, 0, null);
-                completeAndWriteOutbox(tx, WARM_UP_TOKEN, 0, WARM_UP_POSITION);
+                completeAndWriteOutbox(tx, WARM_UP_TOKEN, shard, 0, null);
+                completeAndWriteOutbox(tx, WARM_UP_TOKEN, shard, 0, WARM_UP_POSITION);
                 policyActive(tx);
-                policyBatch(tx, WARM_UP_TOKEN, 0, null, false);
+                policyBatch(tx, WARM_UP_TOKEN, shard, 0, null, false);
                 purgeCompleted(tx, Duration.ofDays(1), 0);
                 throw new RolledBack();
             });
@@ -363,23 +393,31 @@ final class FencedJobBatches implements JobBatches {
 
     @Override
     public NextDue nextDue(Position after) {
-        Record2<OffsetDateTime, OffsetDateTime> r = dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP)
+        Record3<OffsetDateTime, OffsetDateTime, Boolean> r = dsl.select(
+                        min(JOBS.DUE_AT), CLOCK_TIMESTAMP, DSL.field(DSL.not(NOT_DRAINING)))
                 .from(JOBS)
                 .where(JOBS.STATE.eq(PENDING))
+                .and(JOBS.SHARD.eq(shard))
                 .and(after(after))
                 .fetchSingle();
         long now = r.value2().toInstant().toEpochMilli();
-        return new NextDue(
-                now,
-                r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli());
+        long due = r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli();
+        // While the map drains nothing completes: look again in a moment rather than at once.
+        return new NextDue(now, r.value3() ? Math.max(due, now + DRAINING_RETRY_MILLIS) : due);
     }
+
+    /** How soon a leader looks again while the shard map drains (a drain lasts as long as the relays take to publish what is left). */
+    private static final long DRAINING_RETRY_MILLIS = 50;
 
     @Override
     public Backlog backlog() {
-        // The count stops at DUE_CAP index entries; the earliest due time is the first entry of jobs_pending_due.
+        // This shard's: the count stops at DUE_CAP index entries; the earliest due time is the shard's first entry of
+        // jobs_pending_due.
         Record2<Long, Double> r = dsl.resultQuery(
-                        "SELECT (" + DispatchOverview.DUE_BACKLOG + "), coalesce(extract(epoch FROM "
-                                + "clock_timestamp() - (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp()))::float8, 0)")
+                        "SELECT (" + DispatchOverview.dueBacklogOf(shard) + "), coalesce(extract(epoch FROM "
+                                + "clock_timestamp() - (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = "
+                                + shard
+                                + " AND due_at <= clock_timestamp()))::float8, 0)")
                 .coerce(DSL.field("due", Long.class), DSL.field("oldest", Double.class))
                 .fetchSingle();
         return new Backlog(r.value1(), r.value2());

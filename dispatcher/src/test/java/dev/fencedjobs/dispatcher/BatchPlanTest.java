@@ -47,12 +47,17 @@ class BatchPlanTest {
 
             JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
             for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
+                // The case the setting was made for (a bitmap scan of every pending job, sorted under the row
+                // locks) came with the index (due_at, id). Since shards (V13) the index leads with the shard,
+                // which the batch names, and PostgreSQL 17 reads it in order without the setting too, here; the
+                // setting stays for the statistics this test does not make.
                 String unguided = dueStep(
                         plan(dsl, false, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));
                 assertThat(unguided)
-                        .as("the case this guards against, reproduced (from %s)", position)
-                        .contains("Bitmap Heap Scan on jobs")
-                        .containsPattern("LockRows[\\s\\S]*Sort");
+                        .as("without the setting (from %s)", position)
+                        .contains("Index Scan using jobs_pending_due on jobs")
+                        .doesNotContain("Sort")
+                        .doesNotContain("Bitmap");
 
                 String batch = dueStep(
                         plan(dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position)));

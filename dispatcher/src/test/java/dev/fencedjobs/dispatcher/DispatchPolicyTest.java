@@ -57,7 +57,7 @@ class DispatchPolicyTest {
     }
 
     private Record batch(long token, int limit) {
-        return dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, NULL)", token, limit);
+        return dsl.fetchSingle("SELECT * FROM dispatch_batch(?, 0, ?, NULL)", token, limit);
     }
 
     /**
@@ -105,9 +105,9 @@ class DispatchPolicyTest {
         // The two statements dispatch_batch runs for each key, as it runs them (after the batch's SET LOCAL enable_sort
         // = off).
         String skip =
-                "SELECT min(coalesce(dispatch_key, resource)) FROM jobs WHERE state = 'pending' AND coalesce(dispatch_key, resource) > 'tenant-1'";
+                "SELECT min(coalesce(dispatch_key, resource)) FROM jobs WHERE state = 'pending' AND shard = 0 AND coalesce(dispatch_key, resource) > 'tenant-1'";
         String take =
-                "SELECT j.id FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = 'tenant-1' AND j.due_at <= clock_timestamp()"
+                "SELECT j.id FROM jobs j WHERE j.state = 'pending' AND j.shard = 0 AND coalesce(j.dispatch_key, j.resource) = 'tenant-1' AND j.due_at <= clock_timestamp()"
                         + " ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id LIMIT 100";
         for (String query : List.of(skip, take)) {
             String plan = dsl.transactionResult(c -> {
@@ -197,9 +197,9 @@ class DispatchPolicyTest {
         dsl.execute("INSERT INTO jobs (due_at, resource) VALUES (clock_timestamp(), 'free')");
         assertThatThrownBy(() -> batch(1, 100))
                 .isInstanceOf(DataAccessException.class)
-                .hasMessageContaining("only the lease holder completes jobs");
+                .hasMessageContaining("only the shard's lease holder completes its jobs");
         assertThatThrownBy(() -> dsl.execute("UPDATE dispatch_limits SET tokens = 5, refilled_by_token = 1"))
-                .hasMessageContaining("only the lease holder spends a limit's tokens");
+                .hasMessageContaining("only a lease holder spends a limit's tokens");
         assertThatThrownBy(() -> dsl.execute("UPDATE dispatch_limits SET tokens = 5, refilled_by_token = 2"))
                 .as("with the current token, but faster than the limit refills")
                 .hasMessageContaining("never refills them faster");
@@ -227,7 +227,7 @@ class DispatchPolicyTest {
         List<List<String>> visited = new ArrayList<>();
         String start = null;
         for (String expectedNext : new String[] {"b", "d", "a", "c"}) {
-            Record r = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 2, start);
+            Record r = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, 0, ?, ?)", 1L, 2, start);
             assertThat(r.get("completed", Integer.class))
                     .as("one job of each of two keys")
                     .isEqualTo(2);
@@ -243,7 +243,7 @@ class DispatchPolicyTest {
                 .as("a b, c d, e then round to a, b c")
                 .containsExactly(List.of("a", "b"), List.of("c", "d"), List.of("a", "e"), List.of("b", "c"));
         // Fewer keys than the batch: every key, with room left to those that have more.
-        Record all = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, ?, ?)", 1L, 100, start);
+        Record all = dsl.fetchSingle("SELECT * FROM dispatch_batch(?, 0, ?, ?)", 1L, 100, start);
         assertThat(all.get("completed", Integer.class)).isEqualTo(15 - 8);
         assertThat(all.get("more", Boolean.class)).isFalse();
         assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))

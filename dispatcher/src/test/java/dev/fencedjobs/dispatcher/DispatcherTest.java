@@ -303,7 +303,7 @@ class DispatcherTest {
                 .contains("fencedjobs_batch_jobs_sum{")
                 .contains("fencedjobs_batch_seconds_count{")
                 .contains("fencedjobs_guard_rejections_total{")
-                .contains("fencedjobs_jobs_due{service=\"dispatcher\"} 0.0")
+                .contains("fencedjobs_jobs_due{service=\"dispatcher\",shard=\"0\"} 0.0")
                 .contains("fencedjobs_jobs_oldest_due_seconds{");
         String status = get.apply("/status").body();
         assertThat(status)

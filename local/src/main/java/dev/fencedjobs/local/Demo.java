@@ -107,7 +107,7 @@ final class Demo {
                 continue;
             }
             Path file = screenshots.resolve(consumer ? "dashboard.png" : "dashboard-dispatcher.png");
-            String url = "http://localhost:" + child.httpPort + "/#job=" + job;
+            String url = "http://localhost:" + child.httpPort() + "/#job=" + job;
             try {
                 Chromium.screenshot(url, file);
                 dispatcherTaken |= !consumer;

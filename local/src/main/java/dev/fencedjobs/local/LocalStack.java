@@ -8,7 +8,6 @@ import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.OpsAccess;
 import dev.fencedjobs.runtime.RecordTrust;
 import dev.fencedjobs.runtime.internal.ServiceEnvironment;
-import dev.fencedjobs.testing.KafkaProcess;
 import dev.fencedjobs.testing.ServiceProcess;
 import dev.fencedjobs.testing.TestKafka;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -18,10 +17,18 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
 import org.slf4j.LoggerFactory;
 
@@ -188,7 +195,7 @@ public final class LocalStack {
         for (Child c : children) {
             System.out.println(String.format(
                     "  %-9s http://localhost:%d/  (%s: dashboard; /status, /metrics)",
-                    c == children.get(0) ? "Dashboard" : "", c.httpPort, c.name));
+                    c == children.get(0) ? "Dashboard" : "", c.httpPort(), c.name));
         }
         System.out.println("  Ctrl-C stops everything.");
         System.out.println();
@@ -200,24 +207,31 @@ public final class LocalStack {
     }
 
     private Child startChild(String name, String mainClass, String role) throws IOException {
-        // A port nobody listens on now; the child binds it a moment later (a port taken meanwhile stops that child,
-        // with its message).
-        int httpPort = KafkaProcess.freePort();
+        // Port 0: the child binds a free port and logs it ("Ops endpoint on host:port"), read from its output. A port
+        // picked here and bound by the child a moment later could be taken meanwhile (CI runs other servers beside
+        // this), and that child would stop.
         Map<String, String> env = ServiceEnvironment.database(jdbcUrl, role, ROLE_PASSWORDS.get(role))
                 .migrate(false)
-                .httpPort(httpPort)
+                .httpPort(0)
                 .kafka(kafka.bootstrapServers(), KafkaSettings.DEFAULT_TOPIC)
                 .recordTrust(trust)
                 .set(RelayConfig.PARTITIONS, "3")
                 .set(OpsAccess.BIND_ADDRESS, "127.0.0.1")
                 .lease(Duration.ofSeconds(5), Duration.ofSeconds(1))
                 .toMap();
+        CompletableFuture<Integer> port = new CompletableFuture<>();
         ServiceProcess process = ServiceProcess.mainClass(name, mainClass)
                 .environment(env)
                 .jvmOptions(List.of("-Xmx192m"))
                 .echoTo(System.out)
+                .onLine(line -> {
+                    Matcher m = OPS_ENDPOINT.matcher(line);
+                    if (m.find()) {
+                        port.complete(Integer.parseInt(m.group(1)));
+                    }
+                })
                 .start();
-        Child child = new Child(name, process, httpPort);
+        Child child = new Child(name, process, port);
         children.add(child);
         return child;
     }
@@ -257,17 +271,45 @@ public final class LocalStack {
         }
     }
 
+    /** The line a service logs once its ops endpoint listens (OpsServer). */
+    private static final Pattern OPS_ENDPOINT = Pattern.compile("Ops endpoint on [^ ]*:([0-9]+):");
+
     /** A service process, its output shown with its name in front, and its ops endpoint. */
     static final class Child {
         final String name;
         final ServiceProcess process;
-        /** Its ops endpoint: health, status and the dashboard at {@code /}. */
-        final int httpPort;
+        private final CompletableFuture<Integer> port;
 
-        Child(String name, ServiceProcess process, int httpPort) {
+        Child(String name, ServiceProcess process, CompletableFuture<Integer> port) {
             this.name = name;
             this.process = process;
-            this.httpPort = httpPort;
+            this.port = port;
+        }
+
+        /**
+         * Its ops endpoint's port (health, status and the dashboard at {@code /}), once it listens;
+         * an exception when the process ended first or did not get there in a minute.
+         */
+        int httpPort() {
+            long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+            while (true) {
+                try {
+                    return port.get(200, TimeUnit.MILLISECONDS);
+                } catch (TimeoutException e) {
+                    if (!process.isAlive()) {
+                        throw new IllegalStateException(name + " exited with code " + process.exitCode()
+                                + " before its ops endpoint listened; its output above says why");
+                    }
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException(name + "'s ops endpoint did not listen within a minute");
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("interrupted waiting for " + name + "'s ops endpoint", e);
+                } catch (ExecutionException e) {
+                    throw new IllegalStateException(e.getCause());
+                }
+            }
         }
     }
 
@@ -284,6 +326,7 @@ public final class LocalStack {
         @Override
         public void run() {
             String last = "";
+            Set<Child> reported = new HashSet<>();
             while (true) {
                 try (Connection c = stack.connect();
                         Statement s = c.createStatement()) {
@@ -292,6 +335,14 @@ public final class LocalStack {
                         if (!now.equals(last)) {
                             System.out.println(String.format("%-13s| %s", "effects", now));
                             last = now;
+                        }
+                        for (Child child : stack.children()) {
+                            if (child.process.crashed() && reported.add(child)) {
+                                System.out.println(String.format(
+                                        "%-13s| EXITED with code %d, not stopped by this stack: the system is not whole"
+                                                + " (its output above says why)",
+                                        child.name, child.process.exitCode()));
+                            }
                         }
                         Thread.sleep(1000);
                     }

@@ -10,6 +10,7 @@ import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.val;
 
+import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.lease.FencingToken;
 import dev.fencedjobs.lease.Grant;
 import dev.fencedjobs.lease.Lease;
@@ -39,10 +40,23 @@ final class JooqOutboxStore implements OutboxStore {
 
     private final DSLContext dsl;
     private final Lease lease;
+    /** The shard whose rows this relay publishes (docs/shards.md); its lease is that shard's. */
+    private final int shard;
+    /** The shard's position row, and the scheduler lease role whose tokens its rows carry. */
+    private final String positionRole;
+
+    private final String schedulerRole;
 
     JooqOutboxStore(DSLContext dsl, Lease lease) {
+        this(dsl, lease, 0);
+    }
+
+    JooqOutboxStore(DSLContext dsl, Lease lease, int shard) {
         this.dsl = dsl;
         this.lease = lease;
+        this.shard = shard;
+        this.positionRole = Shards.role(RELAY_ROLE, shard);
+        this.schedulerRole = Shards.role(SCHEDULER_ROLE, shard);
     }
 
     /**
@@ -64,8 +78,9 @@ final class JooqOutboxStore implements OutboxStore {
                         OUTBOX.TRACEPARENT,
                         OUTBOX.TRACESTATE)
                 .from(OUTBOX)
-                .where(OUTBOX.ID.gt(position()))
-                .orderBy(OUTBOX.ID)
+                .where(OUTBOX.SHARD.eq(shard))
+                .and(OUTBOX.ID.gt(position()))
+                .orderBy(OUTBOX.SHARD, OUTBOX.ID)
                 .limit(limit)
                 .fetch();
         if (rows.isEmpty()) {
@@ -75,7 +90,7 @@ final class JooqOutboxStore implements OutboxStore {
         Map<Long, Tenure> tenures = new HashMap<>();
         dsl.select(LEASE_TAKEOVER.FENCING_TOKEN, LEASE_TAKEOVER.HOLDER_ID, LEASE_TAKEOVER.ACQUIRED_AT)
                 .from(LEASE_TAKEOVER)
-                .where(LEASE_TAKEOVER.ROLE.eq(SCHEDULER_ROLE))
+                .where(LEASE_TAKEOVER.ROLE.eq(schedulerRole))
                 .and(LEASE_TAKEOVER.FENCING_TOKEN.eq(any(tokens)))
                 .forEach(t -> tenures.put(t.value1(), new Tenure(t.value2(), t.value3())));
         List<OutboxRow> result = new ArrayList<>(rows.size());
@@ -97,11 +112,22 @@ final class JooqOutboxStore implements OutboxStore {
         return result;
     }
 
-    /** The relay's position as a subquery: every row up to it is published. */
-    private static Field<Long> position() {
+    /** The shard's position as a subquery: every row of the shard up to it is published. */
+    private Field<Long> position() {
         return DSL.field(DSL.select(OUTBOX_POSITION.PUBLISHED_THROUGH)
                 .from(OUTBOX_POSITION)
-                .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE)));
+                .where(OUTBOX_POSITION.ROLE.eq(positionRole)));
+    }
+
+    /**
+     * Below it, every row of every shard is published: the least position of the shards of the map
+     * in force (a switch of the map left no row of the old one unpublished, and moved every new
+     * shard's position to the last row then).
+     */
+    private static Field<Long> publishedEverywhere() {
+        return DSL.field(
+                "(SELECT min(p.published_through) FROM outbox_position p, unnest(shard_list()) s WHERE p.role = shard_role('relay', s))",
+                Long.class);
     }
 
     /**
@@ -125,20 +151,24 @@ final class JooqOutboxStore implements OutboxStore {
                                     OUTBOX_POSITION.PUBLISHED_THROUGH,
                                     DSL.greatest(OUTBOX_POSITION.PUBLISHED_THROUGH, val(through)))
                             .set(OUTBOX_POSITION.UPDATED_AT, CLOCK_TIMESTAMP)
-                            .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
+                            .where(OUTBOX_POSITION.ROLE.eq(positionRole))
                             .execute();
                     return true;
                 })
                 .isPresent();
     }
 
-    /** Published rows completed more than {@code retention} ago, oldest first (id order is completion order). */
+    /**
+     * Published rows completed more than {@code retention} ago, oldest first, of every shard: below
+     * {@link #publishedEverywhere()}. The holder of shard 0 purges (RelayLoop), so that the rows of
+     * a shard that a smaller map no longer has go too.
+     */
     @Override
     public int purgePublished(Duration retention, int limit) {
         return dsl.deleteFrom(OUTBOX)
                 .where(OUTBOX.ID.in(dsl.select(OUTBOX.ID)
                         .from(OUTBOX)
-                        .where(OUTBOX.ID.le(position()))
+                        .where(OUTBOX.ID.le(publishedEverywhere()))
                         .and(OUTBOX.COMPLETED_AT.lt(CLOCK_TIMESTAMP.minus(val(DayToSecond.valueOf(retention)))))
                         .orderBy(OUTBOX.ID)
                         .limit(limit)))
@@ -152,7 +182,7 @@ final class JooqOutboxStore implements OutboxStore {
         // third of the table to be after it, and reads the whole outbox at every scrape.
         Long position = dsl.select(OUTBOX_POSITION.PUBLISHED_THROUGH)
                 .from(OUTBOX_POSITION)
-                .where(OUTBOX_POSITION.ROLE.eq(RELAY_ROLE))
+                .where(OUTBOX_POSITION.ROLE.eq(positionRole))
                 .fetchOne(OUTBOX_POSITION.PUBLISHED_THROUGH);
         if (position == null) {
             return new Lag(0, 0);
@@ -160,7 +190,8 @@ final class JooqOutboxStore implements OutboxStore {
         Record3<Integer, OffsetDateTime, OffsetDateTime> r = dsl.select(
                         count(), min(OUTBOX.COMPLETED_AT), CLOCK_TIMESTAMP)
                 .from(OUTBOX)
-                .where(OUTBOX.ID.gt(inline(position)))
+                .where(OUTBOX.SHARD.eq(shard))
+                .and(OUTBOX.ID.gt(inline(position)))
                 .fetchSingle();
         double oldest = r.value2() == null
                 ? 0

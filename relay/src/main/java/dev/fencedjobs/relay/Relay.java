@@ -7,6 +7,7 @@ import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.KafkaSettings;
 import dev.fencedjobs.runtime.ServiceBuilder;
 import dev.fencedjobs.runtime.internal.Embedding;
+import dev.fencedjobs.runtime.internal.KafkaHealth;
 import dev.fencedjobs.runtime.internal.LeaderService;
 import dev.fencedjobs.runtime.internal.LeasedService;
 import java.time.Duration;
@@ -57,17 +58,21 @@ public final class Relay extends LeasedService {
                 config.service().database().statementTimeout(),
                 List.of(OUTBOX_INSERTED),
                 ticker,
-                leaseOps);
+                leaseOps,
+                false);
+        KafkaHealth kafka = RelayLoop.kafkaHealth();
         return new Relay(LeaderService.start(
                 spec,
                 parts -> new RelayLoop(
                         config,
                         parts.leadership(),
-                        store.apply(new JooqOutboxStore(parts.dsl(), parts.lease())),
+                        store.apply(new JooqOutboxStore(parts.dsl(), parts.lease(), parts.shard())),
                         publisher.apply(new KafkaPublisher(config, parts.tracing())),
                         parts.ticker(),
                         parts.registry(),
-                        parts.tracing())));
+                        parts.tracing(),
+                        parts.shard(),
+                        kafka)));
     }
 
     /** Builds a {@link Relay}; each setting as its environment variable in docs/relay.md. */

@@ -77,8 +77,12 @@ final class RelayLoop implements LeaderService.Worker {
     /** The first stand-by as a follower, or the first preparation as leader, has run: ready to lead. */
     private volatile boolean warmedUp;
 
-    private final KafkaHealth kafka =
-            new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
+    /** Its shard, as an {@code outbox_inserted} notification names it. */
+    private final String shardName;
+
+    /** Kafka's health, one for the replica: its shards' loops share it, so a fault is logged once. */
+    private final KafkaHealth kafka;
+
     private volatile Map<String, Object> lastBatch;
 
     private final RelayMeters meters;
@@ -91,20 +95,42 @@ final class RelayLoop implements LeaderService.Worker {
             Ticker ticker,
             MeterRegistry registry,
             Tracing tracing) {
+        this(config, leadership, store, publisher, ticker, registry, tracing, 0, kafkaHealth());
+    }
+
+    /** The Kafka health a replica's shard loops share. */
+    static KafkaHealth kafkaHealth() {
+        return new KafkaHealth(log, "relay", "nothing marked, the rows stay in the outbox and are retried");
+    }
+
+    /** The loop of one shard (docs/shards.md); shard 0's also purges published rows of every shard. */
+    RelayLoop(
+            RelayConfig config,
+            Grants leadership,
+            OutboxStore store,
+            Publisher publisher,
+            Ticker ticker,
+            MeterRegistry registry,
+            Tracing tracing,
+            int shard,
+            KafkaHealth kafka) {
+        this.shardName = Integer.toString(shard);
         this.config = config;
+        this.kafka = kafka;
         this.tracing = tracing;
         this.leadership = leadership;
         this.store = store;
         this.publisher = publisher;
         this.ticker = ticker;
         PurgeSchedule purges = new PurgeSchedule(PURGE_LIMIT, config.retention(), ticker);
-        this.meters = new RelayMeters(registry, new ReadCache<>(store::lag, ticker));
+        this.meters = new RelayMeters(registry, new ReadCache<>(store::lag, ticker), shard);
+        boolean purges0 = shard == 0;
         // Published rows past their retention, oldest first, on a thread beside the loop's (a slow delete holds up no
         // batch).
         this.purger = new Purger(
-                "relay-purge",
+                "relay-purge" + (shard == 0 ? "" : "-" + shard),
                 purges,
-                () -> leadership.current().isPresent(),
+                () -> purges0 && leadership.current().isPresent(),
                 () -> store.purgePublished(config.retention(), purges.chunk()),
                 purged -> log.debug(
                         "Purged {} published outbox rows completed more than {} ago", purged, config.retention()),
@@ -113,9 +139,20 @@ final class RelayLoop implements LeaderService.Worker {
         leadership.onChange(purger::wake);
     }
 
+    /**
+     * An {@code outbox_inserted} notification names the shard whose rows were written (R__outbox.sql):
+     * another shard's wakes this loop for nothing, a read of its shard that finds no row.
+     */
     @Override
     public void onNotification(String channel, String payload) {
-        wakeup.signal();
+        if (wakes(channel, payload, shardName)) {
+            wakeup.signal();
+        }
+    }
+
+    /** Whether a notification wakes the loop of shard {@code shard}: not one of another shard's new rows. */
+    static boolean wakes(String channel, String payload, String shard) {
+        return !Relay.OUTBOX_INSERTED.equals(channel) || payload.isEmpty() || payload.equals(shard);
     }
 
     @Override

@@ -4,6 +4,7 @@ import dev.fencedjobs.runtime.internal.ReadCache;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 
 /** The relay loop's meters (docs/operations.md lists them). */
@@ -22,6 +23,11 @@ final class RelayMeters {
     final ReadCache<OutboxStore.Lag> lag;
 
     RelayMeters(MeterRegistry registry, ReadCache<OutboxStore.Lag> lag) {
+        this(registry, lag, 0);
+    }
+
+    /** With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every shard it holds. */
+    RelayMeters(MeterRegistry registry, ReadCache<OutboxStore.Lag> lag, int shard) {
         this.lag = lag;
         published = Counter.builder("fencedjobs_relay_published")
                 .description("outbox rows acknowledged by the broker and marked")
@@ -41,14 +47,17 @@ final class RelayMeters {
         batchLatency = Timer.builder("fencedjobs_relay_batch")
                 .description("read, publish and mark of one batch")
                 .register(registry);
+        Tags tags = Tags.of("shard", Integer.toString(shard));
         Gauge.builder("fencedjobs_outbox_unpublished", this.lag, c -> c.gauge(OutboxStore.Lag::rows))
-                .description("outbox rows not yet published")
+                .description("outbox rows of the shard not yet published")
+                .tags(tags)
                 .register(registry);
         Gauge.builder(
                         "fencedjobs_outbox_oldest_unpublished_seconds",
                         this.lag,
                         c -> c.gauge(OutboxStore.Lag::oldestSeconds))
-                .description("age of the oldest unpublished outbox row")
+                .description("age of the shard's oldest unpublished outbox row")
+                .tags(tags)
                 .register(registry);
     }
 }

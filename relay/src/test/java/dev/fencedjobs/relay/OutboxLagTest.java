@@ -24,13 +24,7 @@ class OutboxLagTest {
 
     @Test
     void theLagReadsTheUnpublishedRowsNotTheWholeOutbox() throws Exception {
-        TestDatabase db = postgres.database();
-        DatabaseConfig config = DatabaseConfig.of(db.url(), db.user(), db.password());
-        try (HikariDataSource pool = Database.pool(config, "outbox-lag")) {
-            Database.migrate(pool);
-            DSLContext dsl = Database.dsl(pool);
-            dsl.connection(c -> CompletedJobs.agedOutbox(c, 10));
-        }
+        DatabaseConfig config = agedOutbox();
         // One connection, so that the lag's statistics are flushed from the session that made them.
         try (HikariDataSource one = Database.pool(config.withPoolSize(1), "outbox-lag-one")) {
             DSLContext dsl = Database.dsl(one);
@@ -45,6 +39,34 @@ class OutboxLagTest {
                     .as("outbox rows read sequentially for the lag, in an outbox of 20,010")
                     .isLessThan(1_000);
         }
+    }
+
+    @Test
+    void theUnpublishedViewReadsTheRowsAfterEachShardsPositionNotTheWholeOutbox() throws Exception {
+        DatabaseConfig config = agedOutbox();
+        try (HikariDataSource one = Database.pool(config.withPoolSize(1), "outbox-view-one")) {
+            DSLContext dsl = Database.dsl(one);
+            long before = outboxReadSequentially(dsl);
+
+            int rows = dsl.fetchCount(dsl.selectFrom("outbox_unpublished"));
+
+            long read = outboxReadSequentially(dsl) - before;
+            assertThat(rows).isEqualTo(10);
+            assertThat(read)
+                    .as("outbox rows read sequentially to count outbox_unpublished, in an outbox of 20,010")
+                    .isLessThan(1_000);
+        }
+    }
+
+    /** A new database whose outbox is as retention leaves it, 10 rows unpublished ({@link CompletedJobs#agedOutbox}). */
+    private static DatabaseConfig agedOutbox() {
+        TestDatabase db = postgres.database();
+        DatabaseConfig config = DatabaseConfig.of(db.url(), db.user(), db.password());
+        try (HikariDataSource pool = Database.pool(config, "outbox-aged")) {
+            Database.migrate(pool);
+            Database.dsl(pool).connection(c -> CompletedJobs.agedOutbox(c, 10));
+        }
+        return config;
     }
 
     private static long outboxReadSequentially(DSLContext dsl) {

@@ -196,6 +196,17 @@ class RelayLoopTest {
     }
 
     @Test
+    void aShardsLoopWakesForItsOwnNewRowsAndNotForAnotherShards() {
+        assertThat(RelayLoop.wakes(Relay.OUTBOX_INSERTED, "3", "3")).isTrue();
+        assertThat(RelayLoop.wakes(Relay.OUTBOX_INSERTED, "1", "3"))
+                .as("rows of shard 1 wake shard 1's loop only")
+                .isFalse();
+        assertThat(RelayLoop.wakes(Relay.OUTBOX_INSERTED, "", "3"))
+                .as("a trigger from before shards names none: every loop wakes")
+                .isTrue();
+    }
+
+    @Test
     void stopEndsTheLoop() {
         lead(1);
         loop.stop();

@@ -12,6 +12,7 @@ import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -48,9 +49,11 @@ public final class Leadership implements Grants, AutoCloseable {
     }
 
     /** What other threads post to the lease thread. */
-    sealed interface Event permits AttemptNow, FastPath.WaitEnded, SteppedDown {}
+    sealed interface Event permits AttemptNow, FastPath.WaitEnded, SteppedDown, Yield {}
 
     private record AttemptNow() implements Event {}
+
+    private record Yield(String reason) implements Event {}
 
     private record SteppedDown(Grant stale, String reason) implements Event {}
 
@@ -74,6 +77,12 @@ public final class Leadership implements Grants, AutoCloseable {
     private final AtomicReference<Grant> grant = new AtomicReference<>();
     private volatile boolean stopped;
     private volatile boolean databaseReachable;
+    /**
+     * Whether a follower may take the lease while it is held or offered: with shards, whether this
+     * replica holds fewer than its share ({@link #gate}). A lease whose holder died or expired is
+     * taken whatever it says, so that no shard is left without a holder.
+     */
+    private volatile BooleanSupplier mayAcquire = () -> true;
     /** The token of the last grant; null before the first. */
     private volatile FencingToken lastToken;
 
@@ -146,6 +155,27 @@ public final class Leadership implements Grants, AutoCloseable {
     /** Times this replica took over at once from a holder whose session ended. */
     public long fastTakeoverCount() {
         return (long) meters.fastTakeovers.count();
+    }
+
+    /**
+     * Sets what decides whether this follower takes a lease that is free or offered by a release
+     * ({@link #mayAcquire}); evaluated on the lease thread before each such attempt.
+     */
+    public void gate(BooleanSupplier mayAcquire) {
+        this.mayAcquire = mayAcquire;
+    }
+
+    /**
+     * Gives the lease up while staying a follower, for a replica that holds more than its share of
+     * the shards: the grant stops being handed out at once, then the lease thread releases the
+     * lease conditionally, and the release's notification lets a replica below its share take it
+     * without waiting for expiry. A batch in flight either committed before the release (which
+     * waits for its lock on the lease row) or fails its guard.
+     */
+    public void yieldLease(String reason) {
+        if (state() == State.LEADER) {
+            post(new Yield(reason));
+        }
     }
 
     /** Has the lease thread attempt now, for example when a release notification arrives. */
@@ -222,6 +252,8 @@ public final class Leadership implements Grants, AutoCloseable {
         for (Event e; !stopped && (e = events.poll()) != null; ) {
             if (e instanceof AttemptNow) {
                 attemptRequested = true;
+            } else if (e instanceof Yield y) {
+                giveUp(y.reason());
             } else if (e instanceof FastPath.WaitEnded w) {
                 fastPath.waitEnded(w);
             } else if (e instanceof SteppedDown s
@@ -236,14 +268,15 @@ public final class Leadership implements Grants, AutoCloseable {
         if (attemptRequested) {
             attemptRequested = false;
             if (grant.get() == null) {
-                attempt(true);
+                attempt(true, true);
             }
         }
         if (times.expiryDue()) {
-            attempt(true);
+            // The holder's lease ran out without a release: taken whatever the gate says.
+            attempt(true, false);
         }
         if (times.periodicDue()) {
-            attempt(false);
+            attempt(false, true);
         }
         long next = times.next();
         if (fastPath != null) {
@@ -255,7 +288,27 @@ public final class Leadership implements Grants, AutoCloseable {
 
     /** A periodic attempt, as the lease thread makes one every renewal interval. */
     void attempt() {
-        attempt(false);
+        attempt(false, true);
+    }
+
+    void attempt(boolean force) {
+        attempt(force, true);
+    }
+
+    /** The lease thread's answer to {@link #yieldLease}: the grant withdrawn, then the lease released. */
+    private void giveUp(String reason) {
+        Grant g = grant.getAndSet(null);
+        if (g == null) {
+            return;
+        }
+        try {
+            boolean released = lease.release(g.token());
+            transitions.log(
+                    State.FOLLOWER, g.token(), reason + (released ? ", released the lease" : ", lease already gone"));
+        } catch (RuntimeException e) {
+            transitions.log(State.FOLLOWER, g.token(), reason + ", release failed (it expires on its own)");
+            log.warn("Lease {}: release of token {} failed: {}", role, g.token(), Faults.describe(e));
+        }
     }
 
     /**
@@ -263,13 +316,19 @@ public final class Leadership implements Grants, AutoCloseable {
      * periodic attempts before then (no statement at all) unless {@code force}d: by a release
      * notification, or by the attempt at that expiry.
      */
-    void attempt(boolean force) {
+    void attempt(boolean force, boolean gated) {
         if (!force && grant.get() == null && times.beforeExpiry()) {
             return;
         }
         long started = ticker.nanoTime();
         // The next periodic attempt is a renewal interval after this one, whatever started it.
         times.attempted(started);
+        if (gated && grant.get() == null && !mayAcquire.getAsBoolean()) {
+            // Not taking it: only learn who holds it and until when, to watch its sign of life. A
+            // lease that is free already is left a renewal interval to a replica below its share.
+            attemptAtExpiry(config.renewInterval());
+            return;
+        }
         Grant previous = grant.get();
         boolean lapsed = previous != null && current().isEmpty();
         try {
@@ -282,7 +341,7 @@ public final class Leadership implements Grants, AutoCloseable {
                 if (previous != null && grant.compareAndSet(previous, null)) {
                     transitions.log(State.FOLLOWER, previous.token(), "another holder has the lease");
                 }
-                attemptAtExpiry();
+                attemptAtExpiry(Duration.ZERO);
             }
         } catch (RuntimeException e) {
             meters.renewalFailures.increment();
@@ -357,7 +416,7 @@ public final class Leadership implements Grants, AutoCloseable {
      * fast path, also has the watcher wait for the holder's session to end, once the holder shows
      * a sign of life.
      */
-    private void attemptAtExpiry() {
+    private void attemptAtExpiry(Duration graceWhenFree) {
         Optional<Lease.Holder> holder;
         try {
             holder = lease.holder();
@@ -372,7 +431,7 @@ public final class Leadership implements Grants, AutoCloseable {
         if (fastPath != null && !h.holderId().equals(holderId)) {
             fastPath.sawHolder(h);
         }
-        times.holderExpiresIn(h.remaining());
+        times.holderExpiresIn(h.remaining().isZero() ? graceWhenFree : h.remaining());
     }
 
     /** What the lease thread has told the watcher and the watcher has not taken yet; for tests, which start no threads. */

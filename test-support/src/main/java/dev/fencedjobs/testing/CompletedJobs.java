@@ -7,8 +7,8 @@ import java.sql.Statement;
 /**
  * Completed jobs with their outbox rows, for tests and benchmarks of what comes after the
  * dispatcher: written the way the dispatcher writes them, since the schema's triggers accept
- * nothing else (an outbox row only for a job completed with the scheduler lease's current token).
- * Where no scheduler lease exists, an expired one with token 1 is created, held by
+ * nothing else (an outbox row only for a job of its shard completed with the shard's scheduler
+ * lease's current token). Where a shard has no scheduler lease, an expired one is created, held by
  * {@value #HOLDER}, so a dispatcher started later takes over with the next token. Run as the
  * schema owner: no service role may insert completed jobs.
  */
@@ -53,9 +53,13 @@ public final class CompletedJobs {
         }
     }
 
-    /** Creates the expired scheduler lease with token 1 where there is none. */
+    /**
+     * Creates the expired scheduler lease of each shard of the map in force where there is none:
+     * token 1 for shard 0 on a new database, the next of the role's family for the others.
+     */
     public static final String LEASE = "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
-            + " VALUES ('scheduler', '" + HOLDER + "', 1, clock_timestamp()) ON CONFLICT (role) DO NOTHING";
+            + " SELECT shard_role('scheduler', s), '" + HOLDER + "', 1, clock_timestamp() FROM unnest(shard_list()) s"
+            + " ORDER BY s ON CONFLICT (role) DO NOTHING";
 
     /**
      * The one statement that writes the jobs and their outbox rows, once {@link #LEASE} has run; its
@@ -63,12 +67,15 @@ public final class CompletedJobs {
      * ({@code fenced_jobs.traceparent}), and their outbox rows carry it, as the dispatcher's do.
      */
     public static String statement(int rows, String resource, String payload) {
+        // Each job with the token of its shard's lease (docs/shards.md); one shard: the scheduler lease's.
         return "WITH done AS (INSERT INTO jobs (resource, payload, due_at, state, completed_by_token, completed_at)"
-                + " SELECT " + resource + ", " + payload + ", clock_timestamp(), 'completed',"
-                + " (SELECT fencing_token FROM leader_lease WHERE role = 'scheduler'), clock_timestamp()"
-                + " FROM generate_series(1, " + rows + ") g"
-                + " RETURNING id, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate)"
-                + " INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)"
-                + " SELECT id, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate FROM done ORDER BY id";
+                + " SELECT x.r, CAST(x.p AS jsonb), clock_timestamp(), 'completed', l.fencing_token, clock_timestamp()"
+                + " FROM (SELECT " + resource + " AS r, " + payload + " AS p, g FROM generate_series(1, " + rows
+                + ") g) x"
+                + " LEFT JOIN leader_lease l ON l.role = shard_role('scheduler', shard_of(x.r, (SELECT shard_count FROM shard_map)))"
+                + " ORDER BY x.g"
+                + " RETURNING id, shard, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate)"
+                + " INSERT INTO outbox (job_id, shard, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)"
+                + " SELECT id, shard, resource, completed_by_token, payload, due_at, completed_at, created_at, traceparent, tracestate FROM done ORDER BY id";
     }
 }

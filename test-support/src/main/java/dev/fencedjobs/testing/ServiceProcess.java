@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * A service run as a separate OS process (from its packaged jar, or a main class on this JVM's
@@ -39,6 +40,7 @@ public final class ServiceProcess implements AutoCloseable {
         private List<String> jvmOptions = List.of("-Xmx128m");
         private Path logDirectory;
         private PrintStream echo;
+        private Consumer<String> lines = line -> {};
 
         private Spec(String name, List<String> program) {
             this.name = Objects.requireNonNull(name, "name");
@@ -67,6 +69,12 @@ public final class ServiceProcess implements AutoCloseable {
         public Spec echoTo(PrintStream out) {
             this.echo = out;
             this.logDirectory = null;
+            return this;
+        }
+
+        /** Each line of the echoed output, as it comes, also to {@code lines} (on the echo's thread). */
+        public Spec onLine(Consumer<String> lines) {
+            this.lines = Objects.requireNonNull(lines, "lines");
             return this;
         }
 
@@ -148,11 +156,11 @@ public final class ServiceProcess implements AutoCloseable {
         }
         expectedExit = false;
         if (spec.echo != null) {
-            pump(process, spec.name, spec.echo);
+            pump(process, spec.name, spec.echo, spec.lines);
         }
     }
 
-    private static void pump(Process process, String name, PrintStream out) {
+    private static void pump(Process process, String name, PrintStream out, Consumer<String> lines) {
         Thread pump = new Thread(
                 () -> {
                     try (BufferedReader r = new BufferedReader(
@@ -160,6 +168,7 @@ public final class ServiceProcess implements AutoCloseable {
                         String line;
                         while ((line = r.readLine()) != null) {
                             out.println(String.format("%-13s| %s", name, line));
+                            lines.accept(line);
                         }
                     } catch (IOException e) {
                         // The process is gone.

@@ -9,6 +9,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import javax.sql.DataSource;
@@ -140,13 +141,23 @@ public final class Database {
      * session of every replica but the first when several start together.
      */
     public static void migrate(DatabaseConfig config, String location, String historyTable, int connectRetries) {
+        migrate(config, location, historyTable, connectRetries, 1);
+    }
+
+    /**
+     * As {@link #migrate(DatabaseConfig, String, String, int)}; a new database gets {@code
+     * initialShards} shards ({@link Shards#DEFAULT_COUNT} for the services and the CLI), one that
+     * has held jobs or leases keeps one shard until an operator changes it (docs/shards.md).
+     */
+    public static void migrate(
+            DatabaseConfig config, String location, String historyTable, int connectRetries, int initialShards) {
         PGSimpleDataSource ds = new PGSimpleDataSource();
         ds.setUrl(config.url());
         ds.setUser(config.user());
         ds.setPassword(config.password());
         ds.setConnectTimeout((int) Math.max(1, config.connectTimeout().toSeconds()));
         ds.setApplicationName("migrate");
-        migrate(ds, location, historyTable, connectRetries);
+        migrate(ds, location, historyTable, connectRetries, initialShards);
     }
 
     /** Applies the schema migrations in {@code db/migration}; safe to run from several replicas at once. */
@@ -168,7 +179,13 @@ public final class Database {
      * component start on a database where the other's tables already exist.
      */
     public static void migrate(DataSource dataSource, String location, String historyTable, int connectRetries) {
-        Flyway flyway = flyway(dataSource, location, historyTable, "0", connectRetries);
+        migrate(dataSource, location, historyTable, connectRetries, 1);
+    }
+
+    /** As {@link #migrate(DataSource, String, String, int)}, a new database with {@code initialShards} shards. */
+    public static void migrate(
+            DataSource dataSource, String location, String historyTable, int connectRetries, int initialShards) {
+        Flyway flyway = flyway(dataSource, location, historyTable, "0", connectRetries, initialShards);
         // Flyway locks only once its history table exists: two first-time migrations of one empty
         // database both try to create (or baseline) it, and one fails. A session-level advisory
         // lock, held on a connection of its own, puts every migrator of this database in a queue.
@@ -192,8 +209,19 @@ public final class Database {
 
     private static Flyway flyway(
             DataSource dataSource, String location, String historyTable, String baseline, int connectRetries) {
+        return flyway(dataSource, location, historyTable, baseline, connectRetries, 1);
+    }
+
+    private static Flyway flyway(
+            DataSource dataSource,
+            String location,
+            String historyTable,
+            String baseline,
+            int connectRetries,
+            int initialShards) {
         return Flyway.configure()
                 .dataSource(dataSource)
+                .placeholders(Map.of(INITIAL_SHARDS, Integer.toString(initialShards)))
                 .locations(location)
                 .table(historyTable)
                 .baselineOnMigrate(true)
@@ -257,4 +285,7 @@ public final class Database {
 
     /** Advisory lock key that serialises migrations (any 64-bit constant unique to this project). */
     private static final long MIGRATION_LOCK = 0x66656e6365646a6fL;
+
+    /** The Flyway placeholder V13 reads: how many shards a new database starts with. */
+    public static final String INITIAL_SHARDS = "initial_shards";
 }

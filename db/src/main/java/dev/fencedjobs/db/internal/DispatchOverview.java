@@ -33,14 +33,21 @@ public final class DispatchOverview {
      * jobs_pending_due}: for the dashboard and the dispatcher's backlog gauge.
      */
     public static final String DUE_BACKLOG = "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' "
-            + "AND due_at <= clock_timestamp() LIMIT " + DUE_CAP + ") due";
+            + "AND shard = ANY (shard_list()) AND due_at <= clock_timestamp() LIMIT " + DUE_CAP + ") due";
+
+    /** {@link #DUE_BACKLOG} of one shard's jobs. */
+    public static String dueBacklogOf(int shard) {
+        return "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'pending' AND shard = " + shard
+                + " AND due_at <= clock_timestamp() LIMIT " + DUE_CAP + ") due";
+    }
 
     /**
      * The due jobs of the key that {@code key} names (an SQL expression), one row each, for a
      * count: the filter that {@code jobs_pending_key} serves.
      */
     public static String dueJobsOf(String key) {
-        return "SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = " + key
+        return "SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = ANY (shard_list()) AND coalesce(j.dispatch_key, j.resource) = "
+                + key
                 + " AND j.due_at <= clock_timestamp()";
     }
 
@@ -50,11 +57,13 @@ public final class DispatchOverview {
             + "FROM (SELECT dispatch_key, per_second, burst, count(*) OVER () AS total, "
             + "dispatch_limit_tokens(tokens, refilled_at, per_second, burst, clock_timestamp()) AS tokens_now FROM dispatch_limits "
             + "ORDER BY tokens_now, dispatch_key LIMIT " + LIMITS_SHOWN + ") l ORDER BY l.tokens_now, l.dispatch_key";
-    /** The keys with the most jobs among the {@link #HEAD} longest-due, read in the plain path's index order. */
+    /** The keys with the most jobs among the {@link #HEAD} longest-due, read in the plain path's index order, shard by shard. */
     static final String BUSIEST =
-            "SELECT k, count(*), min(due_at) FROM (SELECT coalesce(dispatch_key, resource) AS k, due_at FROM jobs "
-                    + "WHERE state = 'pending' AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT " + HEAD
-                    + ") head "
+            "SELECT k, count(*), min(due_at) FROM (SELECT h.k, h.due_at FROM unnest(shard_list()) s "
+                    + "CROSS JOIN LATERAL (SELECT coalesce(dispatch_key, resource) AS k, due_at, id FROM jobs "
+                    + "WHERE state = 'pending' AND shard = s AND due_at <= clock_timestamp() ORDER BY due_at, id LIMIT "
+                    + HEAD
+                    + ") h ORDER BY h.due_at, h.id LIMIT " + HEAD + ") head "
                     + "GROUP BY k ORDER BY count(*) DESC, k LIMIT " + KEYS_SHOWN;
     /**
      * Due jobs held back right now: of keys whose bucket has less than one whole token, up to

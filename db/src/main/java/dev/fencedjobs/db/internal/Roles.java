@@ -34,7 +34,7 @@ public final class Roles {
      */
     private static final Map<String, String> GRANTS = Map.of(
             DISPATCHER,
-                    "REVOKE ALL ON jobs, outbox, leader_lease, dispatch_limits FROM fj_dispatcher;"
+                    "REVOKE ALL ON jobs, outbox, leader_lease, dispatch_limits, shard_map FROM fj_dispatcher;"
                             + "GRANT SELECT ON jobs TO fj_dispatcher;"
                             + "GRANT UPDATE (state, completed_by_token, completed_at) ON jobs TO fj_dispatcher;"
                             // JOBS_RETENTION: completed jobs only (a trigger refuses the others).
@@ -47,15 +47,19 @@ public final class Roles {
                             + "GRANT UPDATE (next_fire_at, fired, skipped, last_fired_at, resumed_at, error) ON schedules TO fj_dispatcher;"
                             + "GRANT INSERT ON schedule_skips TO fj_dispatcher;"
                             + "GRANT SELECT ON outbox TO fj_dispatcher;"
-                            + "GRANT INSERT (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate) "
+                            + "GRANT INSERT (job_id, shard, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate) "
                             + "ON outbox TO fj_dispatcher;"
+                            // Shards: it reads the map, and the holder of shard 0 finishes a drain the operator began.
+                            + "GRANT SELECT ON shard_map TO fj_dispatcher;"
+                            + "GRANT EXECUTE ON FUNCTION shards_switch() TO fj_dispatcher;"
                             + "GRANT SELECT, INSERT, UPDATE ON leader_lease TO fj_dispatcher;"
                             // Rate limits: it reads the definitions and spends the tokens (under the lease guard).
                             + "GRANT SELECT, UPDATE (tokens, refilled_at, refilled_by_token) ON dispatch_limits TO fj_dispatcher;",
             RELAY,
-                    "REVOKE ALL ON outbox, outbox_position, leader_lease, lease_takeover FROM fj_relay;"
+                    "REVOKE ALL ON outbox, outbox_position, leader_lease, lease_takeover, shard_map FROM fj_relay;"
                             + "GRANT SELECT, DELETE ON outbox TO fj_relay;"
                             + "GRANT SELECT, UPDATE ON outbox_position TO fj_relay;"
+                            + "GRANT SELECT ON shard_map TO fj_relay;"
                             // The tenure of each token it publishes (holder and time of acquisition) goes into the
                             // records.
                             + "GRANT SELECT ON lease_takeover TO fj_relay;"

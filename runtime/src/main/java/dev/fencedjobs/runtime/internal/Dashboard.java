@@ -65,7 +65,9 @@ public final class Dashboard implements AutoCloseable {
     /** Counted up to {@link DispatchOverview#DUE_CAP}: the page says "at least". */
     static final String BACKLOG = DispatchOverview.DUE_BACKLOG;
     /** The relay's position: the outbox rows after it are unpublished ({@link #outboxLag}). */
-    static final String RELAY_POSITION = "SELECT published_through FROM outbox_position WHERE role = 'relay'";
+    /** Each shard's relay position (docs/shards.md): shard, published_through. */
+    static final String RELAY_POSITIONS = "SELECT s, coalesce(p.published_through, 0) FROM unnest(shard_list()) s"
+            + " LEFT JOIN outbox_position p ON p.role = shard_role('relay', s) ORDER BY s";
 
     static final String DEAD_LETTERS = "SELECT count(*) FILTER (WHERE status IN ('dead', 'replay_requested')), "
             + "count(*) FILTER (WHERE status = 'replayed'), count(*) FILTER (WHERE status = 'discarded') FROM consumer_dead_letter";
@@ -123,7 +125,7 @@ public final class Dashboard implements AutoCloseable {
         try (Connection c = dataSource.getConnection();
                 Statement s = c.createStatement()) {
             boolean[] v = visibility(s);
-            out.put("roles", v[0] ? leases(c) : null);
+            out.put("roles", v[0] ? leases(c, v[2], v[3]) : null);
             out.put("timeline", v[1] ? timeline(s) : null);
             out.put("deadLetters", v[4] ? deadLetters(s) : null);
             out.put("staleRejected", v[5] ? stale(s) : null);
@@ -261,20 +263,25 @@ public final class Dashboard implements AutoCloseable {
     /**
      * How long the oldest unpublished outbox row has waited, in seconds to a tenth; 0 when none
      * has. The view {@code outbox_unpublished} written out (the roles may read its tables, not the
-     * view), in two statements: the position read first and written into the second as a literal,
+     * view), in two statements: each shard's position read first and written into the second as a literal,
      * which the planner sees, so it reads the rows after it through the primary key. With the
      * position in a subquery, the planner takes a third of the table to be after it and reads all
      * of it, every sample (an hour of rows with the default {@code OUTBOX_RETENTION}).
      */
     static Double outboxLag(Statement s) throws SQLException {
-        Number position = single(s, RELAY_POSITION);
-        if (position == null) {
-            return 0.0; // no relay has published yet: as the view, nothing counts as unpublished
+        List<String> afterPositions = new ArrayList<>();
+        try (ResultSet rs = s.executeQuery(RELAY_POSITIONS)) {
+            while (rs.next()) {
+                afterPositions.add("(shard = " + rs.getInt(1) + " AND id > " + rs.getLong(2) + ")");
+            }
+        }
+        if (afterPositions.isEmpty()) {
+            return 0.0;
         }
         double seconds = single(
                         s,
-                        "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox WHERE id > "
-                                + position.longValue())
+                        "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(completed_at)), 0) FROM outbox WHERE "
+                                + String.join(" OR ", afterPositions))
                 .doubleValue();
         return Math.round(seconds * 10) / 10.0;
     }
@@ -341,7 +348,14 @@ public final class Dashboard implements AutoCloseable {
         }
     }
 
-    private static List<Map<String, Object>> leases(Connection c) throws SQLException {
+    /**
+     * Every lease (each shard's its own role: docs/shards.md), and what waits for each shard's
+     * holder where this service may read it: the shard's due jobs (up to 100,000) for a scheduler
+     * lease, its unpublished outbox rows for a relay lease.
+     */
+    private static List<Map<String, Object>> leases(Connection c, boolean jobs, boolean outbox) throws SQLException {
+        Map<String, Long> due = jobs ? orEmpty(() -> perShard(c, SHARD_DUE, "scheduler")) : Map.of();
+        Map<String, Long> unpublished = outbox ? orEmpty(() -> perShard(c, SHARD_UNPUBLISHED, "relay")) : Map.of();
         List<Map<String, Object>> roles = new ArrayList<>();
         for (LeaseRow l : LeaseRow.all(c)) {
             Map<String, Object> r = new LinkedHashMap<>();
@@ -350,9 +364,42 @@ public final class Dashboard implements AutoCloseable {
             r.put("token", l.token().value());
             r.put("live", l.live());
             r.put("expiresInSeconds", l.secondsLeft());
+            if (due.containsKey(l.role())) {
+                r.put("dueJobs", due.get(l.role()));
+            }
+            if (unpublished.containsKey(l.role())) {
+                r.put("unpublished", unpublished.get(l.role()));
+            }
             roles.add(r);
         }
         return roles;
+    }
+
+    /** Each shard's due jobs, up to 100,000: shard, count. */
+    static final String SHARD_DUE =
+            "SELECT s, (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = s"
+                    + " AND j.due_at <= clock_timestamp() LIMIT 100000) d) FROM unnest(shard_list()) s";
+    /** Each shard's unpublished outbox rows, up to 100,000: shard, count. */
+    static final String SHARD_UNPUBLISHED =
+            "SELECT s, (SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE o.shard = s AND o.id >"
+                    + " coalesce((SELECT p.published_through FROM outbox_position p WHERE p.role = shard_role('relay', s)), 0)"
+                    + " LIMIT 100000) u) FROM unnest(shard_list()) s";
+
+    private static Map<String, Long> perShard(Connection c, String sql, String role) throws SQLException {
+        Map<String, Long> byRole = new LinkedHashMap<>();
+        try (Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(sql)) {
+            while (rs.next()) {
+                int shard = rs.getInt(1);
+                byRole.put(shard == 0 ? role : role + "/" + shard, rs.getLong(2));
+            }
+        }
+        return byRole;
+    }
+
+    private static Map<String, Long> orEmpty(Query<Map<String, Long>> query) {
+        Map<String, Long> m = orNull(query);
+        return m == null ? Map.of() : m;
     }
 
     private static List<Map<String, Object>> timeline(Statement s) throws SQLException {

@@ -1,5 +1,6 @@
 package dev.fencedjobs.runtime.internal;
 
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.slf4j.Logger;
@@ -19,7 +20,8 @@ public final class KafkaHealth {
     private final Logger log;
     private final String service;
     private final String meanwhile;
-    private volatile String lastError;
+    /** The last failure of the streak, null while calls succeed; shared by a replica's shards. */
+    private final AtomicReference<String> lastError = new AtomicReference<>();
 
     /**
      * @param service who is talking to Kafka, for the messages ("relay")
@@ -32,25 +34,24 @@ public final class KafkaHealth {
     }
 
     public void failed(Throwable fault) {
-        boolean first = lastError == null;
-        lastError = Faults.describe(fault);
+        String error = Faults.describe(fault);
+        boolean first = lastError.getAndSet(error) == null;
         if (first && refusedAccess(fault)) {
             log.error(
                     "Kafka refused the {}: {}; {}. Nothing moves until it is fixed; retrying every few seconds",
                     service,
-                    lastError,
+                    error,
                     ACCESS_HINT);
         } else if (first) {
-            log.warn("Kafka: {}; {}", lastError, meanwhile);
+            log.warn("Kafka: {}; {}", error, meanwhile);
         } else {
-            log.debug("Kafka still failing: {}", lastError);
+            log.debug("Kafka still failing: {}", error);
         }
     }
 
     public void succeeded() {
-        if (lastError != null) {
+        if (lastError.getAndSet(null) != null) {
             log.info("Kafka works again for the {}", service);
-            lastError = null;
         }
     }
 
@@ -68,12 +69,12 @@ public final class KafkaHealth {
     }
 
     public boolean healthy() {
-        return lastError == null;
+        return lastError.get() == null;
     }
 
     /** {@code ok}, or the last failure while it lasts. */
     public String state() {
-        String e = lastError;
+        String e = lastError.get();
         return e == null ? "ok" : e;
     }
 }

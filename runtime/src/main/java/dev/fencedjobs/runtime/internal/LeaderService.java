@@ -1,13 +1,12 @@
 package dev.fencedjobs.runtime.internal;
 
 import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.db.internal.Ticker;
-import dev.fencedjobs.lease.HolderWatch;
 import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.lease.LeaseOps;
-import dev.fencedjobs.lease.LeaseSession;
 import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
@@ -25,18 +24,20 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A service whose work only the holder of a role's lease may do (the dispatcher, the relay):
- * {@link Leadership}, the worker thread and the graceful stop, on a {@link ServiceRuntime} (the
- * pool, the migrations, the LISTEN connection, the ops endpoint).
+ * A service whose work only the holder of a role's lease may do (the dispatcher, the relay), on a
+ * {@link ServiceRuntime} (the pool, the migrations, the LISTEN connection, the ops endpoint).
  *
- * <p>Graceful stop ({@link #close()}): the worker stops starting work and finishes what is in
- * flight; then, and only then, the lease is released conditionally, whose trigger notifies
- * followers so one takes over at once. If the worker does not finish in time, the lease is not
+ * <p><b>Shards</b> (docs/shards.md): the work is split into the shard map's shards, each with a
+ * lease of its own ({@code scheduler}, {@code scheduler/1}, …). The replica keeps a {@link ShardSlot}
+ * for every shard of the map in force (its lease, {@link Leadership}, and worker thread), and a
+ * {@link ShardKeeper} that follows the map's changes and keeps this replica's share of the shards
+ * ({@link ShardShare}). With one shard, which is what a database has until an operator sets more,
+ * the service is what it was before shards: one lease, one worker.
+ *
+ * <p>Graceful stop ({@link #close()}): every worker stops starting work and finishes what is in
+ * flight; then, and only then, each lease is released conditionally, whose trigger notifies
+ * followers so one takes over at once. A lease whose worker does not finish in time is not
  * released; with the fast path a follower takes over as the lease session closes, else at expiry.
- *
- * <p>With the fast path ({@link LeaseConfig#fastTakeover()}) the lease's statements go over a
- * {@link LeaseSession} of the service's own, which holds the sign of life, and a follower waits on
- * a {@link HolderWatch}: two more long-lived connections beside the pool and the LISTEN one.
  */
 public final class LeaderService implements AutoCloseable {
 
@@ -45,7 +46,7 @@ public final class LeaderService implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(LeaderService.class);
 
-    /** The service's own work, run on a thread of its own. */
+    /** The service's own work for one shard, run on a thread of its own. */
     public interface Worker extends Runnable {
         /** Stop starting work; return from {@link #run()} once what is in flight is done. */
         void stop();
@@ -65,20 +66,29 @@ public final class LeaderService implements AutoCloseable {
         }
     }
 
-    /** What a worker is built from. */
+    /**
+     * What a worker is built from.
+     *
+     * @param shard the shard whose work it does; shard 0 also does the service's housekeeping
+     *     (retention, schedules)
+     */
     public record Parts(
             DSLContext dsl,
             Lease lease,
             Leadership leadership,
             MeterRegistry registry,
             Ticker ticker,
-            Tracing tracing) {}
+            Tracing tracing,
+            int shard) {}
 
     /**
      * How a service is put together; the decorators let tests pause or break its lease and work.
      *
+     * @param role the role's name, which is shard 0's lease; shard n's is {@code role/n}
      * @param config its database (when {@code embedding} lends none, the pool's; else what the lent
      *     pool's sessions are, {@link dev.fencedjobs.db.DatabaseConfig#ofSessions}), ops port, stop and migrations
+     * @param finishesDrains whether the holder of shard 0 puts a new shard count in force once the
+     *     map has drained ({@code shards_switch}): the dispatcher's
      */
     public record Spec(
             String service,
@@ -90,17 +100,12 @@ public final class LeaderService implements AutoCloseable {
             Duration safetyMargin,
             List<String> channels,
             Ticker ticker,
-            UnaryOperator<LeaseOps> leaseOps) {}
+            UnaryOperator<LeaseOps> leaseOps,
+            boolean finishesDrains) {}
 
     private final Spec spec;
     private final ServiceRuntime runtime;
-    private final Leadership leadership;
-    /** The lease's own session and the follower's watch; both null when the fast path is off. */
-    private final LeaseSession leaseSession;
-
-    private final HolderWatch holderWatch;
-    private final Worker worker;
-    private final Thread workerThread;
+    private final ShardKeeper keeper;
     private final PgListener listener;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -110,53 +115,20 @@ public final class LeaderService implements AutoCloseable {
         this.runtime = ServiceRuntime.open(
                 spec.service(), spec.config(), spec.embedding(), Database.MIGRATIONS, Database.HISTORY_TABLE);
         log.info("{} {} starting: database {}", spec.service(), spec.holderId(), runtime.describeDatabase());
-        MeterRegistry registry = runtime.registry();
-        DSLContext dsl = runtime.dsl();
-        Lease lease;
         try {
-            lease = new Lease(dsl, spec.role(), spec.holderId(), spec.lease().duration(), spec.ticker());
-        } catch (RuntimeException e) {
-            runtime.close();
-            throw e;
-        }
-        LeaseOps ops;
-        if (spec.lease().fastTakeover()) {
-            // The lease's statements go over a session of its own, which holds the sign of life;
-            // neither connection opens before the first attempt.
-            leaseSession = new LeaseSession(lease, runtime.sessions("lease"));
-            holderWatch = new HolderWatch(spec.role(), runtime.sessions("watch"));
-            ops = leaseSession;
-        } else {
-            leaseSession = null;
-            holderWatch = null;
-            ops = lease;
-        }
-        try {
-            this.leadership = new Leadership(
-                    spec.role(),
-                    spec.holderId(),
-                    spec.leaseOps().apply(ops),
-                    holderWatch,
-                    spec.lease(),
-                    spec.safetyMargin(),
-                    spec.ticker(),
-                    registry);
-            this.worker = workerFactory.apply(new Parts(
-                    dsl,
-                    lease,
-                    leadership,
-                    registry,
-                    spec.ticker(),
-                    spec.embedding().tracing()));
+            this.keeper = new ShardKeeper(spec, runtime, workerFactory);
             List<String> channels = new ArrayList<>(spec.channels());
             channels.add(LEASE_RELEASED);
+            channels.add(Shards.CHANGED);
             // A release notification sent while the listener was away is lost: a follower that waits
             // for the holder's expiry tries once now instead.
             this.listener = runtime.listener(channels, this::onNotification, () -> {
-                worker.onListenerConnected();
-                leadership.attemptNow();
+                for (ShardSlot slot : keeper.slots()) {
+                    slot.worker.onListenerConnected();
+                    slot.leadership.attemptNow();
+                }
+                keeper.wake();
             });
-            this.workerThread = new Thread(worker, spec.service() + "-worker");
             runtime.serve(this::ready, this::status, null);
         } catch (RuntimeException e) {
             runtime.close();
@@ -164,40 +136,41 @@ public final class LeaderService implements AutoCloseable {
         }
     }
 
-    private void closeSessions() {
-        if (holderWatch != null) {
-            holderWatch.close();
-        }
-        if (leaseSession != null) {
-            // Ends the session, and with it the sign of life: a waiting follower takes over now.
-            leaseSession.close();
-        }
-    }
-
     public static LeaderService start(Spec spec, Function<Parts, Worker> workerFactory) {
         LeaderService s = new LeaderService(spec, workerFactory);
-        s.workerThread.start();
+        s.keeper.start();
         s.listener.start();
-        s.leadership.start();
         return s;
     }
 
     private void onNotification(String channel, String payload) {
         if (LEASE_RELEASED.equals(channel)) {
-            if (spec.role().equals(payload)) {
-                leadership.attemptNow();
+            ShardSlot slot = keeper.slot(payload);
+            if (slot != null) {
+                slot.leadership.attemptNow();
             }
+        } else if (Shards.CHANGED.equals(channel)) {
+            keeper.wake();
         } else {
-            worker.onNotification(channel, payload);
+            for (ShardSlot slot : keeper.slots()) {
+                slot.worker.onNotification(channel, payload);
+            }
         }
     }
 
     public boolean ready() {
-        return leadership.databaseReachable() && worker.ready() && !closed.get();
+        ShardSlot zero = keeper.first();
+        return zero.leadership.databaseReachable() && zero.worker.ready() && !closed.get();
     }
 
+    /** Shard 0's leadership: the role's lease as it was before shards. */
     public Leadership leadership() {
-        return leadership;
+        return keeper.first().leadership;
+    }
+
+    /** Whether this replica holds the lease of any shard. */
+    public boolean leadingAny() {
+        return keeper.slots().stream().anyMatch(ShardSlot::leading);
     }
 
     /** The ops endpoint's port, or -1 when the embedding turned it off. */
@@ -205,27 +178,22 @@ public final class LeaderService implements AutoCloseable {
         return runtime.httpPort();
     }
 
+    /**
+     * The status JSON: shard 0's lease and work at the top, as before shards, and under {@code
+     * shards} each shard's lease as this replica sees it, with the map and this replica's share.
+     */
     public Map<String, Object> status() {
+        ShardSlot zero = keeper.first();
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("service", spec.service());
-        status.put("role", leadership.role());
-        status.put("holder", leadership.holderId());
-        status.put("state", leadership.state().name());
+        status.put("role", zero.leadership.role());
+        status.put("holder", zero.leadership.holderId());
         status.put("ready", ready());
-        status.put("acquisitions", leadership.acquisitions());
-        status.put("fastTakeover", leadership.fastTakeover());
-        status.put("fastTakeovers", leadership.fastTakeoverCount());
-        leadership.watchTarget().ifPresent(token -> status.put("watching", token.value()));
-        if (leaseSession != null) {
-            leaseSession.signOfLife().ifPresent(token -> status.put("signOfLife", token.value()));
-        }
+        status.putAll(zero.leaseStatus());
         // Whether the LISTEN connection is up (after a database failover: on the new primary).
         status.put("listening", listener.connected());
-        leadership.lastGrant().ifPresent(g -> {
-            status.put("token", g.token().value());
-            status.put("leaseExpiresAt", g.expiresAt().toString());
-        });
-        status.putAll(worker.status());
+        status.putAll(zero.worker.status());
+        status.put("shards", keeper.status());
         return status;
     }
 
@@ -249,22 +217,7 @@ public final class LeaderService implements AutoCloseable {
                 spec.service(),
                 spec.holderId(),
                 timeout);
-        worker.stop();
-        try {
-            workerThread.join(timeout.toMillis());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        if (workerThread.isAlive()) {
-            log.warn(
-                    "Work in flight did not finish within {}; not releasing the lease: a follower takes over when this replica's "
-                            + "lease session ends, or at expiry (the work in flight writes nothing once it has)",
-                    timeout);
-            leadership.close();
-        } else {
-            leadership.stopAndRelease();
-        }
-        closeSessions();
+        keeper.close(timeout);
         listener.close();
         runtime.close();
         log.info("{} {} stopped", spec.service(), spec.holderId());

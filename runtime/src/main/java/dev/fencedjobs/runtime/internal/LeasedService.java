@@ -20,7 +20,8 @@ public abstract class LeasedService implements RunningService {
     public State state() {
         return switch (service.leadership().state()) {
             case LEADER -> State.LEADING;
-            case FOLLOWER -> State.FOLLOWING;
+            // With shards: leading while it holds any shard's lease.
+            case FOLLOWER -> service.leadingAny() ? State.LEADING : State.FOLLOWING;
             case STOPPED -> State.STOPPED;
         };
     }

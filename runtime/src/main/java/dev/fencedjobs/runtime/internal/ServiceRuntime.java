@@ -2,6 +2,7 @@ package dev.fencedjobs.runtime.internal;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.fencedjobs.db.internal.Database;
+import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.lease.LeaseSession;
 import dev.fencedjobs.runtime.ServiceConfig;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -88,9 +89,12 @@ public final class ServiceRuntime implements AutoCloseable {
         try {
             if (config.migrate()) {
                 if (runtime.ownPool != null) {
-                    Database.migrate(config.database(), migrations, historyTable, MIGRATE_CONNECT_RETRIES);
+                    Database.migrate(
+                            config.database(), migrations, historyTable, MIGRATE_CONNECT_RETRIES, Shards.DEFAULT_COUNT);
                 } else {
-                    Database.migrate(runtime.dataSource, migrations, historyTable, MIGRATE_CONNECT_RETRIES);
+                    // On the application's pool, a new database starts with one shard: each shard a replica
+                    // follows keeps two of the pool's connections (docs/shards.md, "What it costs").
+                    Database.migrate(runtime.dataSource, migrations, historyTable, MIGRATE_CONNECT_RETRIES, 1);
                 }
             }
             return runtime;

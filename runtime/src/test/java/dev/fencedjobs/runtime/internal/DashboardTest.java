@@ -27,6 +27,9 @@ class DashboardTest {
     /** Its own database: its 30,000 jobs completed just now would count in the other tests' samples. */
     @RegisterExtension
     static final MigratedDatabase agedOutbox = new MigratedDatabase();
+    /** Its own database: two shards. */
+    @RegisterExtension
+    static final MigratedDatabase sharded = new MigratedDatabase();
 
     @Test
     @SuppressWarnings("unchecked")
@@ -119,6 +122,45 @@ class DashboardTest {
                     .as("the oldest unpublished row's age")
                     .isBetween(0.0, 60.0);
             assertThat(read).as("outbox rows read sequentially by one sample").isLessThan(1_000);
+        }
+    }
+
+    /** Each shard's lease on the page, with what waits for its holder: due jobs, unpublished rows. */
+    @Test
+    @SuppressWarnings("unchecked")
+    void eachShardsLeaseShowsWhatWaitsForItsHolder() throws Exception {
+        sharded.dsl().execute("SELECT shards_set(2)");
+        sharded.dsl().execute("SELECT shards_switch()");
+        // 'r-1' and 'r-2' fall in different shards of two: 3 due jobs of one, 5 of the other, and
+        // 4 completed jobs' rows, none published.
+        assertThat(sharded.dsl()
+                        .fetchSingle("SELECT shard_of('r-1', 2) <> shard_of('r-2', 2)")
+                        .get(0, Boolean.class))
+                .isTrue();
+        sharded.dsl()
+                .execute("INSERT INTO jobs (resource, due_at) SELECT CASE WHEN g <= 3 THEN 'r-1' ELSE 'r-2' END,"
+                        + " clock_timestamp() FROM generate_series(1, 8) g");
+        sharded.dsl().connection(c -> CompletedJobs.insert(c, 4, "'r-1'", "'{}'"));
+        sharded.dsl()
+                .execute("INSERT INTO leader_lease SELECT shard_role('relay', s), 'relay-x', 1, clock_timestamp()"
+                        + " FROM unnest(shard_list()) s ORDER BY s");
+        try (Dashboard dashboard = new Dashboard("dispatcher", sharded.pool(), null, false)) {
+            Map<String, Map<String, Object>> byRole = new java.util.TreeMap<>();
+            for (Map<String, Object> r :
+                    (List<Map<String, Object>>) dashboard.snapshot().get("roles")) {
+                byRole.put((String) r.get("role"), r);
+            }
+            assertThat(byRole).containsOnlyKeys("relay", "relay/1", "scheduler", "scheduler/1");
+            String one = sharded.dsl()
+                    .fetchSingle("SELECT shard_role('scheduler', shard_of('r-1', 2))")
+                    .get(0, String.class);
+            String two = one.equals("scheduler") ? "scheduler/1" : "scheduler";
+            assertThat(byRole.get(one)).containsEntry("dueJobs", 3L);
+            assertThat(byRole.get(two)).containsEntry("dueJobs", 5L);
+            String relayOne = one.replace("scheduler", "relay");
+            String relayTwo = two.replace("scheduler", "relay");
+            assertThat(byRole.get(relayOne)).containsEntry("unpublished", 4L);
+            assertThat(byRole.get(relayTwo)).containsEntry("unpublished", 0L);
         }
     }
 

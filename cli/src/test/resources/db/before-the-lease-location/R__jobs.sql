@@ -1,0 +1,420 @@
+-- The jobs table's guards, wake-ups and control functions as they are now (V2, V5, V6, V8, V9,
+-- V10). A repeatable migration: Flyway applies it again whenever this file changes, after the
+-- versioned migrations. Grants to the roles are in Roles (fenced-jobs migrate --roles).
+
+/* [jooq ignore start] */
+
+-- Wake-ups for the dispatcher leader, so it sleeps until the earliest due job instead of polling.
+-- Payload: "<earliest due_at among the new or rescheduled pending jobs, epoch ms (database time)>
+-- <the notifying transaction's xid8>". The leader compares the transaction with the snapshots of
+-- its recent batches, to tell a notification that arrives after its jobs were already completed
+-- from a job it has not seen. The one place the payload is written (DispatchLoop.Notified reads it).
+CREATE OR REPLACE FUNCTION notify_jobs_due(due timestamptz) RETURNS void LANGUAGE sql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT pg_notify('jobs_due', (floor(extract(epoch FROM due) * 1000))::bigint::text || ' ' || pg_current_xact_id()::text)
+$$;
+
+CREATE OR REPLACE FUNCTION jobs_notify_inserted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    earliest timestamptz;
+BEGIN
+    SELECT min(due_at) INTO earliest FROM inserted WHERE state = 'pending';
+    IF earliest IS NOT NULL THEN
+        PERFORM notify_jobs_due(earliest);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- One notification per INSERT or COPY statement, however many rows it writes.
+DROP TRIGGER IF EXISTS jobs_notify_inserted ON jobs;
+CREATE TRIGGER jobs_notify_inserted
+    AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify_inserted();
+
+CREATE OR REPLACE FUNCTION jobs_notify_rescheduled() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    PERFORM notify_jobs_due(NEW.due_at);
+    RETURN NULL;
+END
+$$;
+
+-- A pending job moved earlier by an UPDATE of due_at. The leader's own updates never set due_at.
+DROP TRIGGER IF EXISTS jobs_notify_rescheduled ON jobs;
+CREATE TRIGGER jobs_notify_rescheduled
+    AFTER UPDATE OF due_at ON jobs
+    FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.due_at < OLD.due_at)
+    EXECUTE FUNCTION jobs_notify_rescheduled();
+
+-- A completed or cancelled job is final: never reopened, completed, cancelled again or edited. The
+-- WHEN clause is evaluated without calling the function, so pending jobs cost nothing.
+CREATE OR REPLACE FUNCTION jobs_completed_are_final() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF OLD.state = 'cancelled' THEN
+        RAISE EXCEPTION 'job % was cancelled at %; a cancelled job is never changed', OLD.id, OLD.cancelled_at
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RAISE EXCEPTION 'job % was completed with token % at %; a completed job is never changed', OLD.id, OLD.completed_by_token, OLD.completed_at
+        USING ERRCODE = 'check_violation';
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_completed_are_final ON jobs;
+CREATE TRIGGER jobs_completed_are_final
+    BEFORE UPDATE ON jobs
+    FOR EACH ROW WHEN (OLD.state <> 'pending')
+    EXECUTE FUNCTION jobs_completed_are_final();
+
+-- Only the scheduler lease's current token completes jobs. Once per statement: the dispatcher
+-- completes a batch and writes its outbox rows in one statement.
+CREATE OR REPLACE FUNCTION jobs_completed_with_lease_token() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    lease_token bigint;
+    forged record;
+BEGIN
+    SELECT fencing_token INTO lease_token FROM leader_lease WHERE role = 'scheduler';
+    SELECT id, completed_by_token INTO forged FROM changed
+        WHERE state = 'completed' AND completed_by_token IS DISTINCT FROM lease_token LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % completed with token %, but the scheduler lease has token %: only the lease holder completes jobs, with its own token',
+            forged.id, forged.completed_by_token, coalesce(lease_token::text, '(none)') USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_completed_with_lease_token ON jobs;
+CREATE TRIGGER jobs_completed_with_lease_token
+    AFTER UPDATE ON jobs
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_completed_with_lease_token();
+
+-- Pending jobs are deleted by nobody but the owner: the dispatcher's retention deletes completed
+-- jobs, and a producer cancels through cancel_job.
+CREATE OR REPLACE FUNCTION jobs_pending_kept() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF NOT login_owns_schema() THEN
+        RAISE EXCEPTION '% deletes completed jobs only; job % is %', current_user, OLD.id, OLD.state USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN OLD;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_pending_kept ON jobs;
+CREATE TRIGGER jobs_pending_kept
+    BEFORE DELETE ON jobs
+    FOR EACH ROW WHEN (OLD.state = 'pending')
+    EXECUTE FUNCTION jobs_pending_kept();
+
+-- A login that may complete jobs inserts only the occurrences of existing schedules, with their
+-- resource and payload, its name in submitted_by and the key schedule:<name>@...: one that could
+-- also submit work of its own could make effects out of nothing. Checked once per statement over
+-- the rows it inserted, so a producer's bulk insert pays one privilege check, not one per row.
+CREATE OR REPLACE FUNCTION jobs_inserted_by_dispatcher() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    bad record;
+BEGIN
+    IF login_owns_schema() OR NOT has_column_privilege(current_user, 'jobs', 'completed_by_token', 'UPDATE') THEN
+        RETURN NULL;
+    END IF;
+    SELECT n.unique_key INTO bad FROM inserted_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM schedules s
+                      WHERE n.submitted_by = 'schedule:' || s.name
+                        AND left(n.unique_key, length(s.name) + 10) = 'schedule:' || s.name || '@'
+                        AND n.resource = s.resource AND n.payload = s.payload AND n.due_at >= s.starts_at)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied: % may complete jobs, so it inserts only the occurrences of existing schedules, with their resource and payload (key %)',
+            current_user, coalesce(bad.unique_key, '(none)') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_inserted_by_dispatcher ON jobs;
+CREATE TRIGGER jobs_inserted_by_dispatcher
+    AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS inserted_jobs
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION jobs_inserted_by_dispatcher();
+
+-- What a producer may see and do: its own jobs only (submitted_by = its login), or every job for a
+-- role that may update jobs outright (the schema owner, an operator). The functions run with the
+-- owner's rights; nobody may call them unless granted (Roles: fj_producer). The view my_jobs
+-- inlines the same predicate (V9).
+CREATE OR REPLACE FUNCTION jobs_visible_to(submitter varchar, viewer name) RETURNS boolean LANGUAGE sql STABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT submitter = viewer::text OR has_table_privilege(viewer, 'public.jobs', 'UPDATE')
+$$;
+
+-- The job a producer names, locked: by id, or by unique key when the id is null.
+CREATE OR REPLACE FUNCTION job_for_control(job_id bigint, key varchar, action text) RETURNS jobs LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    j jobs;
+BEGIN
+    IF job_id IS NOT NULL THEN
+        SELECT * INTO j FROM jobs WHERE id = job_id FOR UPDATE;
+    ELSE
+        SELECT * INTO j FROM jobs WHERE unique_key = key FOR UPDATE;
+    END IF;
+    IF NOT FOUND OR NOT jobs_visible_to(j.submitted_by, session_user) THEN
+        RAISE EXCEPTION 'no job % submitted by %', coalesce(job_id::text, 'with key ' || key), session_user
+            USING ERRCODE = 'no_data_found', HINT = 'a producer controls only the jobs its own login submitted';
+    END IF;
+    IF j.state = 'completed' THEN
+        RAISE EXCEPTION 'job % was already completed at % (token %); it cannot be %', j.id, j.completed_at, j.completed_by_token, action
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN j;
+END
+$$;
+
+-- Cancels a pending job; cancelling a cancelled job again is a no-op. Returns the job's id.
+CREATE OR REPLACE FUNCTION cancel_job_internal(job_id bigint, key varchar) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    j jobs := job_for_control(job_id, key, 'cancelled');
+BEGIN
+    IF j.state = 'pending' THEN
+        UPDATE jobs SET state = 'cancelled', cancelled_at = clock_timestamp() WHERE id = j.id;
+    END IF;
+    RETURN j.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF new_due_at IS NULL THEN
+        RAISE EXCEPTION 'a job needs a due time' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN reschedule_job_internal(job_id, key, new_due_at, NULL::integer);
+END
+$$;
+
+-- Moves a pending job to a new due time, a new priority (seconds, docs/dispatch.md), or both; NULL
+-- keeps what the job has.
+CREATE OR REPLACE FUNCTION reschedule_job_internal(job_id bigint, key varchar, new_due_at timestamptz, new_priority integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    j jobs := job_for_control(job_id, key, 'rescheduled');
+BEGIN
+    IF new_due_at IS NULL AND new_priority IS NULL THEN
+        RAISE EXCEPTION 'nothing to change: give a due time, a priority or both' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF j.state = 'cancelled' THEN
+        RAISE EXCEPTION 'job % was cancelled at %; it cannot be rescheduled', j.id, j.cancelled_at
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE jobs SET due_at = coalesce(new_due_at, jobs.due_at), priority = coalesce(new_priority, jobs.priority) WHERE id = j.id;
+    RETURN j.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION cancel_job(job_id bigint) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT cancel_job_internal(job_id, NULL) $$;
+CREATE OR REPLACE FUNCTION cancel_job_by_key(key varchar) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT cancel_job_internal(NULL, key) $$;
+CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at) $$;
+CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(NULL, key, due_at) $$;
+CREATE OR REPLACE FUNCTION reschedule_job(job_id bigint, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(job_id, NULL, due_at, priority) $$;
+CREATE OR REPLACE FUNCTION reschedule_job_by_key(key varchar, due_at timestamptz, priority integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, public, pg_temp AS $$ SELECT reschedule_job_internal(NULL, key, due_at, priority) $$;
+
+REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, varchar, text), cancel_job_internal(bigint, varchar),
+    reschedule_job_internal(bigint, varchar, timestamptz), cancel_job(bigint), cancel_job_by_key(varchar),
+    reschedule_job(bigint, timestamptz), reschedule_job_by_key(varchar, timestamptz),
+    reschedule_job_internal(bigint, varchar, timestamptz, integer), reschedule_job(bigint, timestamptz, integer),
+    reschedule_job_by_key(varchar, timestamptz, integer) FROM PUBLIC;
+
+-- The dispatch policy (docs/dispatch.md) -------------------------------------------------------
+
+-- Whether the dispatcher's batch takes the policy path: while any rate limit is defined, or any
+-- pending job names a priority or a dispatch key (through the partial index jobs_pending_policy,
+-- empty while nobody does). Otherwise the plain batch completes due jobs in (due_at, id) order.
+CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE sql STABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM dispatch_limits)
+        OR EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND (priority <> 0 OR dispatch_key IS NOT NULL))
+$$;
+
+-- The policy path's batch, for the scheduler lease's holder, in the transaction of its lease guard.
+-- One instant of database time, now, stands for the whole batch: it decides what is due, refills
+-- the token buckets, and is every completed job's completed_at.
+--
+-- 1. The keys (a job's dispatch_key, else its resource) that have pending jobs, in key order after
+--    start_key and wrapping round, at most batch_limit of them; the rest wait for the next batch,
+--    which starts after the last key visited here.
+-- 2. Each key gets up to ceil(batch_limit / keys) of its due jobs, in rank order (due time moved
+--    earlier by the priority's seconds, then id), and no more than its limit's whole tokens.
+-- 3. Room left in the batch goes to the keys that had more, in the same order.
+-- 4. The chosen jobs are completed with the token (SKIP LOCKED: a job a producer is updating waits
+--    for the next batch), their outbox rows written in rank order, and each limited key's bucket
+--    keeps what is left: refilled to now, less what it completed.
+--
+-- Returns how many jobs it completed; whether a batch could complete more at once (it was full,
+-- or keys were left for the next batch); else when the next job becomes due or the next token of a
+-- key held back by its limit comes (at most a second away when SKIP LOCKED passed a job over; NULL
+-- when nothing is pending and nothing held, so an idle leader sends nothing); the keys held back;
+-- and the batch's database time.
+CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, batch_limit integer, start_key varchar,
+        OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
+        OUT database_now timestamptz)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_keys varchar[] := '{}';
+    v_n integer;
+    v_caps integer[] := '{}';
+    v_avail double precision[] := '{}';
+    v_rate double precision[] := '{}';
+    v_taken integer[] := '{}';
+    v_share integer;
+    v_want integer;
+    v_got bigint[];
+    v_ids bigint[] := '{}';
+    v_held_until timestamptz;
+    v_future timestamptz;
+BEGIN
+    completed := 0;
+    more := false;
+    held_keys := 0;
+    database_now := v_now;
+    IF batch_limit <= 0 THEN
+        RETURN;
+    END IF;
+    -- 1. The keys, one index descent each (a skip scan of jobs_pending_key): those after start_key,
+    -- then from the first up to start_key, which comes last; one more than fit says there are more.
+    WITH RECURSIVE after_start(k) AS (
+        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                WHERE j.state = 'pending' AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key))
+        UNION ALL
+        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > a.k)
+        FROM after_start a WHERE a.k IS NOT NULL
+    )
+    SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL LIMIT batch_limit + 1) t;
+    IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
+        WITH RECURSIVE from_first(k) AS (
+            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending')
+            UNION ALL
+            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                    WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) > f.k)
+            FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
+        )
+        SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
+            LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
+    END IF;
+    IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN
+        more := true;
+        next_key := v_keys[batch_limit];
+        v_keys := v_keys[1:batch_limit];
+    END IF;
+    v_n := coalesce(array_length(v_keys, 1), 0);
+    IF v_n = 0 THEN
+        next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        RETURN;
+    END IF;
+    -- 2. Each key's share, within its limit: the limits locked in key order, then read in one statement.
+    v_share := ceil(batch_limit::numeric / v_n);
+    PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
+    SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
+           -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
+           array_agg(CASE WHEN x.rate IS NULL THEN batch_limit ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END
+                ORDER BY x.i)
+    INTO v_avail, v_rate, v_caps
+    FROM (SELECT u.i, l.per_second AS rate, dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) AS avail
+          FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
+    -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each).
+    WITH got AS MATERIALIZED (
+        SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
+        CROSS JOIN LATERAL (
+            SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
+            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
+            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+            LIMIT least(v_share, u.cap)) x
+    )
+    SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
+           (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
+            LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
+    INTO v_ids, v_taken;
+    -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
+    FOR i IN 1 .. v_n LOOP
+        EXIT WHEN coalesce(array_length(v_ids, 1), 0) >= batch_limit;
+        CONTINUE WHEN v_taken[i] < least(v_share, v_caps[i]);
+        v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
+        CONTINUE WHEN v_want <= 0;
+        SELECT array_agg(c.id) INTO v_got FROM (
+            SELECT j.id FROM jobs j
+            WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+            LIMIT v_want OFFSET v_taken[i]) c;
+        IF v_got IS NOT NULL THEN
+            v_taken[i] := v_taken[i] + array_length(v_got, 1);
+            v_ids := v_ids || v_got;
+            -- The batch filled here: the next one's keys start after this one.
+            IF array_length(v_ids, 1) >= batch_limit AND NOT more THEN
+                next_key := v_keys[i];
+            END IF;
+        END IF;
+    END LOOP;
+    IF coalesce(array_length(v_ids, 1), 0) >= batch_limit THEN
+        more := true;
+    END IF;
+    -- 4. Complete, write the outbox, spend the tokens.
+    IF array_length(v_ids, 1) > 0 THEN
+        WITH due AS (
+            SELECT j.id FROM jobs j WHERE j.id = ANY (v_ids) AND j.state = 'pending' FOR UPDATE SKIP LOCKED
+        ), done AS (
+            UPDATE jobs j SET state = 'completed', completed_by_token = p_token, completed_at = v_now
+            FROM due WHERE j.id = due.id
+            RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at, j.traceparent, j.tracestate,
+                coalesce(j.dispatch_key, j.resource) AS dkey, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank
+        ), written AS (
+            INSERT INTO outbox (job_id, resource, fencing_token, payload, due_at, completed_at, job_created_at, traceparent, tracestate)
+            SELECT d.id, d.resource, p_token, d.payload, d.due_at, d.completed_at, d.created_at, d.traceparent, d.tracestate
+            FROM done d ORDER BY d.rank, d.id
+            RETURNING 1
+        ), spent AS (
+            UPDATE dispatch_limits l
+            SET tokens = dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) - c.n,
+                -- Never back: a database clock stepped back refills nothing until it passes the last refill.
+                refilled_at = greatest(v_now, l.refilled_at), refilled_by_token = p_token
+            FROM (SELECT d.dkey, count(*) AS n FROM done d GROUP BY d.dkey) c
+            WHERE l.dispatch_key = c.dkey
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent) INTO completed;
+    END IF;
+    -- Keys held back: a limit without a whole token left, and due jobs still waiting.
+    SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
+    FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
+    WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
+    IF more THEN
+        next_at := v_now;
+    ELSE
+        v_future := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND due_at > v_now);
+        next_at := least(v_held_until, v_future);
+        -- A job SKIP LOCKED passed over (a producer was updating it) is due and in no time above:
+        -- look again in a second.
+        IF completed < coalesce(array_length(v_ids, 1), 0) THEN
+            next_at := least(next_at, v_now + interval '1 second');
+        END IF;
+    END IF;
+END
+$$;
+
+/* [jooq ignore stop] */
