@@ -45,4 +45,29 @@ class PoolTest {
             }
         }
     }
+
+    /**
+     * No JIT compilation on the services' connections, pooled or not, whatever the server's default
+     * (on, where PostgreSQL is built with LLVM): Database.sessionSql.
+     */
+    @Test
+    void theServicesConnectionsNeverCompileTheirPlans() throws Exception {
+        TestDatabase db = postgres.database();
+        try (Connection c = db.connect();
+                Statement s = c.createStatement()) {
+            s.execute("ALTER DATABASE " + db.name() + " SET jit = on");
+        }
+        DatabaseConfig config = MigratedDatabase.config(db);
+        try (HikariDataSource pool = Database.pool(config, "pool-test");
+                Connection pooled = pool.getConnection();
+                Connection session = Database.session(config, "session-test")) {
+            for (Connection c : new Connection[] {pooled, session}) {
+                try (Statement s = c.createStatement();
+                        ResultSet rs = s.executeQuery("SELECT current_setting('jit')")) {
+                    rs.next();
+                    assertThat(rs.getString(1)).isEqualTo("off");
+                }
+            }
+        }
+    }
 }

@@ -44,7 +44,7 @@ import org.jooq.types.DayToSecond;
  *
  * <ol>
  *   <li>the lease guard ({@code SELECT … FOR UPDATE} of the lease row: holder, token, expiry);
- *   <li>{@code SET LOCAL enable_sort = off} (the plan, below);
+ *   <li>{@code SET LOCAL enable_sort = off} and {@code SET LOCAL jit = off} (the plan, below);
  *   <li>one statement that picks the due jobs, completes them with the token and inserts their
  *       outbox rows:
  *       <pre>
@@ -69,6 +69,16 @@ import org.jooq.types.DayToSecond;
  * and a sort of them all under the row locks, which LIMIT cannot bound: measured in the soak
  * benchmark, each batch sorted the whole due backlog on disk, the dispatcher fell to 4,000 jobs/s
  * and 30 s behind for a minute, until the first ANALYZE. ({@link #preferIndexOrder}.)
+ *
+ * <p>And {@code jit = off}: the batch statement's last step sorts the rows it wrote (a few
+ * hundred at most), and with sorts disabled the planner adds its disable cost (10^10) to that
+ * step's estimate, far above {@code jit_above_cost}. On a PostgreSQL built with LLVM (the official
+ * image, Debian's and most distributions' packages; not the embedded test server) every batch then
+ * compiled its plan with inlining and optimisation: measured on postgres:17, 24 functions per
+ * batch, and under CPU load batches of 50 jobs ran past a 500 ms statement timeout, the shards'
+ * lease renewals queued behind them and timed out. The services' own connections have it off for
+ * the session too ({@code Database.sessionSql}); this covers a data source an embedding
+ * application passes in.
  */
 final class FencedJobBatches implements JobBatches {
 
@@ -126,8 +136,9 @@ final class FencedJobBatches implements JobBatches {
      * a priority or a key). The plain path then costs what it did before the policy existed.
      */
     private static boolean policyActive(DSLContext tx) {
-        return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), dispatch_policy_active()")
-                .get(1, Boolean.class);
+        return tx.fetchSingle(
+                        "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true), dispatch_policy_active()")
+                .get(2, Boolean.class);
     }
 
     /**
@@ -175,9 +186,12 @@ final class FencedJobBatches implements JobBatches {
                 .fetch(j -> new JobTrace(j.value1(), j.value2(), j.value3()));
     }
 
-    /** Makes the rest of this transaction read indexes in order rather than sort (see the class comment). */
+    /**
+     * Makes the rest of this transaction read indexes in order rather than sort, and never compile
+     * its plans (see the class comment).
+     */
     static void preferIndexOrder(DSLContext tx) {
-        tx.execute("SET LOCAL enable_sort = off");
+        tx.execute("SET LOCAL enable_sort = off; SET LOCAL jit = off");
     }
 
     private static BatchResult completeAndWriteOutbox(

@@ -72,6 +72,49 @@ class BatchPlanTest {
         }
     }
 
+    /**
+     * Why the batch turns JIT off: with sorts disabled, the estimate of its last step (the sort of
+     * the rows it wrote) carries the planner's disable cost, far above {@code jit_above_cost}, and
+     * on a server built with LLVM every batch compiled its plan (FencedJobBatches' class comment).
+     * The test's own session has JIT on, as a data source an embedding application passes in may.
+     */
+    @Test
+    void theBatchNeverCompilesItsPlanThoughItsEstimateIsAboveTheJitThreshold() throws Exception {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password());
+                Connection session = DriverManager.getConnection(db.url(), db.user(), db.password())) {
+            fixture.dsl()
+                    .execute(
+                            "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'r' FROM generate_series(1, 10)");
+            DSLContext dsl = DSL.using(session, SQLDialect.POSTGRES);
+            dsl.execute("SET jit = on");
+            String[] setting = new String[1];
+            String plan = dsl.transactionResult(c -> {
+                DSLContext tx = c.dsl();
+                FencedJobBatches.preferIndexOrder(tx);
+                setting[0] = tx.fetchSingle("SELECT current_setting('jit')").get(0, String.class);
+                return tx.explain(FencedJobBatches.batchStatement(tx, FencingToken.of(1), 500, null))
+                        .plan();
+            });
+            assertThat(setting[0]).as("jit in the batch's transaction").isEqualTo("off");
+            double threshold = dsl.fetchSingle("SELECT current_setting('jit_above_cost')::float8")
+                    .get(0, Double.class);
+            assertThat(topCost(plan)).as("the batch's estimate: %s", plan).isGreaterThan(threshold);
+            assertThat(plan).doesNotContain("JIT");
+            assertThat(dsl.fetchSingle("SELECT current_setting('jit')").get(0, String.class))
+                    .as("the session's own setting, after the batch's transaction")
+                    .isEqualTo("on");
+        }
+    }
+
+    /** The total cost of a plan's top node: {@code (cost=a..b ...)}'s b. */
+    private static double topCost(String plan) {
+        java.util.regex.Matcher m =
+                java.util.regex.Pattern.compile("cost=[0-9.]+\\.\\.([0-9.]+)").matcher(plan);
+        assertThat(m.find()).as("a cost in %s", plan).isTrue();
+        return Double.parseDouble(m.group(1));
+    }
+
     @Test
     void onceTheTableHasGrownTheOutboxGuardReadsTheJobsOfItsBatchNotTheWholeTable() throws Exception {
         var db = postgres.database();

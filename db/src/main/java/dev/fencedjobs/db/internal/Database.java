@@ -86,7 +86,7 @@ public final class Database {
         // PostgreSQL's default and what every statement here is written for.
         hikari.setTransactionIsolation("TRANSACTION_READ_COMMITTED");
         hikari.setKeepaliveTime(0);
-        hikari.setConnectionInitSql(timeoutsSql(config));
+        hikari.setConnectionInitSql(sessionSql(config));
         hikari.addDataSourceProperty("ApplicationName", poolName);
         hikari.addDataSourceProperty("tcpKeepAlive", "true");
         hikari.addDataSourceProperty(
@@ -116,7 +116,7 @@ public final class Database {
                 "socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
         Connection c = DriverManager.getConnection(config.url(), props);
         try (Statement s = c.createStatement()) {
-            s.execute(timeoutsSql(config));
+            s.execute(sessionSql(config));
         } catch (SQLException | RuntimeException e) {
             c.close();
             throw e;
@@ -124,8 +124,15 @@ public final class Database {
         return c;
     }
 
-    static String timeoutsSql(DatabaseConfig config) {
-        return "SET statement_timeout = " + config.statementTimeout().toMillis()
+    /**
+     * The session's settings: the server-side timeouts, and no JIT compilation. Every statement of
+     * the services is short, and the planner's estimates for some (a sort under {@code enable_sort
+     * = off}, FencedJobBatches) exceed {@code jit_above_cost}: on a server built with LLVM each of
+     * them then spent longer compiling its plan than running it.
+     */
+    static String sessionSql(DatabaseConfig config) {
+        return "SET jit = off; SET statement_timeout = "
+                + config.statementTimeout().toMillis()
                 + "; SET lock_timeout = " + config.lockTimeout().toMillis()
                 + "; SET idle_in_transaction_session_timeout = "
                 + config.idleInTransactionTimeout().toMillis();
