@@ -26,7 +26,7 @@ ALTER TABLE outbox ADD COLUMN shard integer NOT NULL DEFAULT 0;
 
 /* [jooq ignore start] */
 
--- A new database starts with the count its migrator gives (the placeholder: 4 from the services and
+-- A new database starts with the count its migrator gives (the placeholder: 2 from the services and
 -- `fenced-jobs migrate`, Shards.DEFAULT_COUNT); one that has held jobs or leases starts with one
 -- shard, which is what it had, until an operator changes it with the drain that keeps its records in
 -- order (R__shards.sql).

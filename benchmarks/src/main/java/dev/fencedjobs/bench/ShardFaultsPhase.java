@@ -30,7 +30,7 @@ import java.util.stream.Collectors;
  *       same shards in as many seconds with no kill just before; and of the jobs of the shards it
  *       held, which wait for their takeover.
  *   <li>{@code reshard}: the shard count changed online, from the stack's count to twice it, then to
- *       2, then back: how long the change took (set to in force), and the due-to-effect latency of
+ *       half of it, then back (4: 8, 2, 4): how long the change took (set to in force), and the due-to-effect latency of
  *       the jobs due meanwhile (those whose resource moves to another shard, and the others), beside
  *       as many seconds with no change just before; every job applied once.
  * </ul>
@@ -181,10 +181,10 @@ final class ShardFaultsPhase {
         }
     }
 
-    /** The shard count from the stack's to twice it, to 2, and back, under load. */
+    /** The shard count from the stack's to twice it, to half of it, and back, under load (4: 8, 2, 4). */
     void reshard() throws Exception {
         int from = shardCount();
-        List<Integer> steps = List.of(from * 2, 2, from);
+        List<Integer> steps = List.of(from * 2, Math.max(1, from / 2), from);
         System.out.printf(
                 Locale.ROOT,
                 "10. the shard count changed online %d -> %s, %,d jobs/s due now; due-to-effect of the jobs due during"

@@ -30,14 +30,14 @@ class ShardCommandsTest {
         assertThat(shown.code()).as(shown.err()).isZero();
         assertThat(shown.out())
                 .as("a new database made by `migrate` has the default count")
-                .contains("shard map generation 1: 4 shards")
+                .contains("shard map generation 1: 2 shards")
                 .contains("(never held)");
 
-        CliTest.Run two = CliTest.cli(db, Map.of(), "shards", "set", "2");
-        assertThat(two.code()).as(two.err()).isZero();
-        assertThat(two.out()).contains("Switched to 2 shards (generation 2)");
-        assertThat(CliTest.cli(db, Map.of(), "shards", "set", "2").out()).contains("The map has 2 shards already");
-        assertThat(CliTest.cli(db, Map.of(), "status").out()).contains("Shards: 2 (map generation 2)");
+        CliTest.Run four = CliTest.cli(db, Map.of(), "shards", "set", "4");
+        assertThat(four.code()).as(four.err()).isZero();
+        assertThat(four.out()).contains("Switched to 4 shards (generation 2)");
+        assertThat(CliTest.cli(db, Map.of(), "shards", "set", "4").out()).contains("The map has 4 shards already");
+        assertThat(CliTest.cli(db, Map.of(), "status").out()).contains("Shards: 4 (map generation 2)");
 
         // A record of shard 0 not yet published: the drain waits for the relays and says so.
         try (Connection c = db.connect();
@@ -49,11 +49,11 @@ class ShardCommandsTest {
         assertThat(waiting.out())
                 .contains("Draining")
                 .contains("Still draining after PT0.5S: 1 shard(s) of the old map have records to publish")
-                .contains("`fenced-jobs shards set 2` cancels the drain");
+                .contains("`fenced-jobs shards set 4` cancels the drain");
         assertThat(CliTest.cli(db, Map.of(), "shards", "show").out()).contains("draining to 3");
-        CliTest.Run cancelled = CliTest.cli(db, Map.of(), "shards", "set", "2");
+        CliTest.Run cancelled = CliTest.cli(db, Map.of(), "shards", "set", "4");
         assertThat(cancelled.code()).as(cancelled.err()).isZero();
-        assertThat(cancelled.out()).contains("Cancelled the drain to 3: 2 shards stay in force");
+        assertThat(cancelled.out()).contains("Cancelled the drain to 3: 4 shards stay in force");
 
         CliTest.Run zero = CliTest.cli(db, Map.of(), "shards", "set", "0");
         assertThat(zero.code()).isEqualTo(2);

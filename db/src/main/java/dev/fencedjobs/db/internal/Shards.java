@@ -22,7 +22,7 @@ public final class Shards {
      * it (docs/shards.md, "The default count"); a database that has held jobs or leases keeps one
      * shard until an operator changes it.
      */
-    public static final int DEFAULT_COUNT = 4;
+    public static final int DEFAULT_COUNT = 2;
 
     private Shards() {}
 
