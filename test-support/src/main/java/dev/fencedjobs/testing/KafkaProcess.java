@@ -143,14 +143,33 @@ public final class KafkaProcess implements AutoCloseable {
         process = run(List.of("kafka.Kafka", config.toString()), directory.resolve("broker.log"), false);
     }
 
-    /** Waits until the broker accepts connections. */
+    /**
+     * Waits until the broker accepts connections. A broker that does not says why in the exception:
+     * whether it exited (and with which code) or is still not listening, and the end of its log, as
+     * the log's directory is removed with the cluster (ChaosIT once failed with only its path).
+     */
     synchronized void awaitListening() {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (!listening()) {
             if (System.nanoTime() > deadline || !process.isAlive()) {
-                throw new IllegalStateException("Kafka broker did not start; see " + directory.resolve("broker.log"));
+                String state = process.isAlive()
+                        ? "still not listening on port " + port + " after 60 s"
+                        : "exited with code " + process.exitValue();
+                Path log = directory.resolve("broker.log");
+                throw new IllegalStateException(
+                        "Kafka broker did not start: " + state + "; the end of " + log + ":\n" + tail(log, 40));
             }
             sleep(100);
+        }
+    }
+
+    /** The last {@code lines} lines of {@code file}, or why they could not be read. */
+    private static String tail(Path file, int lines) {
+        try {
+            List<String> all = Files.readAllLines(file, java.nio.charset.StandardCharsets.UTF_8);
+            return String.join("\n", all.subList(Math.max(0, all.size() - lines), all.size()));
+        } catch (IOException | UncheckedIOException e) {
+            return "(not readable: " + e + ")";
         }
     }
 
