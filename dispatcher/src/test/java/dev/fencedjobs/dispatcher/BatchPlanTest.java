@@ -33,8 +33,8 @@ class BatchPlanTest {
             DSLContext dsl = fixture.dsl();
             // A new database with a backlog: never analyzed, and autovacuum kept from analyzing it during the test.
             dsl.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
-            // Without the fixture's server-side statement timeout (half a second, the services'
-            // setting), which a busy machine can exceed for 20,000 rows.
+            // Without the fixture's server-side statement timeout (2 s, the default), which a busy
+            // machine can exceed for 20,000 rows.
             dsl.transaction(c -> {
                 c.dsl().execute("SET LOCAL statement_timeout = 0");
                 c.dsl()

@@ -62,7 +62,7 @@ class DispatchPolicyTest {
 
     /**
      * A bulk insert that sets up a backlog, without the fixture's server-side statement timeout
-     * (half a second, the services' setting), which a busy machine can exceed for 20,000 rows.
+     * (2 s, the default), which a busy machine can exceed for 20,000 rows.
      */
     private void backlog(String insert) {
         dsl.transaction(c -> {

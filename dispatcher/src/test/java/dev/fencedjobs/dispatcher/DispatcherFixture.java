@@ -37,8 +37,9 @@ final class DispatcherFixture implements AutoCloseable {
         this.database = DatabaseConfig.of(url, user, password)
                 .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
-        // The fixture's own reads and writes without the services' half-second server timeouts, as
-        // RelayFixture's: those are what the dispatchers under test fail fast with, and a test's bulk
+        // The fixture's own reads and writes with the default server timeouts (2 s), not the services'
+        // half-second ones, as RelayFixture's: those are what the dispatchers under test fail fast with, and a test's
+        // bulk
         // insert of 10,000 jobs on a loaded machine is no fault of theirs (DispatcherTest timed out
         // in a clean-clone CI run).
         this.pool = Database.pool(

@@ -132,7 +132,7 @@ class ShardedDispatchersTest {
         AtomicBoolean flowing = new AtomicBoolean(true);
         AtomicInteger inserted = new AtomicInteger();
         // A producer, and a stand-in for the relays: every shard's position moves to the last row.
-        // A producer on a connection of its own without the services' statement timeout (half a second):
+        // A producer on a connection of its own without a statement timeout (the fixture's is 2 s):
         // a switch holds producers' inserts while it moves the pending jobs (docs/shards.md).
         Thread producer = new Thread(() -> fixture.dsl().connection(c -> {
             DSLContext producing = org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES);
