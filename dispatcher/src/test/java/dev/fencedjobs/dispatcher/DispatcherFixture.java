@@ -37,13 +37,15 @@ final class DispatcherFixture implements AutoCloseable {
         this.database = DatabaseConfig.of(url, user, password)
                 .withConnectTimeout(Duration.ofSeconds(1))
                 .withServerTimeouts(Duration.ofMillis(500), Duration.ofMillis(500), Duration.ofSeconds(1));
-        // The fixture's own reads and writes with the default server timeouts (2 s), not the services'
-        // half-second ones, as RelayFixture's: those are what the dispatchers under test fail fast with, and a test's
-        // bulk
-        // insert of 10,000 jobs on a loaded machine is no fault of theirs (DispatcherTest timed out
-        // in a clean-clone CI run).
+        // The fixture's own reads and writes with server timeouts of 30 s, as the db module's MigratedDatabase, not the
+        // services' half second: those are what the dispatchers under test fail fast with, and a test's bulk insert
+        // of 10,000 jobs on a loaded machine is no fault of theirs (DispatcherTest timed one out at half a second in a
+        // clean-clone CI run; RelayFixture says why not 2 s either).
         this.pool = Database.pool(
-                DatabaseConfig.of(url, user, password).withConnectTimeout(Duration.ofSeconds(1)), "test-fixture");
+                DatabaseConfig.of(url, user, password)
+                        .withConnectTimeout(Duration.ofSeconds(1))
+                        .withServerTimeouts(Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ofSeconds(30)),
+                "test-fixture");
         Database.migrate(pool);
         this.dsl = Database.dsl(pool);
     }

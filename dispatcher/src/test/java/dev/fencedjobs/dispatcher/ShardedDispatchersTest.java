@@ -132,11 +132,10 @@ class ShardedDispatchersTest {
         AtomicBoolean flowing = new AtomicBoolean(true);
         AtomicInteger inserted = new AtomicInteger();
         // A producer, and a stand-in for the relays: every shard's position moves to the last row.
-        // A producer on a connection of its own without a statement timeout (the fixture's is 2 s):
-        // a switch holds producers' inserts while it moves the pending jobs (docs/shards.md).
+        // A producer on a connection of its own: a switch holds producers' inserts while it moves the pending jobs
+        // (docs/shards.md), for less than the fixture's statement timeout (30 s).
         Thread producer = new Thread(() -> fixture.dsl().connection(c -> {
             DSLContext producing = org.jooq.impl.DSL.using(c, org.jooq.SQLDialect.POSTGRES);
-            producing.execute("SET statement_timeout = 0");
             try {
                 while (flowing.get()) {
                     insert(producing, 50, 40);
