@@ -225,10 +225,9 @@ public final class KafkaProcess implements AutoCloseable {
     private static Process run(List<String> mainAndArgs, Path log, boolean wait) {
         try {
             List<String> command = new ArrayList<>(List.of(
-                    Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                    "-Xmx512m",
-                    "-cp",
-                    System.getProperty("java.class.path")));
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx512m"));
+            command.addAll(ServiceProcess.compilationOfThisJvm());
+            command.addAll(List.of("-cp", System.getProperty("java.class.path")));
             command.addAll(mainAndArgs);
             Process p = new ProcessBuilder(command)
                     .redirectErrorStream(true)

@@ -121,6 +121,21 @@ public final class ServiceProcess implements AutoCloseable {
     /** Where the latest start's output begins in the log file. */
     private long logOffset;
 
+    /**
+     * This JVM's {@code -XX:TieredStopAtLevel} option, if it has one, for the JVMs it starts: the test
+     * suite runs with C1 only (the parent pom's {@code argLine}: no test runs long enough for C2's code
+     * to pay for its compilation, which on two cores took the CPU a restarted broker needed to start),
+     * and so do the servers and services its tests start. A benchmark's JVM has no such option, and
+     * neither have the services it starts.
+     */
+    static List<String> compilationOfThisJvm() {
+        return java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                .filter(a -> a.startsWith("-XX:TieredStopAtLevel="))
+                .reduce((first, last) -> last)
+                .map(List::of)
+                .orElse(List.of());
+    }
+
     private ServiceProcess(Spec spec) {
         this.spec = spec;
     }
@@ -133,6 +148,7 @@ public final class ServiceProcess implements AutoCloseable {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(spec.jvmOptions);
+        command.addAll(compilationOfThisJvm());
         command.addAll(spec.program);
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().putAll(spec.environment);
