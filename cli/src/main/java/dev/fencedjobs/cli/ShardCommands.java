@@ -6,7 +6,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -106,12 +105,9 @@ final class ShardCommands {
      * Runs {@code shards_switch()}; null when it gave up waiting for a lock (SQLSTATE 55P03: a long
      * producer transaction or a purge held the jobs table), to be tried again after a pause.
      */
-    /** The statement timeout of a call of {@code shards_switch}: its lock waits (2 s each) and its work. */
-    static final String SWITCH_STATEMENT_TIMEOUT = "10s";
-
-    private static ResultSet switchOrWait(PreparedStatement ps) throws SQLException {
+    private static Shards.Switch switchOrWait(Connection c) throws SQLException {
         try {
-            return ps.executeQuery();
+            return Shards.trySwitch(c);
         } catch (SQLException e) {
             if ("55P03".equals(e.getSQLState())) {
                 pause();
@@ -156,10 +152,6 @@ final class ShardCommands {
                 throw new Cli.UsageException("shards set: a shard count is between 1 and 256, not " + count);
             }
             try (Connection c = db.connect()) {
-                // shards_switch waits up to 2 s for each of its locks: more than a statement is given by default.
-                try (Statement st = c.createStatement()) {
-                    st.execute("SET statement_timeout = '" + SWITCH_STATEMENT_TIMEOUT + "'");
-                }
                 Shards.ShardMap before = Shards.read(c);
                 try (PreparedStatement ps = c.prepareStatement("SELECT target_count FROM shards_set(?)")) {
                     ps.setInt(1, count);
@@ -179,32 +171,25 @@ final class ShardCommands {
                 long started = System.nanoTime();
                 int waiting = 0;
                 while (System.nanoTime() - deadline < 0) {
-                    try (PreparedStatement ps = c.prepareStatement(
-                                    "SELECT switched, generation, shard_count, target_count, waiting, moved FROM shards_switch()");
-                            ResultSet rs = switchOrWait(ps)) {
-                        if (rs == null) {
-                            continue;
-                        }
-                        rs.next();
-                        if (rs.getInt(3) == count && rs.getObject(4) == null) {
-                            // Switched here, or already by the dispatcher that holds shard 0.
-                            out.printf(
-                                    "Switched to %d shards (generation %d) after %d ms%s%n",
-                                    count,
-                                    rs.getInt(2),
-                                    Duration.ofNanos(System.nanoTime() - started)
-                                            .toMillis(),
-                                    rs.getBoolean(1)
-                                            ? "; " + rs.getLong(6) + " pending jobs moved to another shard"
-                                            : "");
-                            return 0;
-                        }
-                        if (rs.getObject(4) == null) {
-                            throw new Cli.UsageException(
-                                    "shards set: the map was changed meanwhile to " + rs.getInt(3) + " shards");
-                        }
-                        waiting = rs.getInt(5);
+                    Shards.Switch r = switchOrWait(c);
+                    if (r == null) {
+                        continue;
                     }
+                    if (r.count() == count && r.target() == null) {
+                        // Switched here, or already by the dispatcher that holds shard 0.
+                        out.printf(
+                                "Switched to %d shards (generation %d) after %d ms%s%n",
+                                count,
+                                r.generation(),
+                                Duration.ofNanos(System.nanoTime() - started).toMillis(),
+                                r.switched() ? "; " + r.moved() + " pending jobs moved to another shard" : "");
+                        return 0;
+                    }
+                    if (r.target() == null) {
+                        throw new Cli.UsageException(
+                                "shards set: the map was changed meanwhile to " + r.count() + " shards");
+                    }
+                    waiting = r.waiting();
                     pause();
                     if (Thread.currentThread().isInterrupted()) {
                         break;

@@ -4,6 +4,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -85,6 +87,61 @@ public final class Shards {
             int target = rs.getInt(3);
             Integer asked = rs.wasNull() ? null : target;
             return new ShardMap(rs.getInt(1), rs.getInt(2), asked);
+        }
+    }
+
+    /**
+     * The time a call of {@code shards_switch} is given: it waits up to 2 s for each of its locks
+     * (R__shards.sql), where the services' statements get 2 s in all by default.
+     */
+    public static final Duration SWITCH_TIMEOUT = Duration.ofSeconds(10);
+
+    /** What one call of {@code shards_switch} did; {@code target} is null once no drain is left. */
+    public record Switch(boolean switched, int generation, int count, Integer target, int waiting, long moved) {}
+
+    /**
+     * One call of {@code shards_switch}, in a transaction of its own on {@code c} (which must be in
+     * autocommit mode), with {@link #SWITCH_TIMEOUT} as its statement timeout and the connection's
+     * network timeout 5 s above it for the call. The network timeout matters: a pool's connection
+     * has its statement timeout plus 5 s as its socket timeout (Database.pool), and a switch that
+     * waited for its locks longer than that lost its connection to a read timeout while the server
+     * was still in time; on a loaded machine every call did, and the drain never ended.
+     */
+    public static Switch trySwitch(Connection c) throws SQLException {
+        int network = c.getNetworkTimeout();
+        c.setNetworkTimeout(Runnable::run, (int) SWITCH_TIMEOUT.plusSeconds(5).toMillis());
+        c.setAutoCommit(false);
+        boolean done = false;
+        try {
+            try (Statement st = c.createStatement()) {
+                st.execute("SET LOCAL statement_timeout = '" + SWITCH_TIMEOUT.toMillis() + "ms'");
+            }
+            Switch result;
+            try (PreparedStatement ps = c.prepareStatement(
+                            "SELECT switched, generation, shard_count, target_count, waiting, moved FROM shards_switch()");
+                    ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                int target = rs.getInt(4);
+                Integer asked = rs.wasNull() ? null : target;
+                result = new Switch(rs.getBoolean(1), rs.getInt(2), rs.getInt(3), asked, rs.getInt(5), rs.getLong(6));
+            }
+            c.commit();
+            done = true;
+            return result;
+        } finally {
+            if (!done) {
+                try {
+                    c.rollback();
+                } catch (SQLException e) {
+                    // The connection is gone; the caller's exception says why.
+                }
+            }
+            try {
+                c.setAutoCommit(true);
+                c.setNetworkTimeout(Runnable::run, network);
+            } catch (SQLException e) {
+                // As above.
+            }
         }
     }
 }

@@ -273,19 +273,14 @@ final class ShardKeeper {
 
     private void finishDrain() {
         try {
-            // Its own statement timeout: the switch waits up to 2 s for each of its locks (R__shards.sql), the
-            // services' statements get 2 s in all by default.
-            var r = runtime.dsl().transactionResult(t -> {
-                t.dsl().execute("SET LOCAL statement_timeout = '10s'");
-                return t.dsl().fetchSingle("SELECT switched, generation, shard_count, waiting FROM shards_switch()");
-            });
-            if (Boolean.TRUE.equals(r.get(0, Boolean.class))) {
+            Shards.Switch r = runtime.dsl().connectionResult(Shards::trySwitch);
+            if (r.switched()) {
                 switchFailureShownAt = 0;
                 log.info(
                         "{}: the shard map switched to {} shards (generation {})",
                         spec.service(),
-                        r.get(2, Integer.class),
-                        r.get(1, Integer.class));
+                        r.count(),
+                        r.generation());
                 wakeup.signal();
             }
         } catch (RuntimeException e) {

@@ -1,0 +1,99 @@
+package dev.fencedjobs.db;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fencedjobs.db.internal.Shards;
+import dev.fencedjobs.testing.TestDatabase;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * A call of {@code shards_switch} through {@link Shards#trySwitch}: the dispatcher that holds shard
+ * 0 and {@code fenced-jobs shards set} make it on connections whose socket timeout is their
+ * statement timeout plus 5 s (Database.pool), below the 10 s the switch is given. Under load a
+ * switch that waited for its locks lost its connection to a read timeout on every call, and the
+ * drain never ended (benchmarks/shards-e2e.sh with the reshard phase, beside CI's other work).
+ */
+class ShardSwitchTest {
+
+    @RegisterExtension
+    static final MigratedDatabase database = new MigratedDatabase();
+
+    /** The network timeout of the switching connection, as a pool would have it: far below the switch's wait. */
+    private static final int NETWORK_TIMEOUT_MILLIS = 200;
+
+    @Test
+    void aSwitchThatWaitsForItsLocksLongerThanItsConnectionsNetworkTimeoutGetsThrough() throws Exception {
+        TestDatabase db = database.database();
+        try (Connection owner = db.connect();
+                Statement s = owner.createStatement()) {
+            // The map drains to 4 shards; a new database has nothing to publish, so the switch may go ahead.
+            s.execute("SELECT shards_set(4)");
+        }
+        try (Connection producer = db.connect();
+                Connection watcher = db.connect();
+                Connection switching = db.connect()) {
+            switching.setNetworkTimeout(Runnable::run, NETWORK_TIMEOUT_MILLIS);
+            int backend;
+            try (Statement s = switching.createStatement();
+                    ResultSet rs = s.executeQuery("SELECT pg_backend_pid()")) {
+                rs.next();
+                backend = rs.getInt(1);
+            }
+            // A producer's insert in flight: the switch's SHARE lock on jobs waits for its commit.
+            producer.setAutoCommit(false);
+            try (Statement s = producer.createStatement()) {
+                s.execute(
+                        "INSERT INTO jobs (resource, due_at) VALUES ('account-1', clock_timestamp() + interval '1 hour')");
+            }
+            long started = System.nanoTime();
+            CompletableFuture<Shards.Switch> call = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return Shards.trySwitch(switching);
+                } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            // Seen waiting for the lock, then kept waiting past its connection's network timeout, and well within
+            // the switch's own wait for a lock (2 s).
+            awaitWaitingForALock(watcher, backend);
+            Thread.sleep(3L * NETWORK_TIMEOUT_MILLIS);
+            producer.commit();
+
+            Shards.Switch result = call.get();
+            assertThat(Duration.ofNanos(System.nanoTime() - started))
+                    .as("the switch waited longer than its connection's network timeout")
+                    .isGreaterThan(Duration.ofMillis(NETWORK_TIMEOUT_MILLIS));
+            assertThat(result.switched()).isTrue();
+            assertThat(result.count()).isEqualTo(4);
+            assertThat(result.target()).isNull();
+            try (Connection c = db.connect()) {
+                assertThat(Shards.read(c).count()).isEqualTo(4);
+            }
+            assertThat(switching.getNetworkTimeout())
+                    .as("the connection's own network timeout, back")
+                    .isEqualTo(NETWORK_TIMEOUT_MILLIS);
+            assertThat(switching.getAutoCommit()).isTrue();
+        }
+    }
+
+    private static void awaitWaitingForALock(Connection watcher, int backend) throws Exception {
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (System.nanoTime() < deadline) {
+            try (Statement s = watcher.createStatement();
+                    ResultSet rs = s.executeQuery(
+                            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = " + backend)) {
+                if (rs.next() && rs.getBoolean(1)) {
+                    return;
+                }
+            }
+            Thread.sleep(10);
+        }
+        throw new AssertionError("the switch never waited for the producer's lock");
+    }
+}
