@@ -125,8 +125,8 @@ public final class ServiceProcess implements AutoCloseable {
      * This JVM's {@code -XX:TieredStopAtLevel} option, if it has one, for the JVMs it starts: the test
      * suite runs with C1 only (the parent pom's {@code argLine}: no test runs long enough for C2's code
      * to pay for its compilation, which on two cores took the CPU a restarted broker needed to start),
-     * and so do the servers and services its tests start. A benchmark's JVM has no such option, and
-     * neither have the services it starts.
+     * and so do the servers and services its tests start. A benchmark run as published has no such
+     * option, and neither have the services it starts.
      */
     static List<String> compilationOfThisJvm() {
         return java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
