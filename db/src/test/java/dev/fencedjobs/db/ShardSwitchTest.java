@@ -59,10 +59,10 @@ class ShardSwitchTest {
                     throw new IllegalStateException(e);
                 }
             });
-            // Seen waiting for the lock, then kept waiting past its connection's network timeout, and well within
-            // the switch's own wait for a lock (2 s).
+            // Seen waiting for the lock, then kept waiting past its connection's network timeout (its read began
+            // before the wait was seen), and well within the switch's own wait for a lock (2 s).
             awaitWaitingForALock(watcher, backend);
-            Thread.sleep(3L * NETWORK_TIMEOUT_MILLIS);
+            Thread.sleep(NETWORK_TIMEOUT_MILLIS + 100L);
             producer.commit();
 
             Shards.Switch result = call.get();
