@@ -226,7 +226,7 @@ public final class KafkaProcess implements AutoCloseable {
         try {
             List<String> command = new ArrayList<>(List.of(
                     Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx512m"));
-            command.addAll(ServiceProcess.compilationOfThisJvm());
+            command.addAll(ServiceProcess.COMPILATION_OF_THIS_JVM);
             command.addAll(List.of("-cp", System.getProperty("java.class.path")));
             command.addAll(mainAndArgs);
             Process p = new ProcessBuilder(command)

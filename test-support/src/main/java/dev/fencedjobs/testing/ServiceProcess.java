@@ -32,6 +32,20 @@ public final class ServiceProcess implements AutoCloseable {
 
     private static final int STOP_SECONDS = 30;
 
+    /**
+     * This JVM's {@code -XX:TieredStopAtLevel} option, if it has one, for the JVMs it starts: the test
+     * suite runs with C1 only (the parent pom's {@code argLine}: no test runs long enough for C2's code
+     * to pay for its compilation, which on two cores took the CPU a restarted broker needed to start),
+     * and so do the servers and services its tests start. A benchmark run as published has no such
+     * option, and neither have the services it starts.
+     */
+    static final List<String> COMPILATION_OF_THIS_JVM =
+            java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                    .filter(a -> a.startsWith("-XX:TieredStopAtLevel="))
+                    .reduce((first, last) -> last)
+                    .map(List::of)
+                    .orElse(List.of());
+
     /** How to start one: what to run, its environment, JVM options and where its output goes. */
     public static final class Spec {
         private final String name;
@@ -121,21 +135,6 @@ public final class ServiceProcess implements AutoCloseable {
     /** Where the latest start's output begins in the log file. */
     private long logOffset;
 
-    /**
-     * This JVM's {@code -XX:TieredStopAtLevel} option, if it has one, for the JVMs it starts: the test
-     * suite runs with C1 only (the parent pom's {@code argLine}: no test runs long enough for C2's code
-     * to pay for its compilation, which on two cores took the CPU a restarted broker needed to start),
-     * and so do the servers and services its tests start. A benchmark run as published has no such
-     * option, and neither have the services it starts.
-     */
-    static List<String> compilationOfThisJvm() {
-        return java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-                .filter(a -> a.startsWith("-XX:TieredStopAtLevel="))
-                .reduce((first, last) -> last)
-                .map(List::of)
-                .orElse(List.of());
-    }
-
     private ServiceProcess(Spec spec) {
         this.spec = spec;
     }
@@ -148,7 +147,7 @@ public final class ServiceProcess implements AutoCloseable {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(spec.jvmOptions);
-        command.addAll(compilationOfThisJvm());
+        command.addAll(COMPILATION_OF_THIS_JVM);
         command.addAll(spec.program);
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().putAll(spec.environment);
