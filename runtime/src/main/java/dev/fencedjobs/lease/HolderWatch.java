@@ -1,5 +1,6 @@
 package dev.fencedjobs.lease;
 
+import dev.fencedjobs.db.internal.Database;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -68,7 +69,8 @@ public final class HolderWatch implements SessionWatch {
             s.setString(1, Math.max(1, upTo.toMillis()) + "ms");
             s.setInt(2, key);
             s.setInt(3, token.lockKey());
-            c.setNetworkTimeout(Runnable::run, (int) Math.min(Integer.MAX_VALUE, upTo.toMillis() + 5_000));
+            c.setNetworkTimeout(Runnable::run, (int)
+                    Math.min(Integer.MAX_VALUE, Database.networkTimeout(upTo).toMillis()));
             s.execute();
             return true;
         } catch (SQLException e) {

@@ -8,6 +8,7 @@ import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -95,8 +96,19 @@ public final class Database {
         // A partitioned connection fails after this long instead of hanging: longer than any
         // statement may run, so only a dead peer trips it.
         hikari.addDataSourceProperty(
-                "socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+                "socketTimeout",
+                String.valueOf(networkTimeout(config.statementTimeout()).toSeconds()));
         return new HikariDataSource(hikari);
+    }
+
+    /**
+     * How long a connection waits for the server's answer to a statement that may run for {@code
+     * statement}: 5 s more, so that the server's timeout ends the statement first and only a dead
+     * peer trips this one. The pool's and sessions' socket timeout; a call given longer than its
+     * session's statement timeout sets its connection's network timeout from it for the call.
+     */
+    public static Duration networkTimeout(Duration statement) {
+        return statement.plusSeconds(5);
     }
 
     /**
@@ -113,7 +125,8 @@ public final class Database {
                 "connectTimeout",
                 String.valueOf(Math.max(1, config.connectTimeout().toSeconds())));
         props.setProperty(
-                "socketTimeout", String.valueOf(config.statementTimeout().toSeconds() + 5));
+                "socketTimeout",
+                String.valueOf(networkTimeout(config.statementTimeout()).toSeconds()));
         Connection c = DriverManager.getConnection(config.url(), props);
         try (Statement s = c.createStatement()) {
             s.execute(sessionSql(config));

@@ -102,14 +102,15 @@ public final class Shards {
     /**
      * One call of {@code shards_switch}, in a transaction of its own on {@code c} (which must be in
      * autocommit mode), with {@link #SWITCH_TIMEOUT} as its statement timeout and the connection's
-     * network timeout 5 s above it for the call. The network timeout matters: a pool's connection
-     * has its statement timeout plus 5 s as its socket timeout (Database.pool), and a switch that
+     * network timeout from it for the call (Database.networkTimeout). The network timeout matters: a
+     * pool's connection has its statement timeout plus 5 s as its socket timeout, and a switch that
      * waited for its locks longer than that lost its connection to a read timeout while the server
      * was still in time; on a loaded machine every call did, and the drain never ended.
      */
     public static Switch trySwitch(Connection c) throws SQLException {
         int network = c.getNetworkTimeout();
-        c.setNetworkTimeout(Runnable::run, (int) SWITCH_TIMEOUT.plusSeconds(5).toMillis());
+        c.setNetworkTimeout(
+                Runnable::run, (int) Database.networkTimeout(SWITCH_TIMEOUT).toMillis());
         c.setAutoCommit(false);
         boolean done = false;
         try {
