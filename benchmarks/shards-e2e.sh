@@ -54,7 +54,7 @@ run() {
     esac
     # shellcheck disable=SC2086
     "${cmd[@]}" --phases "$phases" --loads "$LOADS" $E2E_ARGS --out "$out/$side-$round" > "$log" 2>&1 \
-        || { echo "$side round $round failed: see $log" >&2; tail -20 "$log" >&2; exit 1; }
+        || { echo "$side round $round failed: see $log" >&2; tail -60 "$log" >&2; exit 1; }
     local rate bound
     rate=$(sed -n 's/^ *[0-9,]* effects in [0-9.]* s: \([0-9,]*\) jobs\/s.*/\1/p' "$log" | tail -1 | tr -d ,)
     bound=$(sed -n 's/^ *PostgreSQL alone: median \([0-9,]*\) per second.*/\1/p' "$log" | tail -1 | tr -d ,)

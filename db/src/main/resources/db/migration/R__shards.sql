@@ -50,9 +50,12 @@ $$;
 
 -- Puts the asked-for count in force, when nothing of the map now in force is left to publish:
 --   0. while a shard of the old map still has rows to publish, it returns at once, locking nothing;
---   1. the scheduler leases' rows are locked (a batch in flight commits first; none starts after)
---      and then the jobs table in SHARE mode (a producer's INSERT in flight commits first, and one
---      that comes after waits and is assigned by the new map);
+--   1. the jobs table is locked in SHARE mode (a producer's INSERT or a batch in flight commits
+--      first, and one that comes after waits and is assigned by the new map), then the scheduler
+--      leases' rows, without waiting (a batch that passed its guard before the jobs lock would wait
+--      behind this call while it waited for that batch: a deadlock; the call fails instead, 55P03,
+--      and is tried again). So no lease row is held while the call waits, and the holders' renewals
+--      never queue behind a switch that waits for the jobs table;
 --   2. if any outbox row of the old map is not yet published, nothing changes: switched is false,
 --      waiting says how many shards still have rows to publish; call again;
 --   3. else the map's generation moves up, every pending job gets its shard under the new count,
@@ -91,8 +94,8 @@ BEGIN
     IF waiting > 0 THEN
         RETURN;
     END IF;
-    PERFORM 1 FROM leader_lease l WHERE split_part(l.role, '/', 1) = 'scheduler' ORDER BY l.role FOR UPDATE;
     LOCK TABLE jobs IN SHARE MODE;
+    PERFORM 1 FROM leader_lease l WHERE split_part(l.role, '/', 1) = 'scheduler' ORDER BY l.role FOR UPDATE NOWAIT;
     waiting := shards_unpublished(m.shard_count);
     IF waiting > 0 THEN
         RETURN;

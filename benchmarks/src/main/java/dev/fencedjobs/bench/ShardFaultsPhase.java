@@ -1,13 +1,18 @@
 package dev.fencedjobs.bench;
 
+import dev.fencedjobs.cli.ShardCommands;
 import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.lease.HolderId;
 import dev.fencedjobs.testing.ServiceProcess;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -181,6 +186,55 @@ final class ShardFaultsPhase {
         }
     }
 
+    /**
+     * What a change of count that did not come into force left behind, printed before the failure:
+     * the shards as {@code fenced-jobs shards show} prints them, the sessions that wait or run long,
+     * and the services' warnings and errors since the change was asked for (a CI run keeps only
+     * what the benchmark prints).
+     */
+    private void whyNoSwitch(long askedAtMillis) {
+        System.out.println("   the change did not come into force; the shards now:");
+        try (Connection c = stack.owner();
+                Statement st = c.createStatement()) {
+            ShardCommands.show(c, System.out);
+            System.out.println("   sessions waiting, or in a statement or transaction for over a second:");
+            try (ResultSet rs = st.executeQuery("SELECT pid, application_name, state, wait_event_type, wait_event,"
+                    + " round(extract(epoch FROM clock_timestamp() - xact_start)::numeric, 1), left(query, 120)"
+                    + " FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                    + " AND (wait_event_type = 'Lock' OR clock_timestamp() - xact_start > interval '1 second')")) {
+                while (rs.next()) {
+                    System.out.printf(
+                            Locale.ROOT,
+                            "     %d %s %s %s/%s %s s: %s%n",
+                            rs.getInt(1),
+                            rs.getString(2),
+                            rs.getString(3),
+                            rs.getString(4),
+                            rs.getString(5),
+                            rs.getString(6),
+                            rs.getString(7).replace('\n', ' '));
+                }
+            }
+        } catch (SQLException e) {
+            System.out.println("   (could not read them: " + e + ")");
+        }
+        String since = Instant.ofEpochMilli(askedAtMillis).toString();
+        System.out.println("   the services' warnings and errors since the change was asked for (" + since + "):");
+        try (var files = Files.list(stack.logs())) {
+            for (Path log : files.sorted().toList()) {
+                List<String> lines = Files.readAllLines(log).stream()
+                        .filter(l -> (l.contains(" WARN ") || l.contains(" ERROR ")) && l.compareTo(since) >= 0)
+                        .toList();
+                for (String l : lines.subList(Math.max(0, lines.size() - 15), lines.size())) {
+                    System.out.println(
+                            "     " + log.getFileName() + ": " + (l.length() > 300 ? l.substring(0, 300) : l));
+                }
+            }
+        } catch (IOException e) {
+            System.out.println("   (could not read them: " + e + ")");
+        }
+    }
+
     /** The shard count from the stack's to twice it, to half of it, and back, under load (4: 8, 2, 4). */
     void reshard() throws Exception {
         int from = shardCount();
@@ -207,17 +261,23 @@ final class ShardFaultsPhase {
                 long b = maxJob();
                 long started = System.nanoTime();
                 s.execute("SELECT shards_set(" + to + ")");
-                BenchStack.waitFor(
-                        "the map of " + to + " shards in force",
-                        () -> {
-                            try (Connection c2 = stack.owner()) {
-                                Shards.ShardMap map = Shards.read(c2);
-                                return !map.draining() && map.count() == to;
-                            } catch (SQLException e) {
-                                return false;
-                            }
-                        },
-                        Duration.ofMinutes(2));
+                long asked = System.currentTimeMillis();
+                try {
+                    BenchStack.waitFor(
+                            "the map of " + to + " shards in force",
+                            () -> {
+                                try (Connection c2 = stack.owner()) {
+                                    Shards.ShardMap map = Shards.read(c2);
+                                    return !map.draining() && map.count() == to;
+                                } catch (SQLException e) {
+                                    return false;
+                                }
+                            },
+                            Duration.ofMinutes(2));
+                } catch (IllegalStateException e) {
+                    whyNoSwitch(asked);
+                    throw e;
+                }
                 double switchMs = (System.nanoTime() - started) / 1e6;
                 // The jobs due from the change's start to a second after it is in force.
                 Thread.sleep(1000);

@@ -17,7 +17,7 @@ import picocli.CommandLine.Parameters;
  * as an operator reads and changes it; the same as the SQL functions {@code shards_set} and
  * {@code shards_switch}.
  */
-final class ShardCommands {
+public final class ShardCommands {
 
     /** How often {@code set} asks for the switch while the map drains. */
     private static final Duration SWITCH_EVERY = Duration.ofMillis(50);
@@ -55,29 +55,32 @@ final class ShardCommands {
         @Override
         public int run() throws SQLException {
             try (Connection c = db.connect()) {
-                Shards.ShardMap map = Shards.read(c);
-                out.println("shard map generation " + map.generation() + ": " + map.count() + " shard"
-                        + (map.count() == 1 ? "" : "s")
-                        + (map.draining()
-                                ? ", draining to " + map.target() + " (nothing completes until the switch)"
-                                : ""));
-                out.printf(
-                        "%-6s %-28s %-28s %10s %12s%n",
-                        "shard", "scheduler (holder token)", "relay (holder token)", "due", "unpublished");
-                try (PreparedStatement ps = c.prepareStatement(SHOW);
-                        ResultSet rs = ps.executeQuery()) {
-                    while (rs.next()) {
-                        out.printf(
-                                "%-6d %-28s %-28s %10d %12d%n",
-                                rs.getInt(1),
-                                holder(rs.getString(2), rs.getObject(3), rs.getBoolean(4)),
-                                holder(rs.getString(5), rs.getObject(6), rs.getBoolean(7)),
-                                rs.getLong(8),
-                                rs.getLong(9));
-                    }
-                }
+                show(c, out);
             }
             return 0;
+        }
+    }
+
+    /** What {@code shards show} prints: the map, and each shard's leases, due jobs and unpublished rows. */
+    public static void show(Connection c, PrintStream out) throws SQLException {
+        Shards.ShardMap map = Shards.read(c);
+        out.println("shard map generation " + map.generation() + ": " + map.count() + " shard"
+                + (map.count() == 1 ? "" : "s")
+                + (map.draining() ? ", draining to " + map.target() + " (nothing completes until the switch)" : ""));
+        out.printf(
+                "%-6s %-28s %-28s %10s %12s%n",
+                "shard", "scheduler (holder token)", "relay (holder token)", "due", "unpublished");
+        try (PreparedStatement ps = c.prepareStatement(SHOW);
+                ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.printf(
+                        "%-6d %-28s %-28s %10d %12d%n",
+                        rs.getInt(1),
+                        holder(rs.getString(2), rs.getObject(3), rs.getBoolean(4)),
+                        holder(rs.getString(5), rs.getObject(6), rs.getBoolean(7)),
+                        rs.getLong(8),
+                        rs.getLong(9));
+            }
         }
     }
 

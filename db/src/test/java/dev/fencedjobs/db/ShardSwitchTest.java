@@ -1,11 +1,13 @@
 package dev.fencedjobs.db;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fencedjobs.db.internal.Shards;
 import dev.fencedjobs.testing.TestDatabase;
 import java.sql.Connection;
 import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -55,7 +57,7 @@ class ShardSwitchTest {
             CompletableFuture<Shards.Switch> call = CompletableFuture.supplyAsync(() -> {
                 try {
                     return Shards.trySwitch(switching);
-                } catch (java.sql.SQLException e) {
+                } catch (SQLException e) {
                     throw new IllegalStateException(e);
                 }
             });
@@ -79,6 +81,78 @@ class ShardSwitchTest {
                     .as("the connection's own network timeout, back")
                     .isEqualTo(NETWORK_TIMEOUT_MILLIS);
             assertThat(switching.getAutoCommit()).isTrue();
+        }
+    }
+
+    /**
+     * A switch that waits for the jobs table holds no scheduler lease row meanwhile: the holders'
+     * renewals go through (they queued behind it, timed out, and under load the leases ran out, the
+     * holder of shard 0 with them, and no switch came). And a batch that passed its lease guard
+     * before the switch took the jobs table makes the switch fail at once (55P03), not a deadlock.
+     */
+    @Test
+    void aSwitchWaitingForTheJobsTableLetsRenewalsThroughAndGivesWayToABatchPastItsGuard() throws Exception {
+        TestDatabase db = database.database();
+        try (Connection owner = db.connect();
+                Statement s = owner.createStatement()) {
+            s.execute("SELECT shards_set(1)");
+            s.execute("SELECT shards_switch()");
+            s.execute("DELETE FROM leader_lease");
+            s.execute("INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at)"
+                    + " VALUES ('scheduler', 'holder-a', 1, clock_timestamp() + interval '10 seconds')");
+            s.execute("SELECT shards_set(2)");
+        }
+        try (Connection producer = db.connect();
+                Connection watcher = db.connect();
+                Connection renewing = db.connect();
+                Connection switching = db.connect()) {
+            int backend;
+            try (Statement s = switching.createStatement();
+                    ResultSet rs = s.executeQuery("SELECT pg_backend_pid()")) {
+                rs.next();
+                backend = rs.getInt(1);
+            }
+            producer.setAutoCommit(false);
+            try (Statement s = producer.createStatement()) {
+                s.execute(
+                        "INSERT INTO jobs (resource, due_at) VALUES ('account-1', clock_timestamp() + interval '1 hour')");
+            }
+            CompletableFuture<Shards.Switch> call = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return Shards.trySwitch(switching);
+                } catch (SQLException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            awaitWaitingForALock(watcher, backend);
+            // A renewal while the switch waits: it does not wait for the switch.
+            try (Statement s = renewing.createStatement()) {
+                s.execute("SET lock_timeout = '100ms'");
+                assertThat(s.executeUpdate(
+                                "UPDATE leader_lease SET expires_at = clock_timestamp() + interval '10 seconds'"
+                                        + " WHERE role = 'scheduler'"))
+                        .isEqualTo(1);
+            }
+            // A batch past its guard: it holds its lease row, and its statement will want the jobs table.
+            renewing.setAutoCommit(false);
+            try (Statement s = renewing.createStatement()) {
+                s.execute("SELECT 1 FROM leader_lease WHERE role = 'scheduler' FOR UPDATE");
+            }
+            producer.commit();
+            assertThatThrownBy(call::get)
+                    .hasRootCauseInstanceOf(SQLException.class)
+                    .rootCause()
+                    .satisfies(e -> assertThat(((SQLException) e).getSQLState()).isEqualTo("55P03"))
+                    .hasMessageContaining("leader_lease");
+            // Its lock gone with its transaction: the batch's statement goes through, and the next call switches.
+            try (Statement s = renewing.createStatement()) {
+                s.execute("SET LOCAL lock_timeout = '1s'");
+                s.execute("UPDATE jobs SET payload = payload WHERE false");
+            }
+            renewing.commit();
+            Shards.Switch result = Shards.trySwitch(switching);
+            assertThat(result.switched()).isTrue();
+            assertThat(result.count()).isEqualTo(2);
         }
     }
 

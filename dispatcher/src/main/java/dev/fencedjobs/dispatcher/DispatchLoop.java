@@ -102,6 +102,21 @@ final class DispatchLoop implements LeaderService.Worker {
     private final DispatchMeters meters;
     /** On the ticker: when the loop last counted the jobs held back by limits. */
     private long heldJobsCountedAt;
+    /**
+     * The loop thread's own: on the ticker, when to look again whether the shard map still drains;
+     * {@link #NOT_DRAINING} while it does not (docs/shards.md).
+     */
+    private long drainCheckAt = NOT_DRAINING;
+
+    private static final long NOT_DRAINING = Long.MIN_VALUE;
+    /**
+     * How often a leader looks at the map while it drains, with a read that takes no lock: no batch
+     * runs meanwhile, as none could complete a job, so neither the holders' lease rows nor the jobs
+     * table are taken from the switch that ends the drain (a batch woken by every producer's
+     * notification did, and under load the switch's lock waits failed).
+     */
+    static final Duration DRAIN_CHECK = Duration.ofMillis(50);
+
     /** Whether the last batch took the policy path: written by the loop thread, read by status too. */
     private volatile boolean policyPath;
 
@@ -263,11 +278,15 @@ final class DispatchLoop implements LeaderService.Worker {
         if (current.isEmpty()) {
             MDC.clear();
             idle.clear();
+            drainCheckAt = NOT_DRAINING;
             return Next.await();
         }
         Grant grant = current.get();
         MDC.put("role", grant.role());
         MDC.put("token", String.valueOf(grant.token()));
+        if (drainCheckAt != NOT_DRAINING) {
+            return drainWait(grant);
+        }
         Next sleep = idle.resume(grant.token());
         if (sleep != null) {
             return sleep;
@@ -295,6 +314,25 @@ final class DispatchLoop implements LeaderService.Worker {
         } catch (RuntimeException e) {
             log.debug("Counting the jobs held back by limits failed: {}", Faults.describe(e));
         }
+    }
+
+    /**
+     * While the map drains: a sleep until the next look ({@link #DRAIN_CHECK}; notifications do not
+     * shorten it), then the next-due read, which says whether it still drains.
+     */
+    private Next drainWait(Grant grant) {
+        if (ticker.nanoTime() - drainCheckAt < 0) {
+            return Next.sleepUntil(drainCheckAt);
+        }
+        drainCheckAt = NOT_DRAINING;
+        return afterPartialBatch(grant);
+    }
+
+    /** The map drains: no batch until it has switched; the first look in {@link #DRAIN_CHECK}. */
+    private Next drain() {
+        idle.clear();
+        drainCheckAt = ticker.nanoTime() + DRAIN_CHECK.toNanos();
+        return Next.sleepUntil(drainCheckAt);
     }
 
     /** One batch under {@code grant}, and what follows it: again at once, a sleep until the next due job, or a step-down. */
@@ -328,6 +366,9 @@ final class DispatchLoop implements LeaderService.Worker {
         recordBatch(grant, after, started, elapsed, result);
         JobBatches.Policy policy = result.policy();
         if (policy != null) {
+            if (policy.next().draining()) {
+                return drain();
+            }
             return policy.more()
                     ? Next.again()
                     : idle.plan(new IdleSleep.Plan(grant.token(), policy.next(), ticker.nanoTime()));
@@ -409,7 +450,7 @@ final class DispatchLoop implements LeaderService.Worker {
         }
     }
 
-    /** After a plain batch that was not full: the next due time, and a sleep until then. */
+    /** After a plain batch that was not full, or a look at a draining map: the next due time, and a sleep until then. */
     private Next afterPartialBatch(Grant grant) {
         // The notification mark is reset before the query, so a job inserted after the query's
         // snapshot still shortens the sleep.
@@ -418,13 +459,20 @@ final class DispatchLoop implements LeaderService.Worker {
         try {
             next = batches.nextDue(scan.current());
         } catch (RuntimeException e) {
-            scan.forget();
-            meters.batchFailures.increment();
-            log.warn("Reading the next due time failed: {}", Faults.describe(e));
-            String reason = "next-due query failed (" + e.getClass().getSimpleName() + ")";
-            leadership.stepDown(grant, reason);
-            return Next.steppedDown(reason);
+            return nextDueFailed(grant, e);
+        }
+        if (next.draining()) {
+            return drain();
         }
         return idle.plan(new IdleSleep.Plan(grant.token(), next, ticker.nanoTime()));
+    }
+
+    private Next nextDueFailed(Grant grant, RuntimeException e) {
+        scan.forget();
+        meters.batchFailures.increment();
+        log.warn("Reading the next due time failed: {}", Faults.describe(e));
+        String reason = "next-due query failed (" + e.getClass().getSimpleName() + ")";
+        leadership.stepDown(grant, reason);
+        return Next.steppedDown(reason);
     }
 }

@@ -149,7 +149,9 @@ final class FencedJobBatches implements JobBatches {
     private static BatchResult policyBatch(
             DSLContext tx, FencingToken token, int shard, int limit, String startKey, boolean traces) {
         Record r = tx.fetchSingle(
-                "SELECT completed, next_key, more, next_at, held_keys, database_now FROM dispatch_batch(?, ?, ?, ?)",
+                "SELECT completed, next_key, more, next_at, held_keys, database_now,"
+                        + " EXISTS (SELECT 1 FROM shard_map m WHERE m.target_count IS NOT NULL) AS draining"
+                        + " FROM dispatch_batch(?, ?, ?, ?)",
                 token.value(),
                 shard,
                 limit,
@@ -158,7 +160,8 @@ final class FencedJobBatches implements JobBatches {
         OffsetDateTime now = r.get("database_now", OffsetDateTime.class);
         NextDue next = new NextDue(
                 now.toInstant().toEpochMilli(),
-                nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli());
+                nextAt == null ? Long.MAX_VALUE : nextAt.toInstant().toEpochMilli(),
+                r.get("draining", Boolean.class));
         Policy policy = new Policy(
                 r.get("next_key", String.class), r.get("more", Boolean.class), next, r.get("held_keys", Integer.class));
         int completed = r.get("completed", Integer.class);
@@ -416,12 +419,8 @@ final class FencedJobBatches implements JobBatches {
                 .fetchSingle();
         long now = r.value2().toInstant().toEpochMilli();
         long due = r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli();
-        // While the map drains nothing completes: look again in a moment rather than at once.
-        return new NextDue(now, r.value3() ? Math.max(due, now + DRAINING_RETRY_MILLIS) : due);
+        return new NextDue(now, due, r.value3());
     }
-
-    /** How soon a leader looks again while the shard map drains (a drain lasts as long as the relays take to publish what is left). */
-    private static final long DRAINING_RETRY_MILLIS = 50;
 
     @Override
     public Backlog backlog() {

@@ -122,6 +122,12 @@ interface JobBatches {
      * @param databaseNowMillis {@code clock_timestamp()} when asked, epoch milliseconds
      * @param earliestDueMillis earliest pending {@code due_at}, epoch milliseconds, or
      *     {@link Long#MAX_VALUE} when nothing is pending
+     * @param draining whether the shard map drains (docs/shards.md): no job completes until the
+     *     switch, whatever is due
      */
-    record NextDue(long databaseNowMillis, long earliestDueMillis) {}
+    record NextDue(long databaseNowMillis, long earliestDueMillis, boolean draining) {
+        NextDue(long databaseNowMillis, long earliestDueMillis) {
+            this(databaseNowMillis, earliestDueMillis, false);
+        }
+    }
 }

@@ -249,6 +249,36 @@ class DispatchLoopTest {
     }
 
     @Test
+    void whileTheShardMapDrainsNoBatchRunsOnlyALockFreeLookEvery50MsThatNotificationsDoNotHurry() {
+        lead(1);
+        jobs.draining = true;
+        MemoryJobs.Job due = jobs.insert(0);
+        long drainSeen = now;
+        assertThat(loop.step())
+                .as("a batch that completed nothing, then the next-due read: the map drains")
+                .isEqualTo(Next.sleepUntil(drainSeen + ms(50)));
+        assertThat(jobs.batchesAfter()).hasSize(1);
+        assertThat(jobs.nextDueReads()).isEqualTo(1);
+
+        now += ms(10);
+        notify(jobs.insert(0));
+        assertThat(loop.step())
+                .as("a producer's notification does not end the wait")
+                .isEqualTo(Next.sleepUntil(drainSeen + ms(50)));
+        now = drainSeen + ms(50);
+        assertThat(loop.step()).as("still draining: another look in 50 ms").isEqualTo(Next.sleepUntil(now + ms(50)));
+        assertThat(jobs.batchesAfter()).as("no batch while the map drains").hasSize(1);
+        assertThat(jobs.nextDueReads()).isEqualTo(2);
+
+        jobs.draining = false;
+        now += ms(50);
+        assertThat(loop.step()).as("switched: jobs are due, a batch at once").isEqualTo(Next.again());
+        loop.step();
+        assertThat(jobs.batchesAfter()).hasSize(2);
+        assertThat(jobs.completedAt(due)).isNotNull();
+    }
+
+    @Test
     void stopEndsTheLoop() {
         lead(1);
         loop.stop();

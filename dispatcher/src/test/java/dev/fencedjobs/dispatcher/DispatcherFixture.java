@@ -14,6 +14,7 @@ import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
 import dev.fencedjobs.runtime.internal.Embedding;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -58,9 +59,26 @@ final class DispatcherFixture implements AutoCloseable {
         return start(config(new LeaseConfig(LEASE, RENEW), 500), UnaryOperator.identity(), UnaryOperator.identity());
     }
 
+    /** A replica whose meters go to {@code registry}. */
+    Dispatcher start(MeterRegistry registry) {
+        return start(
+                config(new LeaseConfig(LEASE, RENEW), 500),
+                new Embedding(null, registry, true, null),
+                UnaryOperator.identity(),
+                UnaryOperator.identity());
+    }
+
     Dispatcher start(DispatcherConfig config, UnaryOperator<LeaseOps> leaseOps, UnaryOperator<JobBatches> batches) {
-        Dispatcher d = Dispatcher.start(
-                config, Embedding.STANDALONE, "replica-" + (++started), Ticker.system(), leaseOps, batches);
+        return start(config, Embedding.STANDALONE, leaseOps, batches);
+    }
+
+    private Dispatcher start(
+            DispatcherConfig config,
+            Embedding embedding,
+            UnaryOperator<LeaseOps> leaseOps,
+            UnaryOperator<JobBatches> batches) {
+        Dispatcher d =
+                Dispatcher.start(config, embedding, "replica-" + (++started), Ticker.system(), leaseOps, batches);
         replicas.add(d);
         return d;
     }

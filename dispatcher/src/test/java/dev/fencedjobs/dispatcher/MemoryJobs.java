@@ -34,6 +34,10 @@ final class MemoryJobs implements JobBatches {
     private long nextXid = 100;
     long heldToken;
     RuntimeException failNext;
+    /** While set, the shard map drains: no batch completes a job, and the next-due read says so. */
+    boolean draining;
+
+    private int nextDueReads;
 
     MemoryJobs(LongSupplier databaseMillis) {
         this.databaseMillis = databaseMillis;
@@ -85,12 +89,14 @@ final class MemoryJobs implements JobBatches {
             return BatchResult.leaseLost();
         }
         long now = databaseMillis.getAsLong();
-        List<Job> due = pending.stream()
-                .filter(j ->
-                        j.dueMillis() <= now && (after == null || j.position().isAfter(after)))
-                .sorted(ORDER)
-                .limit(limit)
-                .toList();
+        List<Job> due = draining
+                ? List.of()
+                : pending.stream()
+                        .filter(j -> j.dueMillis() <= now
+                                && (after == null || j.position().isAfter(after)))
+                        .sorted(ORDER)
+                        .limit(limit)
+                        .toList();
         pending.removeAll(due);
         due.forEach(j -> completedAt.put(j.id(), now));
         Position last = due.isEmpty() ? null : due.get(due.size() - 1).position();
@@ -123,7 +129,13 @@ final class MemoryJobs implements JobBatches {
                 .mapToLong(Job::dueMillis)
                 .min()
                 .orElse(Long.MAX_VALUE);
-        return new NextDue(databaseMillis.getAsLong(), earliest);
+        nextDueReads++;
+        return new NextDue(databaseMillis.getAsLong(), earliest, draining);
+    }
+
+    /** How many next-due reads the loop made. */
+    int nextDueReads() {
+        return nextDueReads;
     }
 
     @Override

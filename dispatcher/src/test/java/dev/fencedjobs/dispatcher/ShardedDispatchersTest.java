@@ -4,10 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.fencedjobs.testing.PostgresExtension;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jooq.DSLContext;
@@ -127,8 +131,10 @@ class ShardedDispatchersTest {
     @Test
     void theShardCountChangesWhileJobsFlowWithNothingLostAndEveryResourcesTokensGrowing() throws Exception {
         shards(4);
-        Dispatcher a = fixture.start();
-        Dispatcher b = fixture.start();
+        SimpleMeterRegistry metersA = new SimpleMeterRegistry();
+        SimpleMeterRegistry metersB = new SimpleMeterRegistry();
+        Dispatcher a = fixture.start(metersA);
+        Dispatcher b = fixture.start(metersB);
         AtomicBoolean flowing = new AtomicBoolean(true);
         AtomicInteger inserted = new AtomicInteger();
         // A producer, and a stand-in for the relays: every shard's position moves to the last row.
@@ -177,6 +183,18 @@ class ShardedDispatchersTest {
         // The last switch ended every lease: the shares settle again, each keeper's turn a renewal apart.
         await().atMost(Duration.ofSeconds(10))
                 .untilAsserted(() -> assertThat(holdings(List.of(a, b))).containsExactlyInAnyOrder(2, 2));
+        // The leader gauges follow the shards that left the map (4 to 7) and came back (2, 3): one per shard of
+        // the map in each replica, and one replica shows each shard held.
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> {
+            Map<String, Double> inA = leaderGauges(metersA);
+            Map<String, Double> inB = leaderGauges(metersB);
+            List<String> roles = List.of("scheduler", "scheduler/1", "scheduler/2", "scheduler/3");
+            assertThat(inA).containsOnlyKeys(roles);
+            assertThat(inB).containsOnlyKeys(roles);
+            for (String role : roles) {
+                assertThat(inA.get(role) + inB.get(role)).as(role).isEqualTo(1.0);
+            }
+        });
         // Per resource, in outbox order (each shard's publishing order), the tokens never go back; and
         // every job was completed with a token of its shard at the time.
         assertThat(dsl.fetchSingle("SELECT count(*)::int FROM (SELECT fencing_token < lag(fencing_token)"
@@ -190,6 +208,15 @@ class ShardedDispatchersTest {
         assertThat(dsl.fetchSingle("SELECT generation FROM shard_map").get(0, Integer.class))
                 .as("three switches after the first")
                 .isEqualTo(5);
+    }
+
+    /** The replica's {@code fencedjobs_leader} gauges by role. */
+    private static Map<String, Double> leaderGauges(MeterRegistry registry) {
+        Map<String, Double> byRole = new TreeMap<>();
+        for (Gauge g : registry.find("fencedjobs_leader").gauges()) {
+            byRole.put(g.getId().getTag("role"), g.value());
+        }
+        return byRole;
     }
 
     private static void sleep(long millis) {

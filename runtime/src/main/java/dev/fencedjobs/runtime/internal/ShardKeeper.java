@@ -129,15 +129,22 @@ final class ShardKeeper {
 
     private void run() {
         while (!stopped) {
-            boolean draining = false;
+            boolean draining;
             try {
                 draining = turn();
+                turnFailureShownAt = 0;
             } catch (RuntimeException e) {
-                log.debug(
-                        "{}: shard keeping failed, next turn in {}: {}",
-                        spec.service(),
-                        spec.lease().renewInterval(),
-                        Faults.describe(e));
+                // While the map drains, no job completes until the holder of shard 0 switches it: look again soon.
+                draining = map.draining();
+                Duration next = draining ? DRAIN_CHECK : spec.lease().renewInterval();
+                long now = System.nanoTime();
+                if (turnFailureShownAt == 0 || now - turnFailureShownAt > TimeUnit.SECONDS.toNanos(5)) {
+                    turnFailureShownAt = now;
+                    log.warn("{}: shard keeping failed, next turn in {}: {}", spec.service(), next, Faults.describe(e));
+                } else {
+                    log.debug(
+                            "{}: shard keeping failed, next turn in {}: {}", spec.service(), next, Faults.describe(e));
+                }
                 dropPresence();
             }
             try {
@@ -277,10 +284,11 @@ final class ShardKeeper {
             if (r.switched()) {
                 switchFailureShownAt = 0;
                 log.info(
-                        "{}: the shard map switched to {} shards (generation {})",
+                        "{}: the shard map switched to {} shards (generation {}); {} pending jobs moved to another shard",
                         spec.service(),
                         r.count(),
-                        r.generation());
+                        r.generation(),
+                        r.moved());
                 wakeup.signal();
             }
         } catch (RuntimeException e) {
@@ -298,6 +306,9 @@ final class ShardKeeper {
             }
         }
     }
+
+    /** When a failed turn was last shown (System.nanoTime), 0 since the last turn that did not fail. */
+    private long turnFailureShownAt;
 
     /** When a failed switch was last shown (System.nanoTime), 0 for never. */
     private long switchFailureShownAt;

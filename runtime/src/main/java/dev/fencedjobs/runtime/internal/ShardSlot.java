@@ -7,8 +7,11 @@ import dev.fencedjobs.lease.Leadership;
 import dev.fencedjobs.lease.Lease;
 import dev.fencedjobs.lease.LeaseOps;
 import dev.fencedjobs.lease.LeaseSession;
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
 import java.util.function.Function;
@@ -39,6 +42,7 @@ final class ShardSlot {
     private final long cooldownNanos;
 
     private final Ticker ticker;
+    private final MeterRegistry registry;
     /** The ticker's reading at the last {@link #giveUp}; a cooldown in the past before any. */
     private volatile long gaveUpAt;
 
@@ -74,6 +78,7 @@ final class ShardSlot {
                 runtime.registry());
         this.cooldownNanos = spec.lease().renewInterval().multipliedBy(2).toNanos();
         this.ticker = spec.ticker();
+        this.registry = runtime.registry();
         this.gaveUpAt = ticker.nanoTime() - cooldownNanos;
         // Not the shard it just gave up: its release's notification reaches this replica too.
         leadership.gate(() -> mayAcquire.getAsBoolean() && ticker.nanoTime() - gaveUpAt >= cooldownNanos);
@@ -137,6 +142,25 @@ final class ShardSlot {
         if (leaseSession != null) {
             // Ends the session, and with it the sign of life: a waiting follower takes over now.
             leaseSession.close();
+        }
+        removeMeters();
+    }
+
+    /**
+     * Takes the slot's meters out of the registry: its lease's (tagged with its role) and its
+     * worker's (tagged with its shard). Micrometer keeps the first meter registered under a name and
+     * tags, so a shard that left the map and came back would otherwise show the stopped slot's gauges
+     * ({@code fencedjobs_leader} 0 while this replica holds the shard). Shard 0 never leaves the map.
+     */
+    private void removeMeters() {
+        if (shard == 0) {
+            return;
+        }
+        String tag = Integer.toString(shard);
+        for (Meter m : List.copyOf(registry.getMeters())) {
+            if (role.equals(m.getId().getTag("role")) || tag.equals(m.getId().getTag("shard"))) {
+                registry.remove(m);
+            }
         }
     }
 
