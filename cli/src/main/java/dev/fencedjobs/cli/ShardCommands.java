@@ -105,8 +105,9 @@ public final class ShardCommands {
                     + " LEFT JOIN leader_lease rl ON rl.role = shard_role('relay', s) ORDER BY s";
 
     /**
-     * Runs {@code shards_switch()}; null when it gave up waiting for a lock (SQLSTATE 55P03: a long
-     * producer transaction or a purge held the jobs table), to be tried again after a pause.
+     * Runs {@code shards_switch()}; null when it could not have a lock (SQLSTATE 55P03: a long
+     * producer transaction or a purge held the jobs table, or a batch its lease row), to be tried
+     * again after a pause.
      */
     private static Shards.Switch switchOrWait(Connection c) throws SQLException {
         try {

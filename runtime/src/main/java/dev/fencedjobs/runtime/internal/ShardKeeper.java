@@ -281,6 +281,7 @@ final class ShardKeeper {
     private void finishDrain() {
         try {
             Shards.Switch r = runtime.dsl().connectionResult(Shards::trySwitch);
+            switchFailingSince = 0;
             if (r.switched()) {
                 switchFailureShownAt = 0;
                 log.info(
@@ -292,10 +293,18 @@ final class ShardKeeper {
                 wakeup.signal();
             }
         } catch (RuntimeException e) {
-            // Tried again every 50 ms: the first failure of a drain and one every 5 s after it are shown (a switch that
-            // keeps failing holds every job of the map).
+            // Tried again every 50 ms. A lock it could not have (55P03: a batch past its guard, a renewal in flight, a
+            // producer's long transaction) is the expected contention: shown once the switch has kept failing for 5 s.
+            // Any other failure at once. Then one every 5 s (a switch that keeps failing holds every job of the map).
             long now = System.nanoTime();
-            if (switchFailureShownAt == 0 || now - switchFailureShownAt > TimeUnit.SECONDS.toNanos(5)) {
+            if (switchFailingSince == 0) {
+                switchFailingSince = now;
+            }
+            boolean lockBusy = lockNotAvailable(e);
+            boolean show = switchFailureShownAt == 0
+                    ? !lockBusy || now - switchFailingSince > SWITCH_FAILURE_EVERY
+                    : now - switchFailureShownAt > SWITCH_FAILURE_EVERY;
+            if (show) {
                 switchFailureShownAt = now;
                 log.warn(
                         "{}: shards_switch failed, trying again every 50 ms (no job completes meanwhile): {}",
@@ -307,8 +316,23 @@ final class ShardKeeper {
         }
     }
 
+    private static final long SWITCH_FAILURE_EVERY = TimeUnit.SECONDS.toNanos(5);
+
+    /** Whether {@code e} is PostgreSQL's lock_not_available (55P03): a lock timeout or a NOWAIT that found the row locked. */
+    private static boolean lockNotAvailable(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && "55P03".equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** When a failed turn was last shown (System.nanoTime), 0 since the last turn that did not fail. */
     private long turnFailureShownAt;
+
+    /** Since when the calls of the switch fail (System.nanoTime), 0 while they do not. */
+    private long switchFailingSince;
 
     /** When a failed switch was last shown (System.nanoTime), 0 for never. */
     private long switchFailureShownAt;
