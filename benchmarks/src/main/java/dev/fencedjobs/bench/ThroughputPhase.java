@@ -170,14 +170,14 @@ final class ThroughputPhase {
                     (stack.scalar(BenchStack.WAL_BYTES) - wal0) / 1e6,
                     stack.backgroundWork()[1] - checkpoints0,
                     MachineCounters.read().since(machine0));
-            // Where the work waits at the window's end: which stage the others outran.
-            long published = stack.scalar("SELECT published_through FROM outbox_position WHERE role = 'relay'");
-            long outboxEnd = stack.scalar("SELECT coalesce(max(id), 0) FROM outbox");
+            // Where the work waits at the window's end: which stage the others outran. Every shard's rows from its
+            // own position (the view): shard 0's position alone said nothing of the others'.
+            long unpublished = stack.scalar("SELECT count(*) FROM outbox_unpublished");
             System.out.printf(
                     Locale.ROOT,
                     "   waiting at the window's end: %,d due jobs for the dispatchers, %,d outbox rows for the relay%n",
                     stack.scalar("SELECT count(*) FROM jobs WHERE state = 'pending' AND due_at <= now()"),
-                    outboxEnd - published);
+                    unpublished);
             atEnd.run(new Window((t1 - t0) / 1e9, a1 - a0));
         } finally {
             stop.set(true);
