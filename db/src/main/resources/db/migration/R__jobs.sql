@@ -100,8 +100,9 @@ CREATE TRIGGER jobs_completed_with_lease_token
 
 -- A job's shard is the database's to assign, from its resource and the shard map in force
 -- (V13, R__shards.sql): whatever an INSERT or UPDATE names, the shard is set here. The map's
--- switch (shards_switch) holds the jobs table in SHARE mode while it moves pending jobs, so no
--- job is assigned by a map that is no longer in force when it commits.
+-- switch (shards_switch) holds the jobs table against writers while it moves pending jobs, so no
+-- job is assigned by a map that is no longer in force when it commits. The switch turns this
+-- trigger off for its own move alone, which sets the shard this would (R__shards.sql).
 CREATE OR REPLACE FUNCTION jobs_assign_shard() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE

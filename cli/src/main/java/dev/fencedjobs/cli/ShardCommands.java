@@ -104,17 +104,24 @@ public final class ShardCommands {
                     + " LEFT JOIN leader_lease sl ON sl.role = shard_role('scheduler', s)"
                     + " LEFT JOIN leader_lease rl ON rl.role = shard_role('relay', s) ORDER BY s";
 
+    /** The time the next call of the switch is given: longer after a call that ran out of it (Shards.longerSwitchTimeout). */
+    private Duration switchTimeout = Shards.SWITCH_TIMEOUT;
+
     /**
      * Runs {@code shards_switch()}; null when it could not have a lock (SQLSTATE 55P03: a long
-     * producer transaction or a purge held the jobs table, or a batch its lease row), to be tried
-     * again after a pause.
+     * producer transaction or a purge held the jobs table, or a batch its lease row) or ran out of
+     * its time (57014: the next call is given twice as long), to be tried again after a pause.
      */
-    private static Shards.Switch switchOrWait(Connection c) throws SQLException {
+    private Shards.Switch switchOrWait(Connection c) throws SQLException {
         try {
-            return Shards.trySwitch(c);
+            return Shards.trySwitch(c, switchTimeout);
         } catch (SQLException e) {
             if ("55P03".equals(e.getSQLState())) {
                 pause();
+                return null;
+            }
+            if (Shards.ranOutOfTime(e)) {
+                switchTimeout = Shards.longerSwitchTimeout(switchTimeout);
                 return null;
             }
             throw e;

@@ -153,7 +153,55 @@ class ShardSwitchTest {
             Shards.Switch result = Shards.trySwitch(switching);
             assertThat(result.switched()).isTrue();
             assertThat(result.count()).isEqualTo(2);
+            // The switch turned the shard trigger off for its own move only: an insert naming a shard is assigned its
+            // own.
+            try (Statement s = producer.createStatement();
+                    ResultSet rs = s.executeQuery("INSERT INTO jobs (resource, due_at, shard)"
+                            + " VALUES ('account-2', clock_timestamp() + interval '1 hour', 7)"
+                            + " RETURNING shard = shard_of('account-2', 2), shard = shard_of(resource, 2)")) {
+                rs.next();
+                assertThat(rs.getBoolean(1)).isTrue();
+            }
+            producer.commit();
+            try (Statement s = producer.createStatement();
+                    ResultSet rs = s.executeQuery(
+                            "SELECT count(*) FROM jobs WHERE state = 'pending' AND shard <> shard_of(resource, 2)")) {
+                rs.next();
+                assertThat(rs.getLong(1))
+                        .as("every pending job in its shard of the new map")
+                        .isZero();
+            }
         }
+    }
+
+    /**
+     * A call that runs out of its time says so (57014), and the next is given twice as long, up to a
+     * minute: the jobs it moves grow while the map drains, so the same time again would not do.
+     */
+    @Test
+    void aCallThatRunsOutOfItsTimeIsToldAndTheNextIsGivenTwiceAsLong() throws Exception {
+        TestDatabase db = database.database();
+        try (Connection owner = db.connect();
+                Statement s = owner.createStatement()) {
+            s.execute("SELECT shards_set(3)");
+        }
+        try (Connection producer = db.connect();
+                Connection switching = db.connect()) {
+            producer.setAutoCommit(false);
+            try (Statement s = producer.createStatement()) {
+                s.execute(
+                        "INSERT INTO jobs (resource, due_at) VALUES ('account-3', clock_timestamp() + interval '1 hour')");
+            }
+            assertThatThrownBy(() -> Shards.trySwitch(switching, Duration.ofMillis(100)))
+                    .satisfies(e -> assertThat(Shards.ranOutOfTime(e)).isTrue());
+            producer.rollback();
+            assertThat(switching.getAutoCommit()).isTrue();
+            assertThat(Shards.trySwitch(switching).switched()).isTrue();
+        }
+        assertThat(Shards.longerSwitchTimeout(Shards.SWITCH_TIMEOUT)).isEqualTo(Duration.ofSeconds(20));
+        assertThat(Shards.longerSwitchTimeout(Duration.ofSeconds(40))).isEqualTo(Shards.MAX_SWITCH_TIMEOUT);
+        assertThat(Shards.ranOutOfTime(new IllegalStateException(new SQLException("lock", "55P03"))))
+                .isFalse();
     }
 
     private static void awaitWaitingForALock(Connection watcher, int backend) throws Exception {

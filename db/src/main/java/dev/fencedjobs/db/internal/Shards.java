@@ -96,6 +96,35 @@ public final class Shards {
      */
     public static final Duration SWITCH_TIMEOUT = Duration.ofSeconds(10);
 
+    /**
+     * The most a call is given after calls that ran out of time, each given twice the last ({@link
+     * #longerSwitchTimeout}). The switch moves every pending job whose shard changes while producers
+     * wait, and those jobs grow while the map drains: a call given the same time again would fail
+     * again, with more to move, for ever.
+     */
+    public static final Duration MAX_SWITCH_TIMEOUT = Duration.ofSeconds(60);
+
+    /** The time for the next call after one that ran out of {@code last}: twice it, at most {@link #MAX_SWITCH_TIMEOUT}. */
+    public static Duration longerSwitchTimeout(Duration last) {
+        Duration twice = last.multipliedBy(2);
+        return twice.compareTo(MAX_SWITCH_TIMEOUT) > 0 ? MAX_SWITCH_TIMEOUT : twice;
+    }
+
+    /** Whether {@code e}, or a cause of it, is PostgreSQL's query_canceled (57014): the call ran out of its time. */
+    public static boolean ranOutOfTime(Throwable e) {
+        return hasSqlState(e, "57014");
+    }
+
+    /** Whether {@code e}, or a cause of it (jOOQ wraps them), is an SQLException with {@code sqlState}. */
+    public static boolean hasSqlState(Throwable e, String sqlState) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && sqlState.equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** What one call of {@code shards_switch} did; {@code target} is null once no drain is left. */
     public record Switch(boolean switched, int generation, int count, Integer target, int waiting, long moved) {}
 
@@ -108,14 +137,19 @@ public final class Shards {
      * was still in time; on a loaded machine every call did, and the drain never ended.
      */
     public static Switch trySwitch(Connection c) throws SQLException {
+        return trySwitch(c, SWITCH_TIMEOUT);
+    }
+
+    /** {@link #trySwitch(Connection)} with {@code timeout} as the call's statement timeout. */
+    public static Switch trySwitch(Connection c, Duration timeout) throws SQLException {
         int network = c.getNetworkTimeout();
         c.setNetworkTimeout(
-                Runnable::run, (int) Database.networkTimeout(SWITCH_TIMEOUT).toMillis());
+                Runnable::run, (int) Database.networkTimeout(timeout).toMillis());
         c.setAutoCommit(false);
         boolean done = false;
         try {
             try (Statement st = c.createStatement()) {
-                st.execute("SET LOCAL statement_timeout = '" + SWITCH_TIMEOUT.toMillis() + "ms'");
+                st.execute("SET LOCAL statement_timeout = '" + timeout.toMillis() + "ms'");
             }
             Switch result;
             try (PreparedStatement ps = c.prepareStatement(

@@ -128,15 +128,26 @@ final class ShardKeeper {
     }
 
     private void run() {
+        boolean finishing = false;
+        long fullTurnAt = System.nanoTime();
         while (!stopped) {
-            boolean draining;
             try {
-                draining = turn();
+                // While this replica finishes a drain: the switch alone every 50 ms, the whole turn (the map, the
+                // replicas, the shares) at the renewal interval as ever; every other replica waits for the switch's
+                // notification.
+                if (finishing
+                        && System.nanoTime() - fullTurnAt
+                                < spec.lease().renewInterval().toNanos()) {
+                    finishing = finishes() && finishDrain();
+                } else {
+                    fullTurnAt = System.nanoTime();
+                    finishing = turn();
+                }
                 turnFailureShownAt = 0;
             } catch (RuntimeException e) {
                 // While the map drains, no job completes until the holder of shard 0 switches it: look again soon.
-                draining = map.draining();
-                Duration next = draining ? DRAIN_CHECK : spec.lease().renewInterval();
+                finishing = map.draining() && finishes();
+                Duration next = finishing ? DRAIN_CHECK : spec.lease().renewInterval();
                 long now = System.nanoTime();
                 if (turnFailureShownAt == 0 || now - turnFailureShownAt > TimeUnit.SECONDS.toNanos(5)) {
                     turnFailureShownAt = now;
@@ -148,7 +159,7 @@ final class ShardKeeper {
                 dropPresence();
             }
             try {
-                wakeup.await((draining ? DRAIN_CHECK : spec.lease().renewInterval()).toNanos(), TimeUnit.NANOSECONDS);
+                wakeup.await((finishing ? DRAIN_CHECK : spec.lease().renewInterval()).toNanos(), TimeUnit.NANOSECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 return;
@@ -187,11 +198,12 @@ final class ShardKeeper {
                 }
             }
         }
-        if (now.draining() && spec.finishesDrains() && slots.get(0).leading()) {
-            finishDrain();
-            return true;
-        }
-        return now.draining();
+        return now.draining() && finishes() && finishDrain();
+    }
+
+    /** Whether this replica puts a new count in force: a dispatcher's, while it holds shard 0. */
+    private boolean finishes() {
+        return spec.finishesDrains() && slots.get(0).leading();
     }
 
     private void reconcile(Shards.ShardMap now) {
@@ -278,10 +290,13 @@ final class ShardKeeper {
                 .getValues(0, Integer.class);
     }
 
-    private void finishDrain() {
+    /** One call of the switch; whether the map still drains (the call failed, or the relays still publish). */
+    private boolean finishDrain() {
         try {
-            Shards.Switch r = runtime.dsl().connectionResult(Shards::trySwitch);
+            Duration timeout = switchTimeout;
+            Shards.Switch r = runtime.dsl().connectionResult(c -> Shards.trySwitch(c, timeout));
             switchFailingSince = 0;
+            switchTimeout = Shards.SWITCH_TIMEOUT;
             if (r.switched()) {
                 switchFailureShownAt = 0;
                 log.info(
@@ -290,8 +305,10 @@ final class ShardKeeper {
                         r.count(),
                         r.generation(),
                         r.moved());
+                // The next turn is a whole one: the new map's slots at once.
                 wakeup.signal();
             }
+            return !r.switched() && r.target() != null;
         } catch (RuntimeException e) {
             // Tried again every 50 ms. A lock it could not have (55P03: a batch past its guard, a renewal in flight, a
             // producer's long transaction) is the expected contention: shown once the switch has kept failing for 5 s.
@@ -300,7 +317,17 @@ final class ShardKeeper {
             if (switchFailingSince == 0) {
                 switchFailingSince = now;
             }
-            boolean lockBusy = lockNotAvailable(e);
+            boolean lockBusy = Shards.hasSqlState(e, "55P03");
+            if (Shards.ranOutOfTime(e)) {
+                // Its pending jobs to move grow while the map drains: the same time again would not do.
+                switchTimeout = Shards.longerSwitchTimeout(switchTimeout);
+                log.warn(
+                        "{}: shards_switch ran out of its time; the next call is given {}: {}",
+                        spec.service(),
+                        switchTimeout,
+                        Faults.describe(e));
+                return true;
+            }
             boolean show = switchFailureShownAt == 0
                     ? !lockBusy || now - switchFailingSince > SWITCH_FAILURE_EVERY
                     : now - switchFailureShownAt > SWITCH_FAILURE_EVERY;
@@ -313,23 +340,17 @@ final class ShardKeeper {
             } else {
                 log.debug("{}: shards_switch failed, trying again: {}", spec.service(), Faults.describe(e));
             }
+            return true;
         }
     }
 
     private static final long SWITCH_FAILURE_EVERY = TimeUnit.SECONDS.toNanos(5);
 
-    /** Whether {@code e} is PostgreSQL's lock_not_available (55P03): a lock timeout or a NOWAIT that found the row locked. */
-    private static boolean lockNotAvailable(Throwable e) {
-        for (Throwable t = e; t != null; t = t.getCause()) {
-            if (t instanceof SQLException sql && "55P03".equals(sql.getSQLState())) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     /** When a failed turn was last shown (System.nanoTime), 0 since the last turn that did not fail. */
     private long turnFailureShownAt;
+
+    /** The time the next call of the switch is given: {@link Shards#SWITCH_TIMEOUT}, longer after calls that ran out of it. */
+    private Duration switchTimeout = Shards.SWITCH_TIMEOUT;
 
     /** Since when the calls of the switch fail (System.nanoTime), 0 while they do not. */
     private long switchFailingSince;
