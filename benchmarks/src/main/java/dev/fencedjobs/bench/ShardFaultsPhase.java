@@ -212,7 +212,7 @@ final class ShardFaultsPhase {
                             rs.getString(4),
                             rs.getString(5),
                             rs.getString(6),
-                            rs.getString(7).replace('\n', ' '));
+                            String.valueOf(rs.getString(7)).replace('\n', ' '));
                 }
             }
         } catch (SQLException e) {
