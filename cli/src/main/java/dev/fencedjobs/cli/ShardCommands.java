@@ -120,7 +120,7 @@ public final class ShardCommands {
                 pause();
                 return null;
             }
-            if (Shards.ranOutOfTime(e)) {
+            if ("57014".equals(e.getSQLState())) {
                 switchTimeout = Shards.longerSwitchTimeout(switchTimeout);
                 return null;
             }

@@ -110,21 +110,6 @@ public final class Shards {
         return twice.compareTo(MAX_SWITCH_TIMEOUT) > 0 ? MAX_SWITCH_TIMEOUT : twice;
     }
 
-    /** Whether {@code e}, or a cause of it, is PostgreSQL's query_canceled (57014): the call ran out of its time. */
-    public static boolean ranOutOfTime(Throwable e) {
-        return hasSqlState(e, "57014");
-    }
-
-    /** Whether {@code e}, or a cause of it (jOOQ wraps them), is an SQLException with {@code sqlState}. */
-    public static boolean hasSqlState(Throwable e, String sqlState) {
-        for (Throwable t = e; t != null; t = t.getCause()) {
-            if (t instanceof SQLException sql && sqlState.equals(sql.getSQLState())) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     /** What one call of {@code shards_switch} did; {@code target} is null once no drain is left. */
     public record Switch(boolean switched, int generation, int count, Integer target, int waiting, long moved) {}
 

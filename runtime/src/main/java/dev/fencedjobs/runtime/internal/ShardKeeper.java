@@ -16,6 +16,7 @@ import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import org.jooq.exception.DataAccessException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -317,8 +318,9 @@ final class ShardKeeper {
             if (switchFailingSince == 0) {
                 switchFailingSince = now;
             }
-            boolean lockBusy = Shards.hasSqlState(e, "55P03");
-            if (Shards.ranOutOfTime(e)) {
+            String state = e instanceof DataAccessException d ? d.sqlState() : null;
+            boolean lockBusy = "55P03".equals(state);
+            if ("57014".equals(state)) {
                 // Its pending jobs to move grow while the map drains: the same time again would not do.
                 switchTimeout = Shards.longerSwitchTimeout(switchTimeout);
                 log.warn(
