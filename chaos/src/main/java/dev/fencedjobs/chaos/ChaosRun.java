@@ -178,6 +178,7 @@ public final class ChaosRun {
             cluster.stopWatching();
             history.submitted = submitted;
             history.rankOrderedKeys = List.of(ChaosLimits.BACKLOG_KEY);
+            history.startedAtMillis = log.startEpochMillis();
             history.crashes = List.copyOf(cluster.crashes);
             Recorder.readTopic(cluster.kafka.bootstrapServers(), TOPIC, history, Duration.ofMinutes(2));
             try (Connection c = cluster.owner()) {

@@ -2,6 +2,7 @@ package dev.fencedjobs.chaos;
 
 import dev.fencedjobs.chaos.History.DeadLetter;
 import dev.fencedjobs.chaos.History.Effect;
+import dev.fencedjobs.chaos.History.Fault;
 import dev.fencedjobs.chaos.History.Forged;
 import dev.fencedjobs.chaos.History.Job;
 import dev.fencedjobs.chaos.History.OutboxRow;
@@ -10,6 +11,9 @@ import dev.fencedjobs.chaos.History.Rejection;
 import dev.fencedjobs.chaos.History.Takeover;
 import dev.fencedjobs.chaos.History.TopicRecord;
 import dev.fencedjobs.runtime.internal.Occurrences;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -739,18 +743,25 @@ public final class Checker {
                             && j.completedAt() != null)
                     .sorted(Comparator.comparingLong(Job::rank).thenComparingLong(Job::id))
                     .toList();
-            Job latest = null;
             int inversions = 0;
             Job first = null;
             Job firstAhead = null;
-            for (Job j : ranked) {
-                if (latest != null && j.completedAt() < latest.completedAt()) {
-                    if (inversions++ == 0) {
-                        first = j;
-                        firstAhead = latest;
+            for (int b = 0; b < ranked.size(); b++) {
+                Job j = ranked.get(b);
+                // A job ahead of j completed after it, and in j's shard when j completed: a change of the shard count
+                // may have moved it there only later (docs/shards.md: a shard ranks the jobs it holds).
+                Job ahead = null;
+                for (int a = 0; a < b; a++) {
+                    Job k = ranked.get(a);
+                    if (k.completedAt() > j.completedAt()
+                            && inShardAt(k, shard, j.completedAt())
+                            && (ahead == null || k.completedAt() > ahead.completedAt())) {
+                        ahead = k;
                     }
-                } else {
-                    latest = j;
+                }
+                if (ahead != null && inversions++ == 0) {
+                    first = j;
+                    firstAhead = ahead;
                 }
             }
             if (inversions > 0) {
@@ -763,6 +774,47 @@ public final class Checker {
                                 + " (priority " + firstAhead.priority() + ") at " + instant(firstAhead.completedAt()),
                         List.of(show(firstAhead), show(first)));
             }
+        }
+    }
+
+    /**
+     * Whether pending job {@code k} was in {@code shard} at {@code micros}, under every shard count
+     * that may have been in force then: the counts before and after each change the run made
+     * ({@code reshard} faults, "shard map 2 -> 3"), the change's window (asked for to seen in
+     * force) counting as either. With no change, its shard now.
+     */
+    private boolean inShardAt(Job k, int shard, long micros) {
+        List<Integer> counts = null;
+        for (Fault f : h.faults) {
+            if (!"reshard".equals(f.kind())) {
+                continue;
+            }
+            String[] change = f.target().substring("shard map ".length()).split(" -> ");
+            int before = Integer.parseInt(change[0]);
+            int after = Integer.parseInt(change[1]);
+            long askedAt = (h.startedAtMillis + f.atMillis()) * 1000;
+            if (micros < askedAt) {
+                if (counts == null) {
+                    counts = List.of(before);
+                }
+                break;
+            }
+            counts = micros <= askedAt + f.heldMillis() * 1000 ? List.of(before, after) : List.of(after);
+        }
+        return counts == null || counts.stream().allMatch(c -> shardOf(k.resource(), c) == shard);
+    }
+
+    /** shard_of (R__shards.sql): the first 32 bits of the MD5 of the resource, as a signed integer, its sign bit off, modulo the count. */
+    static int shardOf(String resource, int count) {
+        if (count <= 1) {
+            return 0;
+        }
+        try {
+            byte[] md5 = MessageDigest.getInstance("MD5").digest(resource.getBytes(StandardCharsets.UTF_8));
+            int first = ((md5[0] & 0xff) << 24) | ((md5[1] & 0xff) << 16) | ((md5[2] & 0xff) << 8) | (md5[3] & 0xff);
+            return (first & 0x7fffffff) % count;
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
     }
 

@@ -158,6 +158,9 @@ public final class History {
     public List<Late> late = new ArrayList<>();
     public List<Reused> reused = new ArrayList<>();
     public List<Forged> forged = new ArrayList<>();
+    /** Each fault's {@code atMillis} counts from the run's start: this, epoch milliseconds. */
+    public long startedAtMillis;
+
     public List<Fault> faults = new ArrayList<>();
     public List<Schedule> schedules = new ArrayList<>();
     public List<Limit> limits = new ArrayList<>();

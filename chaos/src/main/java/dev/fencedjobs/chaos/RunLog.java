@@ -9,6 +9,9 @@ import java.util.concurrent.TimeUnit;
 final class RunLog {
 
     private final long startNanos = System.nanoTime();
+    /** The same moment on the wall clock, epoch milliseconds: what the run's elapsed times count from. */
+    private final long startEpochMillis = System.currentTimeMillis();
+
     private volatile String stopReason;
 
     long elapsedMillis() {
@@ -17,6 +20,11 @@ final class RunLog {
 
     String elapsedSeconds() {
         return String.format("%.1f", elapsedMillis() / 1000.0);
+    }
+
+    /** When the run began, epoch milliseconds. */
+    long startEpochMillis() {
+        return startEpochMillis;
     }
 
     /** When the run began, on {@link System#nanoTime()}. */
