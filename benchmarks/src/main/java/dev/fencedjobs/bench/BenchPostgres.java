@@ -10,6 +10,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.Locale;
 import java.util.Map;
+import java.util.OptionalLong;
 
 /**
  * The PostgreSQL a benchmark runs against: {@code FJ_BENCH_POSTGRES_URL} (a superuser URL, with
@@ -65,9 +66,27 @@ final class BenchPostgres implements AutoCloseable {
                 }
             }
             EmbeddedPostgres pg = builder.start();
-            return new BenchPostgres(pg, "jdbc:postgresql://localhost:" + pg.getPort() + "/postgres", "postgres", "");
+            BenchPostgres started =
+                    new BenchPostgres(pg, "jdbc:postgresql://localhost:" + pg.getPort() + "/postgres", "postgres", "");
+            started.postmasterPid().ifPresent(BenchStack::ownServer);
+            return started;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The server's postmaster: the parent of a backend's process (empty where it cannot be seen). */
+    private OptionalLong postmasterPid() {
+        try (Connection c = admin();
+                Statement s = c.createStatement();
+                ResultSet r = s.executeQuery("SELECT pg_backend_pid()")) {
+            r.next();
+            return ProcessHandle.of(r.getLong(1))
+                    .flatMap(ProcessHandle::parent)
+                    .map(p -> OptionalLong.of(p.pid()))
+                    .orElse(OptionalLong.empty());
+        } catch (SQLException e) {
+            return OptionalLong.empty();
         }
     }
 

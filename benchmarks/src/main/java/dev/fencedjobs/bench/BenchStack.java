@@ -34,11 +34,14 @@ import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -646,9 +649,45 @@ final class BenchStack implements AutoCloseable {
         void read(String component, Path procDir) throws Exception;
     }
 
-    /** Each process of the stack and this one, by its component, with its {@code /proc} directory; one that ends while read is skipped. */
+    /**
+     * The postmasters of the PostgreSQL servers this JVM started ({@link BenchPostgres}): theirs and their
+     * backends are this run's PostgreSQL processes.
+     */
+    private static final Set<Long> OWN_SERVERS = ConcurrentHashMap.newKeySet();
+
+    /** {@code postmasterPid} is a server this run started: its processes count as this run's PostgreSQL. */
+    static void ownServer(long postmasterPid) {
+        OWN_SERVERS.add(postmasterPid);
+    }
+
+    /**
+     * This JVM, the processes it started (services, brokers) and the servers it started with their backends.
+     * Another run's stack on the same machine (CI runs two benchmarks at once) is not this run's: counted by
+     * name alone, its services' CPU fell into this run's figures, and a window in which it stopped came out
+     * negative.
+     */
+    private static Set<Long> ownProcesses() {
+        Set<Long> own = new HashSet<>();
+        ProcessHandle self = ProcessHandle.current();
+        own.add(self.pid());
+        self.descendants().forEach(p -> own.add(p.pid()));
+        for (long postmaster : OWN_SERVERS) {
+            own.add(postmaster);
+            ProcessHandle.of(postmaster).ifPresent(h -> h.descendants().forEach(p -> own.add(p.pid())));
+        }
+        return own;
+    }
+
+    /**
+     * Each process of this run (the stack and this one: {@link #ownProcesses}), by its component, with its
+     * {@code /proc} directory; one that ends while read is skipped. With a server this run did not start
+     * ({@code FJ_BENCH_POSTGRES_URL}), every PostgreSQL process on the machine counts, as it is the only way
+     * to see that server's.
+     */
     private static void forEachComponent(ComponentProcess each) {
         long self = ProcessHandle.current().pid();
+        Set<Long> own = ownProcesses();
+        boolean ownServer = !OWN_SERVERS.isEmpty();
         try (var dirs = Files.list(Path.of("/proc"))) {
             for (Path dir : (Iterable<Path>) dirs::iterator) {
                 String name = dir.getFileName().toString();
@@ -672,7 +711,8 @@ final class BenchStack implements AutoCloseable {
                                                                             || cmd.contains("/bin/postgres")
                                                                     ? "postgresql"
                                                                     : null;
-                    if (component != null) {
+                    boolean ours = own.contains(Long.parseLong(name)) || (!ownServer && "postgresql".equals(component));
+                    if (component != null && ours) {
                         each.read(component, dir);
                     }
                 } catch (Exception gone) {
