@@ -13,6 +13,7 @@ import dev.fencedjobs.dispatcher.DispatcherConfig;
 import dev.fencedjobs.lease.LeaseConfig;
 import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.runtime.ServiceConfig;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -86,11 +87,19 @@ public final class DispatcherBenchmark {
     }
 
     static Dispatcher dispatcher(DatabaseConfig db, int batch) {
+        return builder(db, batch).start();
+    }
+
+    /** As {@link #dispatcher(DatabaseConfig, int)}, its meters in {@code registry}. */
+    static Dispatcher dispatcher(DatabaseConfig db, int batch, MeterRegistry registry) {
+        return builder(db, batch).meterRegistry(registry).start();
+    }
+
+    private static Dispatcher.Builder builder(DatabaseConfig db, int batch) {
         return Dispatcher.builder(new DispatcherConfig(
-                        new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
-                        new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
-                        batch))
-                .start();
+                new ServiceConfig(db, 0, Duration.ofSeconds(10), true),
+                new LeaseConfig(Duration.ofSeconds(10), Duration.ofSeconds(3)),
+                batch));
     }
 
     /** Returns seconds from the first to the last completion. */

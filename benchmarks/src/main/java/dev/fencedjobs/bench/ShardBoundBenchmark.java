@@ -2,6 +2,9 @@ package dev.fencedjobs.bench;
 
 import dev.fencedjobs.db.DatabaseConfig;
 import dev.fencedjobs.dispatcher.Dispatcher;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -16,6 +19,7 @@ import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 /**
  * What splitting the dispatch stage into shards can give on this machine, before any service: PostgreSQL
@@ -23,10 +27,12 @@ import java.util.concurrent.Future;
  * and with its statement, from {@code k} connections at once, each on a shard of its own (the
  * schema's shard map set to {@code k}, V13: each job's shard assigned from its resource, read through
  * {@code jobs_pending_due (shard, due_at, id)}) and each taking its own shard's lease row lock per
- * batch, as the dispatcher of that shard does. Beside each {@code k}: the rate against one connection's, the
- * machine's CPU per job, and how busy each connection was (the share of the wall time it spent in a
- * statement or a commit): with one connection busy throughout and the machine's cores not, a second
- * one can only help; with the cores full, it cannot.
+ * batch, as the dispatcher of that shard does; then two dispatcher replicas sharing the {@code k} shards on the
+ * same backlog. Beside each: the rate against one connection's, the machine's CPU per job and how it splits
+ * between PostgreSQL and this JVM (the drains' client, or the dispatchers), and how busy the connections that
+ * ran the batches were (the share of the wall time spent in a batch's statements and commit; a dispatcher
+ * replica's over every shard it holds, from its batch timer): with one connection busy throughout and the
+ * machine's cores not, a second one can only help; with the cores full, it cannot.
  *
  * <p>Each count runs on a fresh database, with the backlog loaded, vacuumed, analysed and a
  * checkpoint taken first; the counts run in turn, reversed in every other round.
@@ -57,15 +63,15 @@ final class ShardBoundBenchmark {
                     PipelinedBound.DISPATCH_BATCH);
             System.out.printf(
                     Locale.ROOT,
-                    "%-7s %-7s %-17s %12s %10s %16s %22s %8s%n",
+                    "%-7s %-7s %-17s %12s %10s %28s %8s %s%n",
                     "round",
                     "shards",
                     "who",
                     "jobs/s",
                     "seconds",
-                    "CPU/job, us",
-                    "connections busy, %",
-                    "idle %");
+                    "CPU/job, us: all (PG, JVM)",
+                    "idle %",
+                    "batch connections busy, %");
             Map<Integer, List<Double>> rates = new LinkedHashMap<>();
             Map<Integer, List<Double>> served = new LinkedHashMap<>();
             for (int round = 1; round <= rounds; round++) {
@@ -95,7 +101,35 @@ final class ShardBoundBenchmark {
         }
     }
 
-    record Result(double rate, double seconds, double cpuMicrosPerJob, String busy, double idlePercent) {}
+    /**
+     * {@code cpu}: the machine's CPU per job in microseconds, and of it this run's PostgreSQL processes' and this JVM's
+     * (the dispatchers' or the drains'); {@code busy}: how busy the connections that ran the batches were.
+     */
+    record Result(double rate, double seconds, Cpu cpu, String busy, double idlePercent) {}
+
+    /** CPU per job, microseconds: the machine's, this run's PostgreSQL's, this JVM's. */
+    record Cpu(double all, double postgres, double jvm) {
+
+        static Cpu between(
+                MachineCounters before,
+                Map<String, Long> componentsBefore,
+                MachineCounters after,
+                Map<String, Long> componentsAfter,
+                long jobs) {
+            Map<String, Long> each = BenchStack.cpuMicrosecondsEach(componentsBefore, componentsAfter, jobs);
+            return new Cpu(
+                    after.busyMicros(before) / jobs,
+                    each.getOrDefault("postgresql", 0L),
+                    each.getOrDefault("benchmark and loader", 0L));
+        }
+
+        static final Cpu UNKNOWN = new Cpu(Double.NaN, Double.NaN, Double.NaN);
+
+        @Override
+        public String toString() {
+            return String.format(Locale.ROOT, "%.1f (%.0f, %.0f)", all, postgres, jvm);
+        }
+    }
 
     /** Dispatcher replicas sharing the shards in the dispatchers' run. */
     static final int REPLICAS = 2;
@@ -103,15 +137,15 @@ final class ShardBoundBenchmark {
     private static void print(int round, int k, String who, Result r) {
         System.out.printf(
                 Locale.ROOT,
-                "%-7d %-7d %-17s %,12.0f %10.2f %16.1f %22s %8.1f%n",
+                "%-7d %-7d %-17s %,12.0f %10.2f %28s %8.1f %s%n",
                 round,
                 k,
                 who,
                 r.rate(),
                 r.seconds(),
-                r.cpuMicrosPerJob(),
-                r.busy(),
-                r.idlePercent());
+                r.cpu(),
+                r.idlePercent(),
+                r.busy());
     }
 
     /**
@@ -141,16 +175,22 @@ final class ShardBoundBenchmark {
             s.execute("CHECKPOINT");
         }
         List<Dispatcher> replicas = new ArrayList<>();
+        List<Timer> batches = new ArrayList<>();
         try (Connection c = BenchSql.connect(db);
                 Statement s = c.createStatement()) {
             MachineCounters before = null;
+            Map<String, Long> componentsBefore = Map.of();
+            double[] batchSecondsBefore = new double[REPLICAS];
             double dueAt;
             try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM min(due_at)) FROM jobs")) {
                 r.next();
                 dueAt = r.getDouble(1);
             }
             for (int i = 0; i < REPLICAS; i++) {
-                replicas.add(DispatcherBenchmark.dispatcher(db, PipelinedBound.DISPATCH_BATCH));
+                MeterRegistry registry = new SimpleMeterRegistry();
+                replicas.add(DispatcherBenchmark.dispatcher(db, PipelinedBound.DISPATCH_BATCH, registry));
+                // Its batch transactions' time (batches that held their lease), over every shard it holds.
+                batches.add(registry.get("fencedjobs_batch").timer());
             }
             while (true) {
                 try (ResultSet r = s.executeQuery(
@@ -158,6 +198,10 @@ final class ShardBoundBenchmark {
                     r.next();
                     if (before == null && r.getDouble(1) >= dueAt - 0.05) {
                         before = MachineCounters.read();
+                        componentsBefore = BenchStack.cpuTicksByComponent();
+                        for (int i = 0; i < REPLICAS; i++) {
+                            batchSecondsBefore[i] = batches.get(i).totalTime(TimeUnit.SECONDS);
+                        }
                     }
                     if (r.getLong(2) == 0) {
                         break;
@@ -166,6 +210,7 @@ final class ShardBoundBenchmark {
                 Thread.sleep(20);
             }
             MachineCounters after = MachineCounters.read();
+            Map<String, Long> componentsAfter = BenchStack.cpuTicksByComponent();
             double seconds;
             String holders;
             try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM max(completed_at)) - " + dueAt
@@ -176,11 +221,20 @@ final class ShardBoundBenchmark {
                 seconds = r.getDouble(1);
                 holders = r.getString(2);
             }
+            List<String> busy = new ArrayList<>();
+            for (int i = 0; i < REPLICAS; i++) {
+                busy.add(String.format(
+                        Locale.ROOT,
+                        "%.0f",
+                        100 * (batches.get(i).totalTime(TimeUnit.SECONDS) - batchSecondsBefore[i]) / seconds));
+            }
             return new Result(
                     backlog / seconds,
                     seconds,
-                    before == null ? Double.NaN : after.busyMicros(before) / backlog,
-                    "shards held: " + holders,
+                    before == null
+                            ? Cpu.UNKNOWN
+                            : Cpu.between(before, componentsBefore, after, componentsAfter, backlog),
+                    "replicas " + String.join(" ", busy) + " (shards held: " + holders + ")",
                     before == null ? Double.NaN : after.idlePercent(before));
         } finally {
             for (Dispatcher d : replicas) {
@@ -226,6 +280,7 @@ final class ShardBoundBenchmark {
         ExecutorService pool = Executors.newFixedThreadPool(shards);
         try {
             MachineCounters before = MachineCounters.read();
+            Map<String, Long> componentsBefore = BenchStack.cpuTicksByComponent();
             long t0 = System.nanoTime();
             List<Future<long[]>> drains = new ArrayList<>();
             for (int i = 0; i < shards; i++) {
@@ -240,6 +295,7 @@ final class ShardBoundBenchmark {
             }
             long t1 = System.nanoTime();
             MachineCounters after = MachineCounters.read();
+            Map<String, Long> componentsAfter = BenchStack.cpuTicksByComponent();
             for (long[] r : results) {
                 jobs += r[0];
                 busy.add(String.format(Locale.ROOT, "%.0f", 100.0 * r[1] / (t1 - t0)));
@@ -251,8 +307,8 @@ final class ShardBoundBenchmark {
             return new Result(
                     jobs / seconds,
                     seconds,
-                    after.busyMicros(before) / jobs,
-                    String.join(" ", busy),
+                    Cpu.between(before, componentsBefore, after, componentsAfter, jobs),
+                    "connections " + String.join(" ", busy),
                     after.idlePercent(before));
         } finally {
             pool.shutdownNow();
