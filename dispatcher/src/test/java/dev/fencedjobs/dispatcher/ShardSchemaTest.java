@@ -112,6 +112,35 @@ class ShardSchemaTest {
                 .isGreaterThan(50);
     }
 
+    /**
+     * The trigger carries the count in its definition (R__jobs.sql), which the switch writes: through
+     * every change of count, an insert and an update of the resource get the shard of the count in force,
+     * whatever they name, and a job moved by the switch keeps the shard the switch gave it.
+     */
+    @Test
+    void theShardTriggerFollowsEveryCountTheSwitchPutsInForce() {
+        dsl.execute("INSERT INTO jobs (due_at, resource) SELECT clock_timestamp() + interval '1 day', 'r-' || g"
+                + " FROM generate_series(1, 200) g");
+        for (int n : new int[] {4, 2, 1, 3, 1}) {
+            publishEverything();
+            setCount(n);
+            assertThat(switchMap().get("switched", Boolean.class)).isTrue();
+            assertThat(count("SELECT count(*) FROM jobs WHERE shard <> shard_of(resource, ?)", n))
+                    .as("the switch's move, to %d shards", n)
+                    .isZero();
+            dsl.execute(
+                    "INSERT INTO jobs (due_at, resource, shard) SELECT clock_timestamp() + interval '1 day', 'n' || ? || '-' || g, g % 5"
+                            + " FROM generate_series(1, 50) g",
+                    n);
+            dsl.execute("UPDATE jobs SET resource = resource || '+' WHERE resource LIKE 'r-1%'");
+            dsl.execute("UPDATE jobs SET shard = 7 WHERE resource LIKE 'r-2%'");
+            assertThat(count("SELECT count(*) FROM jobs WHERE shard <> shard_of(resource, ?)", n))
+                    .as("inserts and updates with %d shards in force", n)
+                    .isZero();
+        }
+        assertThat(count("SELECT count(DISTINCT shard) FROM jobs")).isEqualTo(1);
+    }
+
     @Test
     void everyShardsTokenIsAboveEveryTokenItsFamilyIssuedBefore() {
         long first = acquire(0, "a");
