@@ -105,7 +105,12 @@ final class ShardBoundBenchmark {
      * {@code cpu}: the machine's CPU per job in microseconds, and of it this run's PostgreSQL processes' and this JVM's
      * (the dispatchers' or the drains'); {@code busy}: how busy the connections that ran the batches were.
      */
-    record Result(double rate, double seconds, Cpu cpu, String busy, double idlePercent) {}
+    record Result(double rate, double seconds, Cpu cpu, String busy, double idlePercent, List<String> statements) {
+
+        Result(double rate, double seconds, Cpu cpu, String busy, double idlePercent) {
+            this(rate, seconds, cpu, busy, idlePercent, List.of());
+        }
+    }
 
     /** CPU per job, microseconds: the machine's, this run's PostgreSQL's, this JVM's. */
     record Cpu(double all, double postgres, double jvm) {
@@ -146,6 +151,7 @@ final class ShardBoundBenchmark {
                 r.cpu(),
                 r.idlePercent(),
                 r.busy());
+        r.statements().forEach(line -> System.out.println("          " + line));
     }
 
     /**
@@ -173,6 +179,7 @@ final class ShardBoundBenchmark {
             }
             s.execute("VACUUM ANALYZE jobs");
             s.execute("CHECKPOINT");
+            s.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
         }
         List<Dispatcher> replicas = new ArrayList<>();
         List<Timer> batches = new ArrayList<>();
@@ -193,24 +200,34 @@ final class ShardBoundBenchmark {
                 batches.add(registry.get("fencedjobs_batch").timer());
             }
             while (true) {
-                try (ResultSet r = s.executeQuery(
-                        "SELECT extract(epoch FROM clock_timestamp()), (SELECT count(*) FROM jobs WHERE state = 'pending')")) {
+                double now;
+                boolean pending;
+                // Whether any job is pending, not how many: a count of the pending jobs every 20 ms took a
+                // fifth of the database's statement time from the replicas it measured (pg_stat_statements,
+                // 20,000 jobs, one shard).
+                try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM clock_timestamp()),"
+                        + " EXISTS (SELECT 1 FROM jobs WHERE state = 'pending')")) {
                     r.next();
-                    if (before == null && r.getDouble(1) >= dueAt - 0.05) {
-                        before = MachineCounters.read();
-                        componentsBefore = BenchStack.cpuTicksByComponent();
-                        for (int i = 0; i < REPLICAS; i++) {
-                            batchSecondsBefore[i] = batches.get(i).totalTime(TimeUnit.SECONDS);
-                        }
-                    }
-                    if (r.getLong(2) == 0) {
-                        break;
-                    }
+                    now = r.getDouble(1);
+                    pending = r.getBoolean(2);
                 }
-                Thread.sleep(20);
+                if (before == null && now >= dueAt - 0.05) {
+                    before = MachineCounters.read();
+                    componentsBefore = BenchStack.cpuTicksByComponent();
+                    for (int i = 0; i < REPLICAS; i++) {
+                        batchSecondsBefore[i] = batches.get(i).totalTime(TimeUnit.SECONDS);
+                    }
+                    s.execute("SELECT pg_stat_statements_reset()");
+                }
+                if (!pending) {
+                    break;
+                }
+                Thread.sleep(before == null ? 20 : 50);
             }
             MachineCounters after = MachineCounters.read();
             Map<String, Long> componentsAfter = BenchStack.cpuTicksByComponent();
+            // Before this benchmark's own queries below.
+            List<String> statements = topStatements(s, backlog);
             double seconds;
             String holders;
             try (ResultSet r = s.executeQuery("SELECT extract(epoch FROM max(completed_at)) - " + dueAt
@@ -235,13 +252,48 @@ final class ShardBoundBenchmark {
                             ? Cpu.UNKNOWN
                             : Cpu.between(before, componentsBefore, after, componentsAfter, backlog),
                     "replicas " + String.join(" ", busy) + " (shards held: " + holders + ")",
-                    before == null ? Double.NaN : after.idlePercent(before));
+                    before == null ? Double.NaN : after.idlePercent(before),
+                    statements);
         } finally {
             for (Dispatcher d : replicas) {
                 d.close();
             }
             pg.dropDatabase(url);
         }
+    }
+
+    /**
+     * Where the dispatchers' database time went over the drain: the statements of this database that took the most
+     * execution time (pg_stat_statements, reset when the backlog fell due), each with its calls and its time per job
+     * completed; the first line sums them all. With {@code pg_stat_statements.track = all} a trigger's statements count
+     * in the statement that fired them and again on lines of their own, and a statement's time includes its waits (a
+     * follower's {@code pg_advisory_lock} on a holder's sign of life is all wait).
+     */
+    private static List<String> topStatements(Statement s, int jobs) throws SQLException {
+        List<String> lines = new ArrayList<>();
+        try (ResultSet r = s.executeQuery("SELECT sum(total_exec_time), sum(calls) FROM pg_stat_statements"
+                + " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())")) {
+            r.next();
+            lines.add(String.format(
+                    Locale.ROOT,
+                    "statements' execution time: %.1f us a job in all, %,d calls; the most:",
+                    r.getDouble(1) * 1000 / jobs,
+                    r.getLong(2)));
+        }
+        try (ResultSet r =
+                s.executeQuery("SELECT calls, total_exec_time, left(regexp_replace(query, '\\s+', ' ', 'g'), 100)"
+                        + " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                        + " ORDER BY total_exec_time DESC LIMIT 5")) {
+            while (r.next()) {
+                lines.add(String.format(
+                        Locale.ROOT,
+                        "  %6.1f us a job, %,8d calls  %s",
+                        r.getDouble(2) * 1000 / jobs,
+                        r.getLong(1),
+                        r.getString(3)));
+            }
+        }
+        return lines;
     }
 
     /** How far ahead the dispatchers' backlog is due: time for the replicas to start and share the shards. */
