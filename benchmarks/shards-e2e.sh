@@ -3,7 +3,7 @@
 # the default count (2) beside one shard, each `e2e --phases throughput,latency` on a stack of its own
 # (two dispatchers, a relay, a Kafka broker, a consumer), the sides alternating (A B C C B A ...) so that
 # the machine's drift falls on all of them. The default count's runs also make the shards' faults
-# (SHARD_PHASES, e2e's shard-kill and reshard): a SIGKILL of one of the two dispatchers, TRIALS times, and
+# (SHARD_PHASES, e2e's shard-kill and reshard; empty for none): a SIGKILL of one of the two dispatchers, TRIALS times, and
 # the count changed under load from the stack's count to twice it, to half of it, and back (DEFAULT_SHARDS=4:
 # 4 -> 8 -> 2 -> 4).
 #
@@ -24,7 +24,7 @@ cd "$repo"
 ROUNDS=${ROUNDS:-2}
 LOADS=${LOADS:-400,2000}
 DEFAULT_SHARDS=${DEFAULT_SHARDS:-2}
-SHARD_PHASES=${SHARD_PHASES:-shard-kill,reshard}
+SHARD_PHASES=${SHARD_PHASES-shard-kill,reshard}
 TRIALS=${TRIALS:-5}
 E2E_ARGS=${E2E_ARGS:-}
 E2E_JAVA_OPTS=${E2E_JAVA_OPTS:-}
