@@ -136,6 +136,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION jobs_shard_trigger(integer) FROM PUBLIC;
 
+-- The jobs table first, then the map: a switch that commits meanwhile (a replica of the version before,
+-- during a rolling upgrade) either waits for this migration or has committed its count before the map
+-- is read here (a statement's snapshot is taken after the lock), so the trigger never gets a count
+-- that is no longer in force.
+LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
 SELECT jobs_shard_trigger((SELECT m.shard_count FROM shard_map m WHERE m.id = 1));
 
 -- Pending jobs are deleted by nobody but the owner: the dispatcher's retention deletes completed
