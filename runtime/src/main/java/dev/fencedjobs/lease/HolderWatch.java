@@ -22,7 +22,8 @@ import org.jooq.exception.DataAccessException;
  *
  * <p>Each wait lasts at most {@code upTo}, bounded by the server's {@code lock_timeout} set for that
  * one statement: a running statement holds back vacuum's horizon, so no wait is left open for
- * longer than a lease. The session's {@code statement_timeout} is 0 (restored on close).
+ * longer than a second ({@link Leadership#WATCH_WAIT}). The session's {@code statement_timeout} is 0
+ * (restored on close).
  */
 public final class HolderWatch implements SessionWatch {
 

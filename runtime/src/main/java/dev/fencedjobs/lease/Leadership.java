@@ -117,7 +117,8 @@ public final class Leadership implements Grants, AutoCloseable {
         this.role = role;
         this.holderId = holderId;
         this.lease = lease;
-        Watcher watcher = watch == null ? null : new Watcher(role, watch, config.duration(), this::waitEnded);
+        Watcher watcher =
+                watch == null ? null : new Watcher(role, watch, watchWait(config.duration()), this::waitEnded);
         this.threads = new LeaseThreads(role, watcher, watch, config.duration());
         this.transitions = new Transitions(role, holderId);
         this.fastPath = watch == null
@@ -129,6 +130,21 @@ public final class Leadership implements Grants, AutoCloseable {
         this.ticker = ticker;
         this.times = new AttemptTimes(ticker, config);
         this.meters = new LeaseMeters(role, registry, () -> state() == State.LEADER, () -> lastToken);
+    }
+
+    /**
+     * The longest one wait of the fast path's watcher lasts before it starts again: a running
+     * statement holds back vacuum's horizon, and while it does, no scan can mark the dead index
+     * entries of jobs completed since as dead. With a wait of a whole lease (10 s), the dispatcher's
+     * next-due read stepped over the entries of jobs completed in up to the last 10 s on every call
+     * (0.85 ms and 432 buffers a call at 400 jobs/s, 2 shards); with a wait of 1 s, 0.07 ms and 4
+     * buffers. A new wait is one statement a second for each lease a replica follows.
+     */
+    static final Duration WATCH_WAIT = Duration.ofSeconds(1);
+
+    /** One wait of the watcher: {@link #WATCH_WAIT}, or the lease if shorter. */
+    static Duration watchWait(Duration lease) {
+        return lease.compareTo(WATCH_WAIT) < 0 ? lease : WATCH_WAIT;
     }
 
     /** Starts the lease thread, and the watcher with the fast path on. */

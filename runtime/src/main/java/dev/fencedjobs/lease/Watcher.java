@@ -11,10 +11,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The fast path's watcher: a plain blocking worker on a thread of its own. It runs the lease
- * thread's commands one at a time, in order: wait for a token's holder session to end (one lease
- * duration at a time: a running statement holds back vacuum), or let a token's lock go. It posts
- * each wait's outcome back ({@link Answers}) and decides nothing: what a wait proves, and what to
- * wait for next, is {@link Leadership}'s, on the lease thread.
+ * thread's commands one at a time, in order: wait for a token's holder session to end (a second at
+ * a time, {@link Leadership#WATCH_WAIT}: a running statement holds back vacuum), or let a token's
+ * lock go. It posts each wait's outcome back ({@link Answers}) and decides nothing: what a wait
+ * proves, and what to wait for next, is {@link Leadership}'s, on the lease thread.
  */
 final class Watcher {
 

@@ -192,6 +192,30 @@ class FastTakeoverTest {
                 .isEqualTo(1L);
     }
 
+    /**
+     * Ends the session of {@code a-lease}, the holder of {@code token}, and checks that {@code
+     * follower} takes over with the next token, by the fast path, before {@code expiry}.
+     */
+    private void takesOverBeforeExpiryOnceTheHolderSessionEnds(
+            Replica follower, FencingToken token, OffsetDateTime expiry) {
+        terminate("a-lease");
+        await().until(() -> follower.leadership.state() == Leadership.State.LEADER);
+        assertThat(follower.token()).as("token + 1").isEqualTo(token.next());
+        assertThat(acquiredAt(token.next()))
+                .as("taken over before the holder's lease expired (database time)")
+                .isBefore(expiry);
+        assertThat(follower.leadership.fastTakeoverCount()).isEqualTo(1);
+    }
+
+    /** When each wait of the session {@code applicationName} for a holder's sign of life (an advisory lock not yet granted) began. */
+    private List<OffsetDateTime> watchWaitsStartedAt(String applicationName) {
+        return dsl.fetch(
+                        "SELECT s.query_start FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid "
+                                + "WHERE l.locktype = 'advisory' AND NOT l.granted AND s.application_name = ?",
+                        applicationName)
+                .map(r -> r.get(0, OffsetDateTime.class));
+    }
+
     @Test
     void holderSessionTerminated_followerTakesOverBeforeExpiry_formerHolderWritesNothingAndStepsDown() {
         Replica a = leader(MINUTE, null);
@@ -199,14 +223,7 @@ class FastTakeoverTest {
         Replica b = watchingFollower("b", MINUTE);
         OffsetDateTime expiry = expiresAt();
 
-        terminate("a-lease");
-
-        await().until(() -> b.leadership.state() == Leadership.State.LEADER);
-        assertThat(b.token()).as("token + 1").isEqualTo(token.next());
-        assertThat(acquiredAt(token.next()))
-                .as("taken over before the holder's lease expired (database time)")
-                .isBefore(expiry);
-        assertThat(b.leadership.fastTakeoverCount()).isEqualTo(1);
+        takesOverBeforeExpiryOnceTheHolderSessionEnds(b, token, expiry);
         assertThat(a.canWrite(token)).as("the former holder's guard").isFalse();
         await().until(() -> a.leadership.state() == Leadership.State.FOLLOWER);
         assertThat(a.session.signOfLife())
@@ -215,14 +232,32 @@ class FastTakeoverTest {
         assertThat(b.session.signOfLife()).hasValue(token.next());
 
         // And back: the former holder now waits for the new holder's session.
-        await().until(() -> dsl.fetchExists(dsl.selectFrom("pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid")
-                .where("l.locktype = 'advisory' AND NOT l.granted AND s.application_name = 'a-watch'")));
+        await().until(() -> !watchWaitsStartedAt("a-watch").isEmpty());
         OffsetDateTime secondExpiry = expiresAt();
         terminate("b-lease");
         await().until(() -> a.leadership.state() == Leadership.State.LEADER);
         assertThat(a.token()).isEqualTo(token.next().next());
         assertThat(acquiredAt(token.next().next())).isBefore(secondExpiry);
         assertThat(b.canWrite(token.next())).isFalse();
+    }
+
+    @Test
+    void aFollowersWaitStartsAgainEverySecond_soItHoldsBackVacuumForNoLonger_andStillSeesTheSessionEnd() {
+        Replica a = leader(MINUTE, null);
+        FencingToken token = a.token();
+        Replica b = watchingFollower("b", MINUTE);
+        OffsetDateTime expiry = expiresAt();
+
+        // A wait of the whole lease (a minute here) would be one statement, and its snapshot, for a minute.
+        java.util.Set<OffsetDateTime> waits = new java.util.HashSet<>();
+        await().until(() -> {
+            waits.addAll(watchWaitsStartedAt("b-watch"));
+            return waits.size() >= 3;
+        });
+        assertThat(Leadership.watchWait(MINUTE.duration())).isEqualTo(Leadership.WATCH_WAIT);
+        assertThat(Leadership.watchWait(Duration.ofMillis(400))).isEqualTo(Duration.ofMillis(400));
+
+        takesOverBeforeExpiryOnceTheHolderSessionEnds(b, token, expiry);
     }
 
     @Test
