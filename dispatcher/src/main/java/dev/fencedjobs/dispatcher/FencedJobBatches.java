@@ -4,6 +4,7 @@ import static dev.fencedjobs.db.internal.DbTime.CLOCK_TIMESTAMP;
 import static dev.fencedjobs.db.jooq.Tables.JOBS;
 import static dev.fencedjobs.db.jooq.Tables.OUTBOX;
 import static dev.fencedjobs.db.jooq.Tables.SHARD_MAP;
+import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.noCondition;
@@ -79,6 +80,15 @@ import org.jooq.types.DayToSecond;
  * lease renewals queued behind them and timed out. The services' own connections have it off for
  * the session too ({@code Database.sessionSql}); this covers a data source an embedding
  * application passes in.
+ *
+ * <p><b>The batch's state is a literal</b> ({@code state = 'pending'}), not a bind value. A plan
+ * made for any value of a bound state cannot use an index whose predicate names one, so
+ * PostgreSQL's plan for any value (its generic plan, tried after five executions of a prepared
+ * statement) read the table another way and cost more, and it planned the batch again at every
+ * execution, for its values (0.5 ms of planning a batch beside 1.4 ms of execution,
+ * pg_stat_statements at 400 jobs/s over two shards). With the literal, the plan for any value
+ * reads the index as the plan for the values does (BatchPlanTest), and the plain path runs it
+ * ({@link #policyActive}).
  */
 final class FencedJobBatches implements JobBatches {
 
@@ -134,11 +144,19 @@ final class FencedJobBatches implements JobBatches {
      * {@link #preferIndexOrder} and, in the same round trip, whether the policy path decides this
      * batch ({@code dispatch_policy_active()}, R__jobs.sql: a limit defined, or a pending job with
      * a priority or a key). The plain path then costs what it did before the policy existed.
+     *
+     * <p>For the plain path, also {@code plan_cache_mode = force_generic_plan}: the batch statement
+     * runs the plan it was given once per connection, which reads {@code jobs_pending_due} in order
+     * as every plan made for it does under {@code enable_sort = off} (BatchPlanTest). Left to
+     * choose, PostgreSQL planned it anew at most executions or at none, by estimates that vary with
+     * the table: 0.5 ms of planning a batch where it did (pg_stat_statements, 400 jobs/s over two
+     * shards, beside 1.4 ms of execution). The policy path's statements keep PostgreSQL's choice.
      */
     private static boolean policyActive(DSLContext tx) {
-        return tx.fetchSingle(
-                        "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true), dispatch_policy_active()")
-                .get(2, Boolean.class);
+        return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true),"
+                        + " set_config('plan_cache_mode', CASE WHEN p.active THEN 'auto' ELSE 'force_generic_plan' END, true),"
+                        + " p.active FROM dispatch_policy_active() AS p(active)")
+                .get(3, Boolean.class);
     }
 
     /**
@@ -267,7 +285,7 @@ final class FencedJobBatches implements JobBatches {
         CommonTableExpression<Record1<Long>> due = name("due")
                 .as(select(JOBS.ID)
                         .from(JOBS)
-                        .where(JOBS.STATE.eq(PENDING))
+                        .where(JOBS.STATE.eq(inline(PENDING)))
                         .and(JOBS.SHARD.eq(shard))
                         .and(JOBS.DUE_AT.le(CLOCK_TIMESTAMP))
                         .and(NOT_DRAINING)
@@ -408,6 +426,12 @@ final class FencedJobBatches implements JobBatches {
                         .limit(limit)));
     }
 
+    /**
+     * The state stays a bind value here, so PostgreSQL plans this read for its values at every call
+     * (0.4 ms of planning beside 0.05 of execution at 400 jobs/s over two shards). With the state a
+     * literal, PostgreSQL ran its plan for any values instead in one such run, and each read then
+     * took 2 ms to execute; why was not found (docs/benchmarks/2026-12-07-shards.md).
+     */
     @Override
     public NextDue nextDue(Position after) {
         Record3<OffsetDateTime, OffsetDateTime, Boolean> r = dsl.select(

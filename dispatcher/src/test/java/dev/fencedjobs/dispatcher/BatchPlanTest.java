@@ -31,10 +31,7 @@ class BatchPlanTest {
         var db = postgres.database();
         try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
             DSLContext dsl = fixture.dsl();
-            // A new database with a backlog: never analyzed, and autovacuum kept from analyzing it during the test.
-            dsl.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
-            dsl.execute(
-                    "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'account-' || mod(g, 100) FROM generate_series(1, 20000) g");
+            unanalyzedBacklog(dsl);
             Boolean unanalyzed = dsl.fetchOne("SELECT reltuples < 0 FROM pg_class WHERE relname = 'jobs'")
                     .get(0, Boolean.class);
             assertThat(unanalyzed).as("no statistics yet").isTrue();
@@ -64,6 +61,81 @@ class BatchPlanTest {
             String purge = plan(dsl, true, FencedJobBatches.purgeStatement(dsl, Duration.ofMinutes(3), 2000));
             assertThat(purge).contains("Index Scan using jobs_completed_at").doesNotContain("Bitmap");
         }
+    }
+
+    /**
+     * The plan the plain path runs (FencedJobBatches.policyActive: {@code plan_cache_mode =
+     * force_generic_plan}), made once for any values, reads {@code jobs_pending_due} in order from
+     * either position, before the table has statistics and after: the state is a literal, so the
+     * index's predicate holds for every value. (With the state a bind value, this fails: checked.)
+     */
+    @Test
+    void thePlanForAnyValuesReadsTheIndexInOrderToo() {
+        var db = postgres.database();
+        try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
+            DSLContext dsl = fixture.dsl();
+            unanalyzedBacklog(dsl);
+            JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
+            for (boolean analyzed : new boolean[] {false, true}) {
+                if (analyzed) {
+                    dsl.execute("ANALYZE jobs");
+                }
+                for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
+                    String plan =
+                            genericPlan(dsl, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position));
+                    assertThat(plan)
+                            .as("the plan for any values (analyzed: %s)", analyzed)
+                            .contains("$1");
+                    assertThat(dueStep(plan))
+                            .as("the plan for any values, from %s (analyzed: %s)", position, analyzed)
+                            .contains("Index Scan using jobs_pending_due on jobs")
+                            .doesNotContain("Sort")
+                            .doesNotContain("Bitmap");
+                }
+            }
+        }
+    }
+
+    /** A new database with a backlog: never analyzed, and autovacuum kept from analyzing it during the test. */
+    private static void unanalyzedBacklog(DSLContext dsl) {
+        dsl.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)");
+        dsl.execute(
+                "INSERT INTO jobs (due_at, resource) SELECT clock_timestamp(), 'account-' || mod(g, 100) FROM generate_series(1, 20000) g");
+    }
+
+    /**
+     * EXPLAIN of the plan {@code query} gets once for any values ({@code force_generic_plan}) under
+     * the batch's planner settings, as the plain path runs it: prepared with its bind values' types
+     * in a transaction that is rolled back.
+     */
+    private static String genericPlan(DSLContext dsl, Query query) {
+        String sql = dsl.renderNamedParams(query).replaceAll("(?<!:):(\\d+)", "\\$$1");
+        java.util.List<String> types = new java.util.ArrayList<>();
+        java.util.List<String> values = new java.util.ArrayList<>();
+        for (Object v : query.getBindValues()) {
+            types.add(
+                    v instanceof Integer
+                            ? "integer"
+                            : v instanceof Long ? "bigint" : v instanceof OffsetDateTime ? "timestamptz" : "varchar");
+            values.add(dsl.renderInlined(DSL.inline(v)));
+        }
+        StringBuilder plan = new StringBuilder();
+        try {
+            dsl.transaction(c -> {
+                DSLContext tx = c.dsl();
+                FencedJobBatches.preferIndexOrder(tx);
+                tx.execute("SET LOCAL plan_cache_mode = force_generic_plan");
+                tx.execute("PREPARE any_values(" + String.join(", ", types) + ") AS " + sql);
+                tx.fetch("EXPLAIN EXECUTE any_values(" + String.join(", ", values) + ")")
+                        .forEach(r -> plan.append(r.get(0, String.class)).append('\n'));
+                // PREPARE is the session's, not the transaction's.
+                tx.execute("DEALLOCATE any_values");
+                throw new RolledBack();
+            });
+        } catch (RolledBack expected) {
+            // Nothing to keep.
+        }
+        return plan.toString();
     }
 
     /**

@@ -81,7 +81,11 @@ final class JooqOutboxStore implements OutboxStore {
                 .where(OUTBOX.SHARD.eq(shard))
                 .and(OUTBOX.ID.gt(position()))
                 .orderBy(OUTBOX.SHARD, OUTBOX.ID)
-                .limit(limit)
+                // A literal, as the batch size is: PostgreSQL's plan for any LIMIT takes a tenth of the
+                // shard's rows and costs more than the plan for this one, so PostgreSQL planned the read
+                // again at every call (0.17 ms of planning beside 0.11 of execution, pg_stat_statements
+                // at 400 jobs/s).
+                .limit(inline(limit))
                 .fetch();
         if (rows.isEmpty()) {
             return List.of();
