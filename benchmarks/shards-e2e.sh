@@ -17,7 +17,9 @@
 #
 # Each side prints its sustained throughput (effects a second, SQL INSERT to effect row), the bound beside it
 # (PostgreSQL alone, same run) and its due-to-effect latency at LOADS (jobs/s, 100 INSERT statements a
-# second). The summary: each side's median and its ratio to one shard. Files in target/shards-e2e/.
+# second; this build's sides offer each rate until the JIT compilers are quiet before they measure it, the
+# build of BASE measures after 3 s, so its latency is read beside this build's only with that said). The
+# summary: each side's median and its ratio to one shard. Files in target/shards-e2e/.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"

@@ -134,9 +134,14 @@ final class BenchSql {
 
     /** Runs {@code insert} {@code perTick} rows at a time at {@code rate} rows/s for {@code seconds}; returns the rate achieved. */
     static double offer(Statement statement, String insert, int rate, int perTick, int seconds) throws Exception {
+        return offerMillis(statement, insert, rate, perTick, seconds * 1000L);
+    }
+
+    /** As {@link #offer}, for {@code millis}. */
+    static double offerMillis(Statement statement, String insert, int rate, int perTick, long millis) throws Exception {
         long tickNanos = 1_000_000_000L * perTick / rate;
         long start = System.nanoTime();
-        long end = start + seconds * 1_000_000_000L;
+        long end = start + millis * 1_000_000L;
         long next = start;
         long inserted = 0;
         while (next < end) {

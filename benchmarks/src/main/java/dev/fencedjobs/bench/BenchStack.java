@@ -542,10 +542,15 @@ final class BenchStack implements AutoCloseable {
     /** Each component's share of the machine's CPU, in % to a tenth, between two readings of {@link #cpuTicksByComponent} {@code seconds} apart. */
     static Map<String, Double> cpuShare(Map<String, Long> before, Map<String, Long> after, double seconds) {
         Map<String, Double> share = new LinkedHashMap<>();
-        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
-        after.forEach((component, ticks) -> share.put(
-                component, Math.round(1000.0 * (ticks - before.getOrDefault(component, 0L)) / capacityTicks) / 10.0));
+        after.forEach((component, ticks) ->
+                share.put(component, cpuShare(ticks - before.getOrDefault(component, 0L), seconds)));
         return share;
+    }
+
+    /** {@code ticks} of CPU as a share of the machine's over {@code seconds}, in % to a tenth. */
+    static double cpuShare(long ticks, double seconds) {
+        double capacityTicks = 100.0 * Runtime.getRuntime().availableProcessors() * seconds;
+        return Math.round(1000.0 * ticks / capacityTicks) / 10.0;
     }
 
     /**
@@ -580,19 +585,35 @@ final class BenchStack implements AutoCloseable {
      * unless set; CI's short mode sets 10) in all. Returns the seconds it took.
      */
     static double untilCompilersQuiet(long minSeconds, LongSupplier ticks) throws InterruptedException {
-        return untilCompilersQuiet(minSeconds, Long.getLong("warmUpMaxSeconds", 180), ticks);
+        return untilCompilersQuiet(minSeconds, warmUpMaxSeconds(), ticks);
+    }
+
+    /** {@code -DwarmUpMaxSeconds}: the most a warm-up waits for quiet JIT compilers (180 unless set). */
+    static long warmUpMaxSeconds() {
+        return Long.getLong("warmUpMaxSeconds", 180);
     }
 
     /** As {@link #untilCompilersQuiet(long, LongSupplier)}, at most {@code maxSeconds}. */
     static double untilCompilersQuiet(long minSeconds, long maxSeconds, LongSupplier ticks)
             throws InterruptedException {
+        return untilCompilersQuiet(minSeconds, maxSeconds, ticks, Thread::sleep);
+    }
+
+    /** What a warm-up does for a given time: sleep while the load runs elsewhere, or offer the load itself. */
+    interface WarmUpStep<E extends Exception> {
+        void run(long millis) throws E;
+    }
+
+    /** As {@link #untilCompilersQuiet(long, long, LongSupplier)}, running {@code step} instead of sleeping. */
+    static <E extends Exception> double untilCompilersQuiet(
+            long minSeconds, long maxSeconds, LongSupplier ticks, WarmUpStep<E> step) throws E {
         long started = System.nanoTime();
         long most = Duration.ofSeconds(maxSeconds).toNanos();
-        Thread.sleep(Math.min(minSeconds * 1000, most / 1_000_000));
+        step.run(Math.min(minSeconds * 1000, most / 1_000_000));
         long quietTicks = Math.round(0.05 * 100 * 5);
         long before = ticks.getAsLong();
         while (System.nanoTime() - started < most) {
-            Thread.sleep(5_000);
+            step.run(5_000);
             long now = ticks.getAsLong();
             if (now - before <= quietTicks) {
                 break;

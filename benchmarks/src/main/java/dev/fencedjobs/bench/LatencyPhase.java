@@ -26,9 +26,25 @@ final class LatencyPhase {
         this.out = out;
     }
 
+    /**
+     * Offers the rate for 3 s, then on until the JIT compilers of the services and the broker are
+     * quiet (as before the throughput phase's window), at most {@code -DwarmUpMaxSeconds} (180; CI's
+     * short mode 5). Returns the seconds it took. A pipeline that has just run at full batches
+     * compiles again for small ones: at 400 jobs/s right after the throughput phase, the services'
+     * compiler threads took 62 % of a core of two, and the p50 of five 20 s windows in a row fell from
+     * 87 to 27 ms with one shard and from 154 to 63 ms with two (docs/benchmarks/2026-12-07-shards.md).
+     */
+    private static double warmUp(Statement s, String insert, int load, int perTick) throws Exception {
+        return BenchStack.untilCompilersQuiet(
+                3,
+                BenchStack.warmUpMaxSeconds(),
+                BenchStack::compilerTicks,
+                millis -> BenchSql.offerMillis(s, insert, load, perTick, millis));
+    }
+
     void run() throws Exception {
-        System.out.println(
-                "3. due-to-effect latency at offered loads " + Arrays.toString(loads) + " jobs/s, 20 s each");
+        System.out.println("3. due-to-effect latency at offered loads " + Arrays.toString(loads)
+                + " jobs/s, 17 s each after a warm-up at the rate until the JIT compilers are quiet");
         stack.settle();
         List<Map<String, Object>> points = new ArrayList<>();
         try (Connection c = stack.owner();
@@ -37,10 +53,17 @@ final class LatencyPhase {
                 int perTick = Math.max(1, load / 100);
                 long before = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
                 long[] background0 = BenchStack.backgroundWork(s);
-                // The first 3 s warm the pipeline to the new rate and are not counted.
-                BenchSql.offer(s, String.format(BenchStack.INSERT_DUE, perTick), load, perTick, 3);
+                String insert = String.format(BenchStack.INSERT_DUE, perTick);
+                double warmUp = warmUp(s, insert, load, perTick);
                 long from = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
-                double offered = BenchSql.offer(s, String.format(BenchStack.INSERT_DUE, perTick), load, perTick, 17);
+                Map<String, Long> cpu0 = BenchStack.cpuTicksByComponent();
+                long compilers0 = BenchStack.compilerTicks();
+                long windowStarted = System.nanoTime();
+                double offered = BenchSql.offer(s, insert, load, perTick, 17);
+                double windowSeconds = (System.nanoTime() - windowStarted) / 1e9;
+                Map<String, Double> cpuShare =
+                        BenchStack.cpuShare(cpu0, BenchStack.cpuTicksByComponent(), windowSeconds);
+                double compilersShare = BenchStack.cpuShare(BenchStack.compilerTicks() - compilers0, windowSeconds);
                 long to = BenchStack.scalar(s, "SELECT coalesce(max(id), 0) FROM jobs");
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
                 while (BenchStack.scalar(
@@ -71,6 +94,9 @@ final class LatencyPhase {
                 point.put("dueToCompletedP50Ms", BenchStack.round(dispatch[1]));
                 point.put("dueToCompletedP99Ms", BenchStack.round(dispatch[2]));
                 point.put("allApplied", complete);
+                point.put("warmUpSeconds", BenchStack.round(warmUp));
+                point.put("cpuSharePercent", cpuShare);
+                point.put("jitCompilersSharePercent", compilersShare);
                 point.put("meanwhile", background);
                 points.add(point);
                 System.out.printf(
@@ -85,9 +111,13 @@ final class LatencyPhase {
                         complete ? "" : "  (not all applied within 2 min)");
                 System.out.printf(
                         Locale.ROOT,
-                        "          of which due to completed: p50 %8.1f ms  p99 %8.1f ms%n",
+                        "          of which due to completed: p50 %8.1f ms  p99 %8.1f ms; after %.0f s at this rate "
+                                + "(the services' and the broker's JIT compilers quiet, or the most allowed)%n",
                         dispatch[1],
-                        dispatch[2]);
+                        dispatch[2],
+                        warmUp);
+                System.out.println("          share of the machine's CPU while offered, %: " + cpuShare
+                        + "; of it the services' and the broker's JIT compilers " + compilersShare);
                 report.row(
                         "3. due-to-effect latency at " + String.format(Locale.ROOT, "%,d", load) + " jobs/s",
                         String.format(Locale.ROOT, "p50 %.1f / p99 %.1f / max %.1f ms", p[1], p[2], p[3]),

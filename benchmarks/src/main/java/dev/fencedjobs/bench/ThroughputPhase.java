@@ -45,7 +45,7 @@ final class ThroughputPhase {
     static final long THROUGHPUT_WARM_UP_SECONDS = 60;
 
     /** The most a warm-up under load waits for quiet JIT compilers. */
-    private long warmUpMaxSeconds = Long.getLong("warmUpMaxSeconds", 180);
+    private long warmUpMaxSeconds = BenchStack.warmUpMaxSeconds();
 
     /** A sustained window's rate, and the CPU each component spent per job over it, in microseconds. */
     record Costed(double rate, Map<String, Long> cpuPerJob) {}
