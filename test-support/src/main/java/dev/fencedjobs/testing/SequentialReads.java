@@ -33,6 +33,22 @@ public final class SequentialReads {
         return of(c, table);
     }
 
+    /**
+     * The entries that scans of {@code table}'s indexes have returned so far ({@code
+     * pg_stat_user_indexes.idx_tup_read}, index-only scans included), with the counts of {@code c}'s
+     * own session flushed first: a statement that walks a whole index reads no row sequentially.
+     */
+    public static long indexEntriesFlushedOf(Connection c, String table) throws SQLException {
+        flush(c);
+        try (Statement s = c.createStatement();
+                ResultSet rs = s.executeQuery(
+                        "SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = '"
+                                + table.replace("'", "''") + "'")) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
     /** {@code table}'s rows read sequentially so far, as reported; {@link #flush} each session that read it first. */
     public static long of(Connection c, String table) throws SQLException {
         try (Statement s = c.createStatement();
