@@ -427,23 +427,30 @@ final class FencedJobBatches implements JobBatches {
     }
 
     /**
-     * The state stays a bind value here, so PostgreSQL plans this read for its values at every call
-     * (0.4 ms of planning beside 0.05 of execution at 400 jobs/s over two shards). With the state a
-     * literal, PostgreSQL ran its plan for any values instead in one such run, and each read then
-     * took 2 ms to execute; why was not found (docs/benchmarks/2026-12-07-shards.md).
+     * The state a literal, as in the batch: with it bound, PostgreSQL planned this read for its values
+     * at every call (0.45 ms of planning beside 0.05 of execution at 400 jobs/s over two shards); now
+     * it runs its plan for any values (26 plans in 775 calls, 0.04 ms of execution). One earlier run
+     * with the literal had each read take 2 ms: the follower's fast-path wait then held back vacuum's
+     * horizon for up to a lease, and each read stepped over the entries of the jobs completed since
+     * (Leadership.WATCH_WAIT; docs/benchmarks/2026-12-07-shards.md).
      */
     @Override
     public NextDue nextDue(Position after) {
-        Record3<OffsetDateTime, OffsetDateTime, Boolean> r = dsl.select(
-                        min(JOBS.DUE_AT), CLOCK_TIMESTAMP, DSL.field(DSL.not(NOT_DRAINING)))
-                .from(JOBS)
-                .where(JOBS.STATE.eq(PENDING))
-                .and(JOBS.SHARD.eq(shard))
-                .and(after(after))
-                .fetchSingle();
+        Record3<OffsetDateTime, OffsetDateTime, Boolean> r =
+                nextDueStatement(dsl, shard, after).fetchSingle();
         long now = r.value2().toInstant().toEpochMilli();
         long due = r.value1() == null ? Long.MAX_VALUE : r.value1().toInstant().toEpochMilli();
         return new NextDue(now, due, r.value3());
+    }
+
+    /** The next-due read of {@code shard}'s jobs after {@code after}: the earliest due time, the database's clock, and whether the map drains. */
+    static ResultQuery<Record3<OffsetDateTime, OffsetDateTime, Boolean>> nextDueStatement(
+            DSLContext dsl, int shard, Position after) {
+        return dsl.select(min(JOBS.DUE_AT), CLOCK_TIMESTAMP, DSL.field(DSL.not(NOT_DRAINING)))
+                .from(JOBS)
+                .where(JOBS.STATE.eq(inline(PENDING)))
+                .and(JOBS.SHARD.eq(shard))
+                .and(after(after));
     }
 
     @Override

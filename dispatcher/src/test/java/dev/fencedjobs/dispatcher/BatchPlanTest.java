@@ -68,6 +68,8 @@ class BatchPlanTest {
      * force_generic_plan}), made once for any values, reads {@code jobs_pending_due} in order from
      * either position, before the table has statistics and after: the state is a literal, so the
      * index's predicate holds for every value. (With the state a bind value, this fails: checked.)
+     * The next-due read's too, under the session's own settings: it is not forced, but PostgreSQL
+     * keeps a plan for any values once it costs no more than the plans for the values.
      */
     @Test
     void thePlanForAnyValuesReadsTheIndexInOrderToo() {
@@ -81,8 +83,8 @@ class BatchPlanTest {
                     dsl.execute("ANALYZE jobs");
                 }
                 for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
-                    String plan =
-                            genericPlan(dsl, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position));
+                    String plan = genericPlan(
+                            dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position));
                     assertThat(plan)
                             .as("the plan for any values (analyzed: %s)", analyzed)
                             .contains("$1");
@@ -90,6 +92,14 @@ class BatchPlanTest {
                             .as("the plan for any values, from %s (analyzed: %s)", position, analyzed)
                             .contains("Index Scan using jobs_pending_due on jobs")
                             .doesNotContain("Sort")
+                            .doesNotContain("Bitmap");
+                    // The next-due read, under the session's own settings, as the idle leader runs it.
+                    String nextDue = genericPlan(dsl, false, FencedJobBatches.nextDueStatement(dsl, 0, position));
+                    assertThat(nextDue)
+                            .as("the next-due read's plan for any values, from %s (analyzed: %s)", position, analyzed)
+                            .contains("$1")
+                            .containsPattern("Index (Only )?Scan using jobs_pending_due on jobs")
+                            .doesNotContain("Seq Scan on jobs")
                             .doesNotContain("Bitmap");
                 }
             }
@@ -104,11 +114,11 @@ class BatchPlanTest {
     }
 
     /**
-     * EXPLAIN of the plan {@code query} gets once for any values ({@code force_generic_plan}) under
-     * the batch's planner settings, as the plain path runs it: prepared with its bind values' types
-     * in a transaction that is rolled back.
+     * EXPLAIN of the plan {@code query} gets once for any values ({@code force_generic_plan}), under
+     * the batch's planner settings if {@code preferIndexOrder} (as the plain path runs the batch) or
+     * the session's: prepared with its bind values' types in a transaction that is rolled back.
      */
-    private static String genericPlan(DSLContext dsl, Query query) {
+    private static String genericPlan(DSLContext dsl, boolean preferIndexOrder, Query query) {
         String sql = dsl.renderNamedParams(query).replaceAll("(?<!:):(\\d+)", "\\$$1");
         java.util.List<String> types = new java.util.ArrayList<>();
         java.util.List<String> values = new java.util.ArrayList<>();
@@ -123,7 +133,9 @@ class BatchPlanTest {
         try {
             dsl.transaction(c -> {
                 DSLContext tx = c.dsl();
-                FencedJobBatches.preferIndexOrder(tx);
+                if (preferIndexOrder) {
+                    FencedJobBatches.preferIndexOrder(tx);
+                }
                 tx.execute("SET LOCAL plan_cache_mode = force_generic_plan");
                 tx.execute("PREPARE any_values(" + String.join(", ", types) + ") AS " + sql);
                 tx.fetch("EXPLAIN EXECUTE any_values(" + String.join(", ", values) + ")")
