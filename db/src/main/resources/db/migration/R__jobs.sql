@@ -88,6 +88,19 @@ BEGIN
         RAISE EXCEPTION 'job % (shard %) completed with token %, but the shard''s scheduler lease has token %: only the shard''s lease holder completes its jobs, with its own token',
             forged.id, forged.shard, forged.completed_by_token, coalesce(forged.lease_token::text, '(none)') USING ERRCODE = 'check_violation';
     END IF;
+    -- No job of a paused key (dispatch_pauses, V15), nor any while everything is paused. A pause
+    -- waits for the statements that may complete jobs (dispatch_pauses_wait_for_batches), so one
+    -- that committed before this statement is seen here.
+    IF EXISTS (SELECT 1 FROM dispatch_pauses) THEN
+        SELECT c.id, coalesce(c.dispatch_key, c.resource) AS dkey, p.dispatch_key IS NULL AS everything, p.paused_by INTO forged
+            FROM changed c JOIN dispatch_pauses p ON p.dispatch_key IS NULL OR p.dispatch_key = coalesce(c.dispatch_key, c.resource)
+            WHERE c.state = 'completed' LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'job % (key %) completed while %, paused by %: a paused key''s jobs stay pending until it is resumed',
+                forged.id, forged.dkey, CASE WHEN forged.everything THEN 'everything is paused' ELSE 'its key is paused' END, forged.paused_by
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -289,7 +302,7 @@ REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, v
 
 -- The dispatch policy (docs/dispatch.md) -------------------------------------------------------
 
--- Whether the dispatcher's batch takes the policy path: while any rate limit is defined, or any
+-- Whether the dispatcher's batch takes the policy path: while any rate limit or pause is defined, or any
 -- pending job names a priority or a dispatch key (through the partial index jobs_pending_policy,
 -- empty while nobody does). Otherwise the plain batch completes due jobs in (due_at, id) order.
 -- PL/pgSQL, which keeps its plan for the session: a SQL function with a SET clause is not inlined,
@@ -299,7 +312,20 @@ CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE plp
     SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RETURN EXISTS (SELECT 1 FROM dispatch_limits)
+        OR EXISTS (SELECT 1 FROM dispatch_pauses)
         OR EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND (priority <> 0 OR dispatch_key IS NOT NULL));
+END
+$$;
+
+-- The first statement of every batch transaction (FencedJobBatches.policyActive): holds jobs in ROW
+-- EXCLUSIVE mode from here to the commit, as the batch's UPDATE will, so that a pause (which takes
+-- SHARE, dispatch_pauses_wait_for_batches) either committed before and is seen by every statement
+-- after this one, or waits for the batch's commit. Then whether the policy path decides the batch.
+CREATE OR REPLACE FUNCTION dispatch_batch_begin() RETURNS boolean LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    LOCK TABLE jobs IN ROW EXCLUSIVE MODE;
+    RETURN dispatch_policy_active();
 END
 $$;
 
@@ -341,6 +367,7 @@ DECLARE
     v_ids bigint[] := '{}';
     v_held_until timestamptz;
     v_future timestamptz;
+    v_paused boolean;
 BEGIN
     completed := 0;
     more := false;
@@ -354,6 +381,13 @@ BEGIN
         next_at := v_now + interval '100 milliseconds';
         RETURN;
     END IF;
+    -- While everything is paused (dispatch_pauses, V15), nothing completes, and the leader sleeps
+    -- until the resume's notification.
+    IF EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key IS NULL) THEN
+        RETURN;
+    END IF;
+    -- A paused key is passed over where the keys are listed: one index descent, none of its jobs.
+    v_paused := EXISTS (SELECT 1 FROM dispatch_pauses);
     -- 1. The keys, one index descent each (a skip scan of jobs_pending_key): those after start_key,
     -- then from the first up to start_key, which comes last; one more than fit says there are more.
     WITH RECURSIVE after_start(k) AS (
@@ -364,7 +398,8 @@ BEGIN
                 WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > a.k)
         FROM after_start a WHERE a.k IS NOT NULL
     )
-    SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL LIMIT batch_limit + 1) t;
+    SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL
+        AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = a.k)) LIMIT batch_limit + 1) t;
     IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
         WITH RECURSIVE from_first(k) AS (
             SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard)
@@ -374,6 +409,7 @@ BEGIN
             FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
         )
         SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
+            AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = f.k))
             LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
     END IF;
     IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN

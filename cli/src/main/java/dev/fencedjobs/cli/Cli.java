@@ -41,7 +41,7 @@ import picocli.CommandLine.ParseResult;
  * a {@code long}, a due time a {@link DueTime}, a payload {@link Json}); picocli converts and
  * checks them, and the command's {@link Action} runs with them. {@code migrate}, {@code status}
  * and {@code release} are here; the job commands are in {@link JobCommands}, the groups in
- * {@link ScheduleCommands}, {@link LimitCommands}, {@link DeadLetterCommands} and {@link FenceCommands}.
+ * {@link ScheduleCommands}, {@link LimitCommands}, {@link PauseCommands}, {@link DeadLetterCommands} and {@link FenceCommands}.
  */
 public final class Cli {
 
@@ -166,6 +166,9 @@ public final class Cli {
         }
         root.addSubcommand(new ScheduleCommands(this::connectDatabase, out).commands());
         root.addSubcommand(new LimitCommands(this::connectDatabase, out).commands());
+        for (Object command : new PauseCommands(this::connectDatabase, out).commands()) {
+            root.addSubcommand(command);
+        }
         root.addSubcommand(new ShardCommands(this::connectDatabase, out).commands());
         root.addSubcommand(new DeadLetterCommands(this::connectConsumerDatabase, out).commands());
         root.addSubcommand(new FenceCommands(this::connectConsumerDatabase, out).commands());

@@ -106,6 +106,44 @@ final class StatusReport {
         consumer(c);
     }
 
+    /** The pauses shown, everything's first, then the longest-paused keys. */
+    static final int PAUSES_SHOWN = 20;
+
+    static final String PAUSES =
+            "SELECT p.dispatch_key, p.paused_by, p.paused_at, p.reason, count(*) OVER () AS total, "
+                    + "round(extract(epoch FROM clock_timestamp() - p.paused_at)::numeric) AS seconds, "
+                    + "CASE WHEN p.dispatch_key IS NULL THEN NULL ELSE (SELECT count(*) FROM ("
+                    + DispatchOverview.dueJobsOf("p.dispatch_key") + " LIMIT " + DispatchOverview.WAITING_CAP
+                    + ") d) END "
+                    + "FROM dispatch_pauses p ORDER BY p.dispatch_key IS NOT NULL, p.paused_at, p.dispatch_key LIMIT "
+                    + PAUSES_SHOWN;
+
+    /** What is paused (docs/dispatch.md, "Pause and resume"). */
+    private void pauses() {
+        try (Statement s = jobs.createStatement();
+                ResultSet rs = s.executeQuery(PAUSES)) {
+            if (!rs.next()) {
+                out.println("Paused: nothing (fenced-jobs pause <key> | --all)");
+                return;
+            }
+            out.printf(
+                    "Paused: %d%s, longest first:%n",
+                    rs.getLong(5), rs.getLong(5) > PAUSES_SHOWN ? " (" + PAUSES_SHOWN + " shown)" : "");
+            do {
+                String key = rs.getString(1);
+                out.printf(
+                        "  %-32s by %s for %s s%s%s%n",
+                        key == null ? "EVERYTHING" : key,
+                        rs.getString(2),
+                        rs.getBigDecimal(6),
+                        key == null ? "" : ", due jobs waiting " + count(rs.getLong(7), DispatchOverview.WAITING_CAP),
+                        rs.getString(4) == null ? "" : ": " + rs.getString(4));
+            } while (rs.next());
+        } catch (SQLException e) {
+            out.println("Paused: cannot read dispatch_pauses here (a schema before V15?): " + e.getMessage());
+        }
+    }
+
     /** The rate limits that hold jobs back and the keys at the head of the due backlog (docs/dispatch.md). */
     private void dispatch() {
         DispatchOverview.Overview o;
@@ -117,6 +155,7 @@ final class StatusReport {
                             + e.getMessage());
             return;
         }
+        pauses();
         if (o.limitCount() == 0) {
             out.println("Rate limits: none (fenced-jobs limit set <key> --per-second <n>)");
         } else {

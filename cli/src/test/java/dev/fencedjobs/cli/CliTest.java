@@ -167,7 +167,7 @@ class CliTest {
         assertBadUsage(cli("frobnicate"), "fenced-jobs: unknown command 'frobnicate'", "Try 'fenced-jobs --help'.");
         assertBadUsage(
                 cli("submt"),
-                "fenced-jobs: unknown command 'submt' (did you mean submit?)",
+                "fenced-jobs: unknown command 'submt' (did you mean submit or resume?)",
                 "Try 'fenced-jobs --help'.");
         assertBadUsage(
                 cli("schedule"),

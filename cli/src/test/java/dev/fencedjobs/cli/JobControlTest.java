@@ -371,6 +371,62 @@ class JobControlTest {
     }
 
     @Test
+    void anOperatorPausesAndResumesAKeyOrEverything_andNeitherAProducerNorADispatcherMay() throws Exception {
+        TestDatabase db = postgres.database();
+        try (Connection owner = DriverManager.getConnection(db.url(), db.user(), db.password());
+                Statement s = owner.createStatement()) {
+            s.execute("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() + interval '1 hour', "
+                    + "'r-' || g, 'pause-tenant' FROM generate_series(1, 2) g");
+            s.execute(
+                    "INSERT INTO jobs (due_at, resource, dispatch_key) VALUES (clock_timestamp() - interval '1 minute', 'r-3', 'pause-tenant')");
+        }
+        CliTest.Run paused = cli(Map.of(), "pause", "pause-tenant", "--reason", "downstream maintenance");
+        assertThat(paused.code()).as(paused.err()).isZero();
+        assertThat(paused.out())
+                .isEqualTo(
+                        "Paused pause-tenant: its jobs stay pending until `fenced-jobs resume pause-tenant`; 1 job(s) due now\n");
+        assertThat(cli(Map.of(), "pause", "pause-tenant").out())
+                .startsWith("pause-tenant was already paused, by " + db.user() + " since ");
+        assertThat(cli(Map.of(), "pause", "--all").out())
+                .isEqualTo("Paused everything: no job completes until `fenced-jobs resume --all`\n");
+        CliTest.Run neither = cli(Map.of(), "pause");
+        assertThat(neither.code()).isEqualTo(2);
+        assertThat(neither.err()).startsWith("fenced-jobs: pause: Missing required argument");
+        assertThat(cli(Map.of(), "pause", "k", "--all").code())
+                .as("a key or --all")
+                .isEqualTo(2);
+        assertThat(cli(Map.of(), "status").out())
+                .contains("Paused: 2, longest first:\n")
+                .containsPattern("\n  pause-tenant +by " + db.user()
+                        + " for [0-9]+ s, due jobs waiting 1: downstream maintenance\n")
+                .containsPattern("\n  EVERYTHING +by " + db.user() + " for [0-9]+ s\n");
+
+        for (String[] login : new String[][] {{"billing", "b-secret"}, {"fj_dispatcher", "d-secret"}}) {
+            try (Connection c = as(login[0], login[1]);
+                    Statement s = c.createStatement()) {
+                assertThatThrownBy(() -> s.execute("DELETE FROM dispatch_pauses"))
+                        .as("%s may not resume", login[0])
+                        .hasMessageContaining("permission denied");
+                assertThatThrownBy(() -> s.execute("INSERT INTO dispatch_pauses (dispatch_key) VALUES ('shipping')"))
+                        .as("%s may not pause", login[0])
+                        .hasMessageContaining("permission denied");
+                try (ResultSet rs = s.executeQuery("SELECT count(*) FROM dispatch_pauses")) {
+                    rs.next();
+                    assertThat(rs.getLong(1)).as("%s sees the pauses", login[0]).isEqualTo(2);
+                }
+            }
+        }
+
+        assertThat(cli(Map.of(), "resume", "pause-tenant").out())
+                .startsWith("Resumed pause-tenant (paused by " + db.user() + " since ")
+                .endsWith("; 1 job(s) due now\n");
+        assertThat(cli(Map.of(), "resume", "pause-tenant").err())
+                .startsWith("fenced-jobs: resume: pause-tenant is not paused");
+        assertThat(cli(Map.of(), "resume", "--all").out()).startsWith("Resumed everything (paused by ");
+        assertThat(cli(Map.of(), "status").out()).contains("Paused: nothing");
+    }
+
+    @Test
     void theCliAddsListsPausesResumesAndRemovesSchedules() {
         CliTest.Run bad = cli(Map.of(), "schedule", "add", "nightly", "--cron", "0 25 * * *");
         assertThat(bad.code()).isEqualTo(2);

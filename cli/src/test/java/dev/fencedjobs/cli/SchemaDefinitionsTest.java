@@ -289,7 +289,7 @@ class SchemaDefinitionsTest {
      * the release before the repeatable migrations had them (up to V10).
      */
     /** Repeatable migrations that came later than those releases, and need their versioned ones. */
-    private static final List<String> AFTER_THOSE_RELEASES = List.of("R__shards.sql");
+    private static final List<String> AFTER_THOSE_RELEASES = List.of("R__shards.sql", "R__dispatch_pauses.sql");
 
     private static Path dispatcherMigrationsBeforeTheLeaseLocation(boolean withRepeatables) throws IOException {
         Path dir = Files.createTempDirectory("migrations-before-the-lease-location");

@@ -142,8 +142,12 @@ final class FencedJobBatches implements JobBatches {
 
     /**
      * {@link #preferIndexOrder} and, in the same round trip, whether the policy path decides this
-     * batch ({@code dispatch_policy_active()}, R__jobs.sql: a limit defined, or a pending job with
-     * a priority or a key). The plain path then costs what it did before the policy existed.
+     * batch ({@code dispatch_policy_active()}, R__jobs.sql: a limit or a pause defined, or a pending
+     * job with a priority or a key). The plain path then costs what it did before the policy existed.
+     * It runs first in the batch's transaction after the lease guard: {@code dispatch_batch_begin()}
+     * holds {@code jobs} in ROW EXCLUSIVE mode from here to the commit, so a pause either committed
+     * before this and is seen by the batch, or waits for the batch's commit (docs/dispatch.md, "Pause
+     * and resume").
      *
      * <p>For the plain path, also {@code plan_cache_mode = force_generic_plan}: the batch statement
      * runs the plan it was given once per connection, which reads {@code jobs_pending_due} in order
@@ -155,7 +159,7 @@ final class FencedJobBatches implements JobBatches {
     private static boolean policyActive(DSLContext tx) {
         return tx.fetchSingle("SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true),"
                         + " set_config('plan_cache_mode', CASE WHEN p.active THEN 'auto' ELSE 'force_generic_plan' END, true),"
-                        + " p.active FROM dispatch_policy_active() AS p(active)")
+                        + " p.active FROM dispatch_batch_begin() AS p(active)")
                 .get(3, Boolean.class);
     }
 
