@@ -4,8 +4,8 @@
 /* [jooq ignore start] */
 
 -- A pause, or a pause moved to another key, first takes jobs in SHARE mode: it waits for every
--- transaction that may complete jobs (each batch holds jobs in ROW EXCLUSIVE mode from its first
--- statement, dispatch_batch_begin in R__jobs.sql, and any completion is an UPDATE of jobs), and a
+-- transaction that may complete jobs (each batch holds jobs in ROW EXCLUSIVE mode from the statement
+-- after its lease check, dispatch_batch_begin in R__jobs.sql, and any completion is an UPDATE of jobs), and a
 -- batch that starts meanwhile waits for the pause's commit and then sees it. So once a pause has
 -- committed, no job of its key completes. While it waits, batches and producers' inserts wait
 -- behind it; an operator's lock_timeout bounds that (fenced-jobs pause sets 5 s).

@@ -317,7 +317,7 @@ BEGIN
 END
 $$;
 
--- The first statement of every batch transaction (FencedJobBatches.policyActive): holds jobs in ROW
+-- The statement after the lease check in every batch transaction (FencedJobBatches.policyActive): holds jobs in ROW
 -- EXCLUSIVE mode from here to the commit, as the batch's UPDATE will, so that a pause (which takes
 -- SHARE, dispatch_pauses_wait_for_batches) either committed before and is seen by every statement
 -- after this one, or waits for the batch's commit. Then whether the policy path decides the batch.
