@@ -52,6 +52,20 @@ final class PauseCommands {
         String describe() {
             return all ? "everything" : key;
         }
+
+        /** The pause's row: everything's has no key. */
+        String row() {
+            return all ? "dispatch_key IS NULL" : "dispatch_key = ?";
+        }
+
+        /** Binds the key of {@link #row} at {@code index}, if it has one; returns the next index. */
+        int bind(PreparedStatement ps, int index) throws SQLException {
+            if (all) {
+                return index;
+            }
+            ps.setString(index, key);
+            return index + 1;
+        }
     }
 
     @Command(
@@ -79,16 +93,13 @@ final class PauseCommands {
                 try (Statement s = c.createStatement()) {
                     s.execute("SET LOCAL lock_timeout = '" + LOCK_TIMEOUT + "'");
                 }
+                // Each unique index is inferred by its own predicate (dispatch_pauses_everything, dispatch_pauses_key).
                 String insert = target.all
                         ? "INSERT INTO dispatch_pauses (dispatch_key, reason) VALUES (NULL, ?) ON CONFLICT ((true)) WHERE dispatch_key IS NULL DO NOTHING"
                         : "INSERT INTO dispatch_pauses (dispatch_key, reason) VALUES (?, ?) ON CONFLICT (dispatch_key) WHERE dispatch_key IS NOT NULL DO NOTHING";
                 int inserted;
                 try (PreparedStatement ps = c.prepareStatement(insert)) {
-                    int i = 1;
-                    if (!target.all) {
-                        ps.setString(i++, target.key);
-                    }
-                    ps.setString(i, reason);
+                    ps.setString(target.bind(ps, 1), reason);
                     inserted = ps.executeUpdate();
                     c.commit();
                 } catch (SQLException e) {
@@ -104,10 +115,8 @@ final class PauseCommands {
                 }
                 if (inserted == 0) {
                     Paused p = paused(c, target);
-                    out.println(
-                            target.all
-                                    ? "Everything was already paused, by " + p.by + " since " + p.at
-                                    : target.key + " was already paused, by " + p.by + " since " + p.at);
+                    out.println((target.all ? "Everything" : target.key) + " was already paused, by " + p.by + " since "
+                            + p.at);
                 } else if (target.all) {
                     out.println("Paused everything: no job completes until `fenced-jobs resume --all`");
                 } else {
@@ -132,12 +141,8 @@ final class PauseCommands {
         public int run() throws SQLException {
             try (Connection c = db.connect();
                     PreparedStatement ps = c.prepareStatement(
-                            target.all
-                                    ? "DELETE FROM dispatch_pauses WHERE dispatch_key IS NULL RETURNING paused_by, paused_at"
-                                    : "DELETE FROM dispatch_pauses WHERE dispatch_key = ? RETURNING paused_by, paused_at")) {
-                if (!target.all) {
-                    ps.setString(1, target.key);
-                }
+                            "DELETE FROM dispatch_pauses WHERE " + target.row() + " RETURNING paused_by, paused_at")) {
+                target.bind(ps, 1);
                 try (ResultSet rs = ps.executeQuery()) {
                     if (!rs.next()) {
                         throw new Cli.UsageException(
@@ -155,13 +160,9 @@ final class PauseCommands {
     private record Paused(String by, OffsetDateTime at) {}
 
     private static Paused paused(Connection c, Target target) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(
-                target.all
-                        ? "SELECT paused_by, paused_at FROM dispatch_pauses WHERE dispatch_key IS NULL"
-                        : "SELECT paused_by, paused_at FROM dispatch_pauses WHERE dispatch_key = ?")) {
-            if (!target.all) {
-                ps.setString(1, target.key);
-            }
+        try (PreparedStatement ps =
+                c.prepareStatement("SELECT paused_by, paused_at FROM dispatch_pauses WHERE " + target.row())) {
+            target.bind(ps, 1);
             try (ResultSet rs = ps.executeQuery()) {
                 return rs.next()
                         ? new Paused(rs.getString(1), rs.getObject(2, OffsetDateTime.class))
@@ -170,15 +171,14 @@ final class PauseCommands {
         }
     }
 
-    /** The key's due jobs, counted up to {@link DispatchOverview#WAITING_CAP}. */
+    /** The key's due jobs, counted up to {@link DispatchOverview#WAITING_CAP}, worded as status words them. */
     private static String dueWaiting(Connection c, String key) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM (" + DispatchOverview.dueJobsOf("?")
                 + " LIMIT " + DispatchOverview.WAITING_CAP + ") d")) {
             ps.setString(1, key);
             try (ResultSet rs = ps.executeQuery()) {
                 rs.next();
-                long n = rs.getLong(1);
-                return (n >= DispatchOverview.WAITING_CAP ? "at least " : "") + String.format("%,d", n) + " job(s)";
+                return StatusReport.count(rs.getLong(1), DispatchOverview.WAITING_CAP) + " job(s)";
             }
         }
     }

@@ -185,7 +185,8 @@ final class StatusReport {
         }
     }
 
-    private static String count(long n, long cap) {
+    /** A count that stops at {@code cap}: "10,000 or more" there. */
+    static String count(long n, long cap) {
         return n >= cap ? String.format("%,d or more", n) : String.format("%,d", n);
     }
 

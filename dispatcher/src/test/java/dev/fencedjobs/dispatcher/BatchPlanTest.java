@@ -26,6 +26,10 @@ class BatchPlanTest {
     @RegisterExtension
     final PostgresExtension postgres = new PostgresExtension();
 
+    /** A position before every job: a batch that starts after one. */
+    private static final JobBatches.Position AFTER =
+            new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
+
     @Test
     void withoutStatisticsTheBatchAndThePurgeStillReadTheirIndexInOrder() {
         var db = postgres.database();
@@ -36,8 +40,7 @@ class BatchPlanTest {
                     .get(0, Boolean.class);
             assertThat(unanalyzed).as("no statistics yet").isTrue();
 
-            JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
-            for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
+            for (JobBatches.Position position : new JobBatches.Position[] {null, AFTER}) {
                 // The case the setting was made for (a bitmap scan of every pending job, sorted under the row
                 // locks) came with the index (due_at, id). Since shards (V13) the index leads with the shard,
                 // which the batch names, and PostgreSQL 17 reads it in order without the setting too, here; the
@@ -77,12 +80,11 @@ class BatchPlanTest {
         try (DispatcherFixture fixture = new DispatcherFixture(db.url(), db.user(), db.password())) {
             DSLContext dsl = fixture.dsl();
             unanalyzedBacklog(dsl);
-            JobBatches.Position after = new JobBatches.Position(OffsetDateTime.parse("2000-01-01T00:00:00Z"), 0);
             for (boolean analyzed : new boolean[] {false, true}) {
                 if (analyzed) {
                     dsl.execute("ANALYZE jobs");
                 }
-                for (JobBatches.Position position : new JobBatches.Position[] {null, after}) {
+                for (JobBatches.Position position : new JobBatches.Position[] {null, AFTER}) {
                     String plan = genericPlan(
                             dsl, true, FencedJobBatches.batchStatement(dsl, FencingToken.of(1), 500, position));
                     assertThat(plan)

@@ -47,13 +47,8 @@ class DispatchPolicyTest {
         fixture.close();
     }
 
-    /** A scheduler lease of the test's own with {@code token}, as a takeover leaves it. */
     private void lease(long token) {
-        dsl.execute(
-                "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('scheduler', ?, ?, clock_timestamp() + interval '1 hour')"
-                        + " ON CONFLICT (role) DO UPDATE SET holder_id = excluded.holder_id, fencing_token = excluded.fencing_token, expires_at = excluded.expires_at",
-                "holder-" + token,
-                token);
+        fixture.schedulerLease(token);
     }
 
     private Record batch(long token, int limit) {

@@ -87,6 +87,15 @@ final class DispatcherFixture implements AutoCloseable {
         return dsl;
     }
 
+    /** A scheduler lease (shard 0) of the test's own with {@code token}, as a takeover leaves it, for tests that call the batch's SQL as its holder. */
+    void schedulerLease(long token) {
+        dsl.execute(
+                "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('scheduler', ?, ?, clock_timestamp() + interval '1 hour')"
+                        + " ON CONFLICT (role) DO UPDATE SET holder_id = excluded.holder_id, fencing_token = excluded.fencing_token, expires_at = excluded.expires_at",
+                "holder-" + token,
+                token);
+    }
+
     /** The replica that is leader now, if any. */
     java.util.Optional<Dispatcher> leader() {
         return replicas.stream()

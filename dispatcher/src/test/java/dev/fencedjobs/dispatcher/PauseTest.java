@@ -36,9 +36,7 @@ class PauseTest {
         var db = postgres.database();
         fixture = new DispatcherFixture(db.url(), db.user(), db.password());
         dsl = fixture.dsl();
-        dsl.execute(
-                "INSERT INTO leader_lease (role, holder_id, fencing_token, expires_at) VALUES ('scheduler', 'holder-1', 1, clock_timestamp() + interval '1 hour')"
-                        + " ON CONFLICT (role) DO UPDATE SET holder_id = excluded.holder_id, fencing_token = 1, expires_at = excluded.expires_at");
+        fixture.schedulerLease(1);
     }
 
     @AfterEach
