@@ -213,6 +213,75 @@ final class ChaosCluster {
         return DriverManager.getConnection(ownerUrl, p);
     }
 
+    /**
+     * Pauses {@code key} as an operator does ({@code dispatch_pauses}), holds it, and resumes it: in
+     * the resume's transaction, the pause still standing, it reads the database's clock, then
+     * deletes the row. Each step is tried again while the database cannot be reached (up to a
+     * minute), so that no pause outlives the run.
+     */
+    History.KeyPause pauseKey(String key, Duration hold) throws SQLException, InterruptedException {
+        // A try whose commit went through unacknowledged leaves the row: the next one reads it.
+        long pausedAt = retried(() -> {
+            try (Connection c = owner();
+                    PreparedStatement s =
+                            c.prepareStatement("WITH made AS (INSERT INTO dispatch_pauses (dispatch_key, reason)"
+                                    + " VALUES (?, 'chaos') ON CONFLICT (dispatch_key) WHERE dispatch_key IS NOT NULL DO NOTHING"
+                                    + " RETURNING paused_at)"
+                                    + " SELECT (extract(epoch FROM paused_at) * 1000000)::bigint FROM made UNION ALL"
+                                    + " SELECT (extract(epoch FROM paused_at) * 1000000)::bigint FROM dispatch_pauses"
+                                    + " WHERE dispatch_key = ? AND NOT EXISTS (SELECT 1 FROM made)")) {
+                s.setString(1, key);
+                s.setString(2, key);
+                try (ResultSet rs = s.executeQuery()) {
+                    rs.next();
+                    return rs.getLong(1);
+                }
+            }
+        });
+        Thread.sleep(hold.toMillis());
+        // The clock read by the last try that got that far: when a try's commit went through
+        // unacknowledged, the next finds nothing to delete and that try's clock stands.
+        long[] read = {Long.MIN_VALUE};
+        long checkedAt = retried(() -> {
+            try (Connection c = owner()) {
+                c.setAutoCommit(false);
+                long before = read[0];
+                try (Statement s = c.createStatement();
+                        ResultSet rs =
+                                s.executeQuery("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")) {
+                    rs.next();
+                    read[0] = rs.getLong(1);
+                }
+                int deleted;
+                try (PreparedStatement s = c.prepareStatement("DELETE FROM dispatch_pauses WHERE dispatch_key = ?")) {
+                    s.setString(1, key);
+                    deleted = s.executeUpdate();
+                }
+                c.commit();
+                return deleted == 0 && before != Long.MIN_VALUE ? before : read[0];
+            }
+        });
+        return new History.KeyPause(key, pausedAt, checkedAt);
+    }
+
+    private interface SqlCall {
+        long call() throws SQLException;
+    }
+
+    private static long retried(SqlCall call) throws SQLException, InterruptedException {
+        long giveUpAt = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+        while (true) {
+            try {
+                return call.call();
+            } catch (SQLException e) {
+                if (System.nanoTime() > giveUpAt) {
+                    throw e;
+                }
+                Thread.sleep(500);
+            }
+        }
+    }
+
     /** Starts the monitor that restarts a crashed service. */
     void watch() {
         monitor = new Thread(this::watchForCrashes, "chaos-monitor");

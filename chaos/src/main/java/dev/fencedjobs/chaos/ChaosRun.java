@@ -44,7 +44,8 @@ public final class ChaosRun {
         GRACEFUL_RESTART("sigterm-restart"),
         KILL_BROKER("kill-broker", 3),
         MOVE_LEADERS("move-leaders", 3),
-        RESHARD("reshard");
+        RESHARD("reshard"),
+        PAUSE_KEY("pause-key");
 
         public final String label;
         /** The fewest brokers the kind makes sense with. */

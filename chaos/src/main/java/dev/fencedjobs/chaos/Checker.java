@@ -148,6 +148,7 @@ public final class Checker {
         c.checkSchedules();
         c.checkLimits();
         c.checkRankOrder();
+        c.checkPauses();
         Map<String, Integer> takeoverCounts = new TreeMap<>();
         c.takeovers.forEach((role, byToken) -> takeoverCounts.put(role, byToken.size()));
         long validRecords =
@@ -773,6 +774,34 @@ public final class Checker {
                                 + instant(first.completedAt()) + ", before job " + firstAhead.id()
                                 + " (priority " + firstAhead.priority() + ") at " + instant(firstAhead.completedAt()),
                         List.of(show(firstAhead), show(first)));
+            }
+        }
+    }
+
+    /**
+     * Invariant 19: no job of a paused key completed while its pause stood. A batch that completes
+     * jobs holds {@code jobs} from before it reads its clock to its commit, and a pause waits for it
+     * (docs/dispatch.md, "Pause and resume"), so a job completed at or after the pause's {@code
+     * paused_at} was completed by a batch that started after the pause committed; and up to the
+     * clock read in the resume's transaction, before it deleted the row, every such batch saw the
+     * pause. Reports each pause's first such job.
+     */
+    private void checkPauses() {
+        for (History.KeyPause p : h.keyPauses) {
+            List<Job> during = jobs.values().stream()
+                    .filter(j -> "completed".equals(j.state()) && j.completedAt() != null)
+                    .filter(j -> p.key().equals(j.key()))
+                    .filter(j -> j.completedAt() >= p.pausedAt() && j.completedAt() <= p.checkedAt())
+                    .sorted(Comparator.comparingLong(Job::completedAt))
+                    .toList();
+            if (!during.isEmpty()) {
+                Job first = during.get(0);
+                violation(
+                        "19 pauses",
+                        "key " + p.key() + ", paused from " + instant(p.pausedAt()) + " to " + instant(p.checkedAt())
+                                + ": " + during.size() + " job(s) completed meanwhile; the first, job " + first.id()
+                                + ", at " + instant(first.completedAt()),
+                        List.of(show(first)));
             }
         }
     }

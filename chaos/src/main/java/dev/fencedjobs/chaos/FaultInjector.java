@@ -126,6 +126,17 @@ final class FaultInjector {
                 long switched = cluster.reshard(after, Duration.ofSeconds(60));
                 log.log("fault " + kind.label + ": " + after + " shards in force after " + switched + " ms");
             }
+            case PAUSE_KEY -> {
+                // An operator pauses a tenant key for 1 to 5 s and resumes it (docs/dispatch.md): its jobs
+                // stay pending meanwhile, whoever leads.
+                String key = ChaosLimits.TENANTS.get(random.nextInt(ChaosLimits.TENANTS.size()));
+                long hold = 1000L + random.nextInt(4000);
+                target = "key " + key;
+                log.log("fault " + kind.label + ": pause " + key + " for " + hold + " ms");
+                History.KeyPause pause = cluster.pauseKey(key, Duration.ofMillis(hold));
+                history.keyPauses.add(pause);
+                log.log("fault " + kind.label + ": " + key + " resumed");
+            }
             case RESTART_POSTGRES -> {
                 long down = 500L + random.nextInt(3000);
                 target = "postgresql primary";

@@ -142,6 +142,12 @@ public final class History {
     /** A fault as the runner injected it. */
     public record Fault(long atMillis, String kind, String target, long heldMillis) {}
 
+    /**
+     * A pause of {@code key} (dispatch_pauses): its row's {@code paused_at}, and the database's clock
+     * in the resume's transaction before it deleted the row, the pause still standing.
+     */
+    public record KeyPause(String key, long pausedAt, long checkedAt) {}
+
     public String seed = "";
     /** The unique_key of every job whose INSERT the database acknowledged. */
     public List<String> submitted = new ArrayList<>();
@@ -162,6 +168,9 @@ public final class History {
     public long startedAtMillis;
 
     public List<Fault> faults = new ArrayList<>();
+    /** The pauses of a key the runner made ({@code pause-key} faults). */
+    public List<KeyPause> keyPauses = new ArrayList<>();
+
     public List<Schedule> schedules = new ArrayList<>();
     public List<Limit> limits = new ArrayList<>();
     /** Keys whose jobs were all committed before any service could complete one: completed in rank order. */

@@ -575,6 +575,29 @@ class CheckerTest {
         assertFlagged("15 rank order", "key " + ChaosLimits.BACKLOG_KEY + ": ");
     }
 
+    @Test
+    void theRecordedRunPausedKeysAndCompletedNoneOfTheirJobsMeanwhile() {
+        assertThat(history.keyPauses).isNotEmpty();
+        History.KeyPause p = history.keyPauses.get(0);
+        assertThat(history.jobs)
+                .as("jobs of the paused key completed before and after its pause")
+                .anyMatch(j -> p.key().equals(j.key()) && j.completedAt() != null && j.completedAt() < p.pausedAt())
+                .anyMatch(j -> p.key().equals(j.key()) && j.completedAt() != null && j.completedAt() > p.checkedAt());
+        assertThat(Checker.check(history).violations())
+                .noneMatch(v -> v.invariant().equals("19 pauses"));
+    }
+
+    @Test
+    void aJobOfAPausedKeyCompletedWhileThePauseStoodIsFlagged() {
+        Job job = history.jobs.stream()
+                .filter(j -> ChaosLimits.TENANTS.contains(j.key()) && j.completedAt() != null)
+                .findFirst()
+                .orElseThrow();
+        history.keyPauses.add(new History.KeyPause(job.key(), job.completedAt() - 1_000_000, job.completedAt() + 1));
+
+        assertFlagged("19 pauses", "key " + job.key() + ", paused from ");
+    }
+
     private void assertFlagged(String invariant, String messagePart) {
         Checker.Result result = Checker.check(history);
 
