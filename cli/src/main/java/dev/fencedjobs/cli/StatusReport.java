@@ -106,41 +106,31 @@ final class StatusReport {
         consumer(c);
     }
 
-    /** The pauses shown, everything's first, then the longest-paused keys. */
-    static final int PAUSES_SHOWN = 20;
-
-    static final String PAUSES =
-            "SELECT p.dispatch_key, p.paused_by, p.paused_at, p.reason, count(*) OVER () AS total, "
-                    + "round(extract(epoch FROM clock_timestamp() - p.paused_at)::numeric) AS seconds, "
-                    + "CASE WHEN p.dispatch_key IS NULL THEN NULL ELSE (SELECT count(*) FROM ("
-                    + DispatchOverview.dueJobsOf("p.dispatch_key") + " LIMIT " + DispatchOverview.WAITING_CAP
-                    + ") d) END "
-                    + "FROM dispatch_pauses p ORDER BY p.dispatch_key IS NOT NULL, p.paused_at, p.dispatch_key LIMIT "
-                    + PAUSES_SHOWN;
-
     /** What is paused (docs/dispatch.md, "Pause and resume"). */
     private void pauses() {
-        try (Statement s = jobs.createStatement();
-                ResultSet rs = s.executeQuery(PAUSES)) {
-            if (!rs.next()) {
-                out.println("Paused: nothing (fenced-jobs pause <key> | --all)");
-                return;
-            }
-            out.printf(
-                    "Paused: %d%s, longest first:%n",
-                    rs.getLong(5), rs.getLong(5) > PAUSES_SHOWN ? " (" + PAUSES_SHOWN + " shown)" : "");
-            do {
-                String key = rs.getString(1);
-                out.printf(
-                        "  %-32s by %s for %s s%s%s%n",
-                        key == null ? "EVERYTHING" : key,
-                        rs.getString(2),
-                        rs.getBigDecimal(6),
-                        key == null ? "" : ", due jobs waiting " + count(rs.getLong(7), DispatchOverview.WAITING_CAP),
-                        rs.getString(4) == null ? "" : ": " + rs.getString(4));
-            } while (rs.next());
+        DispatchOverview.Pauses pauses;
+        try {
+            pauses = DispatchOverview.pauses(jobs);
         } catch (SQLException e) {
             out.println("Paused: cannot read dispatch_pauses here (a schema before V15?): " + e.getMessage());
+            return;
+        }
+        if (pauses.count() == 0) {
+            out.println("Paused: nothing (fenced-jobs pause <key> | --all)");
+            return;
+        }
+        out.printf(
+                "Paused: %d%s, longest first:%n",
+                pauses.count(),
+                pauses.count() > pauses.shown().size() ? " (" + pauses.shown().size() + " shown)" : "");
+        for (DispatchOverview.Pause p : pauses.shown()) {
+            out.printf(
+                    "  %-32s by %s for %d s%s%s%n",
+                    p.key() == null ? "EVERYTHING" : p.key(),
+                    p.pausedBy(),
+                    Math.round(p.seconds()),
+                    p.key() == null ? "" : ", due jobs waiting " + count(p.dueWaiting(), DispatchOverview.WAITING_CAP),
+                    p.reason() == null ? "" : ": " + p.reason());
         }
     }
 

@@ -153,6 +153,15 @@ class DashboardBrowserTest {
             }
             await().atMost(Duration.ofSeconds(60))
                     .until(() -> dispatcher.status().get("heldJobs") instanceof Long n && n == 4);
+            // A paused key with three due jobs, its reason written as a page must escape it.
+            try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+                    Statement s = c.createStatement()) {
+                s.execute(
+                        "INSERT INTO dispatch_pauses (dispatch_key, reason) VALUES ('tenant-paused', 'billing <fix>')");
+                s.execute(
+                        "INSERT INTO jobs (resource, dispatch_key, payload, due_at) SELECT 'account-2', 'tenant-paused', '{}', clock_timestamp() "
+                                + "FROM generate_series(1, 3) g");
+            }
 
             String url = "http://localhost:" + consumer.httpPort() + "/";
             // A sample (every 5 s) taken since the jobs were completed and applied: the page's charts then have them.
@@ -228,6 +237,13 @@ class DashboardBrowserTest {
                     .containsPattern(
                             "<table id=\"busiest\">(<tbody>)?<tr><th>key</th><th>due jobs</th><th>oldest due</th></tr>"
                                     + "<tr data-key=\"tenant-slow\"><td>tenant-slow</td><td>4</td>");
+
+            assertThat(dom)
+                    .as("the paused key, who paused it, its due jobs waiting and its reason, escaped")
+                    .containsPattern("<table id=\"pauses\">(<tbody>)?<tr><th>paused</th>.*?</tr>"
+                            + "<tr data-key=\"tenant-paused\" class=\"warn\"><td>tenant-paused</td><td>"
+                            + java.util.regex.Pattern.quote(db.user()) + "</td><td>[0-9]+ s</td><td>3</td>"
+                            + "<td>billing &lt;fix&gt;</td></tr>");
 
             // Where is a job: linked by its key, on the consumer's page.
             String journey = chromium("--dump-dom", url + "#key=traced-1");

@@ -157,7 +157,8 @@ final class DispatchLoop implements LeaderService.Worker {
         this.ticker = ticker;
         this.idle = new IdleSleep(scan, ticker);
         PurgeSchedule purges = new PurgeSchedule(PURGE_CHUNK, jobsRetention, ticker);
-        this.meters = new DispatchMeters(registry, new ReadCache<>(batches::backlog, ticker), shard);
+        this.meters = new DispatchMeters(
+                registry, new ReadCache<>(batches::backlog, ticker), new ReadCache<>(batches::paused, ticker), shard);
         boolean purges0 = shard == 0;
         this.purger = new Purger(
                 "dispatcher-purge" + (shard == 0 ? "" : "-" + shard),

@@ -34,15 +34,26 @@ final class DispatchMeters {
     /** Held here: a gauge keeps only a weak reference to what it reads, and would read NaN once it is collected. */
     private final ReadCache<JobBatches.Backlog> backlog;
 
+    private final ReadCache<JobBatches.Paused> paused;
+
     /** {@code backlog}: due jobs and the longest wait, which every replica, leader or not, reads when scraped. */
     DispatchMeters(MeterRegistry registry, ReadCache<JobBatches.Backlog> backlog) {
-        this(registry, backlog, 0);
+        this(registry, backlog, null, 0);
     }
 
-    /** With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every shard it holds. */
-    DispatchMeters(MeterRegistry registry, ReadCache<JobBatches.Backlog> backlog, int shard) {
+    /**
+     * With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every
+     * shard it holds. {@code paused}, when given: the pauses, which are no shard's: the gauges of the
+     * first shard's meters answer for the replica, held strongly, as they may outlive that shard's loop.
+     */
+    DispatchMeters(
+            MeterRegistry registry,
+            ReadCache<JobBatches.Backlog> backlog,
+            ReadCache<JobBatches.Paused> paused,
+            int shard) {
         this.registry = registry;
         this.backlog = backlog;
+        this.paused = paused;
         jobsCompleted = Counter.builder("fencedjobs_jobs_completed")
                 .description("jobs completed by this replica")
                 .register(registry);
@@ -79,6 +90,28 @@ final class DispatchMeters {
                 .description("how long the shard's earliest-due pending job has been due")
                 .tags(tags)
                 .register(registry);
+        // Registered once a replica, by its first shard's loop (a second registration would be ignored, with a
+        // warning).
+        if (paused != null && registry.find("fencedjobs_dispatch_paused_keys").meter() == null) {
+            Gauge.builder("fencedjobs_dispatch_paused_keys", this.paused, c -> c.gauge(JobBatches.Paused::keys))
+                    .description("dispatch keys paused (fenced-jobs pause): their jobs stay pending")
+                    .strongReference(true)
+                    .register(registry);
+            Gauge.builder(
+                            "fencedjobs_dispatch_paused_everything",
+                            this.paused,
+                            c -> c.gauge(p -> p.everything() ? 1 : 0))
+                    .description("1 while everything is paused (fenced-jobs pause --all): no job completes")
+                    .strongReference(true)
+                    .register(registry);
+            Gauge.builder(
+                            "fencedjobs_dispatch_pause_longest_seconds",
+                            this.paused,
+                            c -> c.gauge(JobBatches.Paused::longestSeconds))
+                    .description("how long the oldest pause has lasted; 0 while nothing is paused")
+                    .strongReference(true)
+                    .register(registry);
+        }
     }
 
     /** A batch was sent back from the scan position to the start of the index, for {@code reason}. */

@@ -458,6 +458,17 @@ final class FencedJobBatches implements JobBatches {
     }
 
     @Override
+    public Paused paused() {
+        Record3<Long, Boolean, Double> r = dsl.resultQuery(DispatchOverview.PAUSE_SUMMARY)
+                .coerce(
+                        DSL.field("keys", Long.class),
+                        DSL.field("everything", Boolean.class),
+                        DSL.field("longest", Double.class))
+                .fetchSingle();
+        return new Paused(r.value1(), r.value2(), r.value3());
+    }
+
+    @Override
     public Backlog backlog() {
         // This shard's: the count stops at DUE_CAP index entries; the earliest due time is the shard's first entry of
         // jobs_pending_due.

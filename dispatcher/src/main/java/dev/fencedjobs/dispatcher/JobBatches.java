@@ -64,6 +64,16 @@ interface JobBatches {
      */
     record Backlog(long due, double oldestDueSeconds) {}
 
+    /**
+     * What is paused (docs/dispatch.md, "Pause and resume"), for the gauges: keys paused, whether
+     * everything is, and how long the oldest pause has lasted (0 while none).
+     */
+    default Paused paused() {
+        return new Paused(0, false, 0);
+    }
+
+    record Paused(long keys, boolean everything, double longestSeconds) {}
+
     /** A job the batch completed and its W3C trace context, as the producer gave it. */
     record JobTrace(long jobId, String traceparent, String tracestate) {}
 

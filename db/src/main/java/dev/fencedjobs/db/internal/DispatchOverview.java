@@ -13,7 +13,7 @@ import java.util.Map;
 /**
  * Who waits and why (docs/dispatch.md, "What you can see"), read with plain SQL for {@code
  * fenced-jobs status}, the dispatcher's {@code /status} and the dashboard: the rate limits with the
- * due jobs waiting behind each, and the busiest keys at the head of the due backlog. Every count
+ * due jobs waiting behind each, the pauses, and the busiest keys at the head of the due backlog. Every count
  * stops at a cap, so that a backlog of millions costs a bounded read: the reader says "at least".
  */
 public final class DispatchOverview {
@@ -73,6 +73,50 @@ public final class DispatchOverview {
             + "CROSS JOIN LATERAL (" + dueJobsOf("l.dispatch_key") + " LIMIT " + WAITING_CAP + ") d "
             + "WHERE dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, clock_timestamp()) < 1 LIMIT "
             + WAITING_CAP + ") held";
+
+    /** The pauses shown: everything's first, then the keys paused longest. */
+    public static final int PAUSES_SHOWN = 20;
+
+    /** The pauses shown, each with its due jobs waiting (up to the cap), and how many there are. */
+    static final String PAUSES =
+            "SELECT p.dispatch_key, p.paused_by, p.paused_at, p.reason, count(*) OVER () AS total, "
+                    + "extract(epoch FROM clock_timestamp() - p.paused_at)::float8 AS seconds, "
+                    + "CASE WHEN p.dispatch_key IS NULL THEN NULL ELSE (SELECT count(*) FROM ("
+                    + dueJobsOf("p.dispatch_key") + " LIMIT " + WAITING_CAP + ") d) END "
+                    + "FROM dispatch_pauses p ORDER BY p.dispatch_key IS NOT NULL, p.paused_at, p.dispatch_key LIMIT "
+                    + PAUSES_SHOWN;
+
+    /** What the dispatcher's pause gauges show: paused keys, whether everything is, the longest pause's age. */
+    public static final String PAUSE_SUMMARY = "SELECT count(dispatch_key), count(*) > count(dispatch_key), "
+            + "coalesce(extract(epoch FROM clock_timestamp() - min(paused_at))::float8, 0) FROM dispatch_pauses";
+
+    /** One pause: {@code key} null when everything is paused; {@code dueWaiting} null then, else at most {@link #WAITING_CAP}. */
+    public record Pause(
+            String key, String pausedBy, OffsetDateTime pausedAt, double seconds, String reason, Long dueWaiting) {}
+
+    /** {@code shown} holds at most {@link #PAUSES_SHOWN} of the {@code count} pauses. */
+    public record Pauses(int count, List<Pause> shown) {
+
+        /** For {@code /dashboard.json}. */
+        public Map<String, Object> toMap() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("count", count);
+            List<Map<String, Object>> ps = new ArrayList<>();
+            for (Pause p : shown) {
+                Map<String, Object> e = new LinkedHashMap<>();
+                e.put("key", p.key());
+                e.put("pausedBy", p.pausedBy());
+                e.put("pausedAt", p.pausedAt().toInstant().toString());
+                e.put("seconds", Math.round(p.seconds()));
+                e.put("reason", p.reason());
+                e.put("dueWaiting", p.dueWaiting());
+                ps.add(e);
+            }
+            m.put("shown", ps);
+            m.put("dueWaitingCap", WAITING_CAP);
+            return m;
+        }
+    }
 
     /** One limit as it stands. {@code dueWaiting} at most {@link #WAITING_CAP}. */
     public record Limit(String key, double perSecond, int burst, double tokens, long dueWaiting) {
@@ -140,6 +184,27 @@ public final class DispatchOverview {
             }
         }
         return new Overview(limitCount, List.copyOf(limits), List.copyOf(busiest));
+    }
+
+    /** The pauses (docs/dispatch.md, "Pause and resume"); every login may read them (V15). */
+    public static Pauses pauses(Connection c) throws SQLException {
+        List<Pause> shown = new ArrayList<>();
+        int count = 0;
+        try (PreparedStatement ps = c.prepareStatement(PAUSES);
+                ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                long waiting = rs.getLong(7);
+                shown.add(new Pause(
+                        rs.getString(1),
+                        rs.getString(2),
+                        rs.getObject(3, OffsetDateTime.class),
+                        rs.getDouble(6),
+                        rs.getString(4),
+                        rs.wasNull() ? null : waiting));
+                count = rs.getInt(5);
+            }
+        }
+        return new Pauses(count, List.copyOf(shown));
     }
 
     /** Due jobs held back by a limit now, up to {@link #WAITING_CAP}. */

@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * What the ops endpoint's page at {@code /} shows ({@code /dashboard.json}), read from the service's
  * own database with the plain SQL of {@code fenced-jobs status}: each role's holder and token, the
  * takeover timeline, the due backlog, the outbox lag and, from a consumer, its lag, over the last
- * minutes; dead letters and stale rejections; the rate limits and the busiest keys ({@link
+ * minutes; dead letters and stale rejections; the pauses, the rate limits and the busiest keys ({@link
  * DispatchOverview}). Each part shows when its tables are in this database and this service's role
  * may read them; the consumer lag only on the consumer's own page.
  *
@@ -132,6 +132,7 @@ public final class Dashboard implements AutoCloseable {
             out.put(
                     "dispatch",
                     v[2] && v[6] ? orNull(() -> DispatchOverview.read(c).toMap()) : null);
+            out.put("pauses", v[2] ? orNull(() -> DispatchOverview.pauses(c).toMap()) : null);
             out.put("error", null);
         } catch (SQLException | RuntimeException e) {
             out.put("error", "database: " + Faults.describe(e));
