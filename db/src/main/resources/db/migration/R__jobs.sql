@@ -329,25 +329,35 @@ BEGIN
 END
 $$;
 
+-- A time as microseconds since the epoch: what the policy path's remembered walk is stamped with.
+CREATE OR REPLACE FUNCTION dispatch_micros(t timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT (extract(epoch FROM t) * 1000000)::bigint
+$$;
+
 -- The policy path's batch, for the scheduler lease's holder, in the transaction of its lease guard.
 -- One instant of database time, now, stands for the whole batch: it decides what is due, refills
 -- the token buckets, and is every completed job's completed_at.
 --
--- 1. The keys (a job's dispatch_key, else its resource) that have pending jobs, in key order after
+-- 1. The keys (a job's dispatch_key, else its resource) that may have due jobs, in key order after
 --    start_key and wrapping round, at most batch_limit of them; the rest wait for the next batch,
---    which starts after the last key visited here.
--- 2. Each key gets up to ceil(batch_limit / keys) of its due jobs, in rank order (due time moved
---    earlier by the priority's seconds, then id), and no more than its limit's whole tokens.
+--    which starts after the last key visited here. A key whose pending jobs all rank after now
+--    (moved later by the lowest negative priority pending, through jobs_pending_deferred, V16) has
+--    none due and is stepped over inside the index, without a visit: keys whose jobs are due
+--    tomorrow cost a batch an index entry each, not a batch slot.
+-- 2. The batch is shared between the keys: each gets up to batch_limit / keys of its due jobs (the
+--    remainder one each to the first keys), in rank order (due time moved earlier by the priority's
+--    seconds, then id), and no more than its limit's whole tokens.
 -- 3. Room left in the batch goes to the keys that had more, in the same order.
 -- 4. The chosen jobs are completed with the token (SKIP LOCKED: a job a producer is updating waits
 --    for the next batch), their outbox rows written in rank order, and each limited key's bucket
 --    keeps what is left: refilled to now, less what it completed.
 --
--- Returns how many jobs it completed; whether a batch could complete more at once (it was full,
--- or keys were left for the next batch); else when the next job becomes due or the next token of a
--- key held back by its limit comes (at most a second away when SKIP LOCKED passed a job over; NULL
--- when nothing is pending and nothing held, so an idle leader sends nothing); the keys held back;
--- and the batch's database time.
+-- Returns how many jobs it completed (at most batch_limit); whether a batch could complete more at
+-- once (it was full, or keys were left for the next batch); else when the next job becomes due or
+-- the next token of a key held back by its limit comes (at most a second away when SKIP LOCKED
+-- passed a job over; NULL when nothing is pending and nothing held, so an idle leader sends
+-- nothing); the keys held back; and the batch's database time.
 CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, p_shard integer, batch_limit integer, start_key varchar,
         OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
         OUT database_now timestamptz)
@@ -355,6 +365,7 @@ CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, p_shard integer, batch
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
+    v_due_rank timestamp;
     v_keys varchar[] := '{}';
     v_n integer;
     v_caps integer[] := '{}';
@@ -368,6 +379,10 @@ DECLARE
     v_held_until timestamptz;
     v_future timestamptz;
     v_paused boolean;
+    v_limited boolean;
+    v_max_id bigint;
+    v_walk text[];
+    v_remembered boolean;
 BEGIN
     completed := 0;
     more := false;
@@ -388,86 +403,136 @@ BEGIN
     END IF;
     -- A paused key is passed over where the keys are listed: one index descent, none of its jobs.
     v_paused := EXISTS (SELECT 1 FROM dispatch_pauses);
-    -- 1. The keys, one index descent each (a skip scan of jobs_pending_key): those after start_key,
-    -- then from the first up to start_key, which comes last; one more than fit says there are more.
-    WITH RECURSIVE after_start(k) AS (
-        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                WHERE j.state = 'pending' AND j.shard = p_shard AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key))
-        UNION ALL
-        SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > a.k)
-        FROM after_start a WHERE a.k IS NOT NULL
-    )
-    SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL
-        AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = a.k)) LIMIT batch_limit + 1) t;
-    IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
-        WITH RECURSIVE from_first(k) AS (
-            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard)
-            UNION ALL
-            SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                    WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > f.k)
-            FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
-        )
-        SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
-            AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = f.k))
-            LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
-    END IF;
-    IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN
-        more := true;
-        next_key := v_keys[batch_limit];
-        v_keys := v_keys[1:batch_limit];
-    END IF;
-    v_n := coalesce(array_length(v_keys, 1), 0);
-    IF v_n = 0 THEN
-        next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = p_shard AND due_at > v_now);
-        RETURN;
-    END IF;
-    -- 2. Each key's share, within its limit: the limits locked in key order, then read in one statement.
-    v_share := ceil(batch_limit::numeric / v_n);
-    PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
-    SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
-           -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
-           array_agg(CASE WHEN x.rate IS NULL THEN batch_limit ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END
-                ORDER BY x.i)
-    INTO v_avail, v_rate, v_caps
-    FROM (SELECT u.i, l.per_second AS rate, dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) AS avail
-          FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
-    -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each).
-    WITH got AS MATERIALIZED (
-        SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
-        CROSS JOIN LATERAL (
-            SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
-            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
-            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-            LIMIT least(v_share, u.cap)) x
-    )
-    SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
-           (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
-            LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
-    INTO v_ids, v_taken;
-    -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
-    FOR i IN 1 .. v_n LOOP
-        EXIT WHEN coalesce(array_length(v_ids, 1), 0) >= batch_limit;
-        CONTINUE WHEN v_taken[i] < least(v_share, v_caps[i]);
-        v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
-        CONTINUE WHEN v_want <= 0;
-        SELECT array_agg(c.id) INTO v_got FROM (
-            SELECT j.id FROM jobs j
-            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
-            ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-            LIMIT v_want OFFSET v_taken[i]) c;
-        IF v_got IS NOT NULL THEN
-            v_taken[i] := v_taken[i] + array_length(v_got, 1);
-            v_ids := v_ids || v_got;
-            -- The batch filled here: the next one's keys start after this one.
-            IF array_length(v_ids, 1) >= batch_limit AND NOT more THEN
-                next_key := v_keys[i];
+    -- The latest rank a due job can have: a job is due when its due_at is now or before, and its rank
+    -- is its due_at less its priority, so no later than now less the lowest priority pending (an
+    -- index descent of jobs_pending_deferred, which holds only jobs of a negative priority).
+    v_due_rank := (v_now AT TIME ZONE 'UTC') - least(0, coalesce((SELECT min(j.priority) FROM jobs j
+        WHERE j.state = 'pending' AND j.shard = p_shard AND j.priority < 0), 0)) * interval '1 second';
+    v_limited := EXISTS (SELECT 1 FROM dispatch_limits);
+    v_max_id := coalesce((SELECT max(j.id) FROM jobs j), 0);
+    -- The keys the last walk of this shard found, when it went all the way round (so they were every
+    -- key with due jobs then), remembered in this session's setting fenced_jobs.keys_of_shard_<n>
+    -- (set with the batch's transaction, so gone with its rollback): used instead of a walk for
+    -- 200 ms of database time while no job has been inserted since (the highest job id is the
+    -- same). A walk passes every key in turn, and with 100,000 keys whose jobs are due tomorrow it
+    -- passes their index entries once a batch. A key that came due since waits for the next walk:
+    -- at most 200 ms, at once if its job was inserted. Another session's batch walks.
+    v_walk := regexp_match(current_setting('fenced_jobs.keys_of_shard_' || p_shard, true), '^(-?[0-9]+)\|(-?[0-9]+)\|(.*)$');
+    v_remembered := v_walk IS NOT NULL AND v_walk[2]::bigint = v_max_id
+        AND v_walk[1]::bigint BETWEEN dispatch_micros(v_now) - 200000 AND dispatch_micros(v_now);
+    LOOP
+        v_ids := '{}';
+        more := false;
+        next_key := NULL;
+        IF v_remembered THEN
+            SELECT coalesce(array_agg(u.k ORDER BY u.i), '{}') INTO v_keys FROM unnest(v_walk[3]::varchar[]) WITH ORDINALITY u(k, i)
+            WHERE NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = u.k);
+            -- The rotation goes on from where the last walk left it.
+            next_key := start_key;
+        ELSE
+            -- 1. The keys, one index descent each (a skip scan of jobs_pending_key, whose entries ranked after
+            -- v_due_rank are passed over in the index): those after start_key, then from the first up to
+            -- start_key, which comes last; one more than fit says there are more.
+            WITH RECURSIVE after_start(k) AS (
+                SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                        WHERE j.state = 'pending' AND j.shard = p_shard AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key)
+                          AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
+                UNION ALL
+                SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                        WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > a.k
+                          AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
+                FROM after_start a WHERE a.k IS NOT NULL
+            )
+            SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL
+                AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = a.k)) LIMIT batch_limit + 1) t;
+            IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
+                WITH RECURSIVE from_first(k) AS (
+                    SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard
+                              AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
+                    UNION ALL
+                    SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > f.k
+                              AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
+                    FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
+                )
+                SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
+                    AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = f.k))
+                    LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
             END IF;
+            IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN
+                more := true;
+                next_key := v_keys[batch_limit];
+                v_keys := v_keys[1:batch_limit];
+            END IF;
+            PERFORM set_config('fenced_jobs.keys_of_shard_' || p_shard,
+                CASE WHEN more THEN '' ELSE format('%s|%s|%s', dispatch_micros(v_now), v_max_id, v_keys::text) END, false);
         END IF;
+        v_n := coalesce(array_length(v_keys, 1), 0);
+        IF v_n = 0 THEN
+            IF v_remembered THEN
+                v_remembered := false;
+                CONTINUE;
+            END IF;
+            next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = p_shard AND due_at > v_now);
+            RETURN;
+        END IF;
+        -- 2. Each key's share, within its limit: the limits locked in key order, then read in one
+        -- statement; while no limit is defined, none to read.
+        v_share := batch_limit / v_n;
+        IF v_limited THEN
+            PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
+            SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
+                   -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
+                   array_agg(CASE WHEN x.rate IS NULL THEN batch_limit ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END
+                        ORDER BY x.i)
+            INTO v_avail, v_rate, v_caps
+            FROM (SELECT u.i, l.per_second AS rate,
+                         CASE WHEN l.dispatch_key IS NOT NULL THEN dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) END AS avail
+                  FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
+        ELSE
+            v_caps := array_fill(batch_limit, ARRAY[v_n]);
+        END IF;
+        -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each),
+        -- the first batch_limit % keys one more, so that the shares add up to the batch and no more.
+        WITH got AS MATERIALIZED (
+            SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
+            CROSS JOIN LATERAL (
+                SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
+                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
+                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                LIMIT least(v_share + CASE WHEN u.i <= batch_limit % v_n THEN 1 ELSE 0 END, u.cap)) x
+        )
+        SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
+               (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
+                LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
+        INTO v_ids, v_taken;
+        -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
+        FOR i IN 1 .. v_n LOOP
+            EXIT WHEN coalesce(array_length(v_ids, 1), 0) >= batch_limit;
+            CONTINUE WHEN v_taken[i] < least(v_share + CASE WHEN i <= batch_limit % v_n THEN 1 ELSE 0 END, v_caps[i]);
+            v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
+            CONTINUE WHEN v_want <= 0;
+            SELECT array_agg(c.id) INTO v_got FROM (
+                SELECT j.id FROM jobs j
+                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                LIMIT v_want OFFSET v_taken[i]) c;
+            IF v_got IS NOT NULL THEN
+                v_taken[i] := v_taken[i] + array_length(v_got, 1);
+                v_ids := v_ids || v_got;
+                -- The batch filled here: the next one's keys start after this one.
+                IF array_length(v_ids, 1) >= batch_limit AND NOT more THEN
+                    next_key := v_keys[i];
+                END IF;
+            END IF;
     END LOOP;
     IF coalesce(array_length(v_ids, 1), 0) >= batch_limit THEN
         more := true;
     END IF;
+    -- Remembered keys that did not fill the batch: walk, as a key may have come due since.
+    EXIT WHEN NOT v_remembered OR more;
+    v_remembered := false;
+    END LOOP;
     -- 4. Complete, write the outbox, spend the tokens.
     IF array_length(v_ids, 1) > 0 THEN
         WITH due AS (
@@ -494,10 +559,12 @@ BEGIN
         SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent) INTO completed;
     END IF;
     -- Keys held back: a limit without a whole token left, and due jobs still waiting.
-    SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
-    FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
-    WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
+    IF v_limited THEN
+        SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
+        FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
+        WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
+          AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
+    END IF;
     IF more THEN
         next_at := v_now;
     ELSE

@@ -241,6 +241,74 @@ class DispatchPolicyTest {
     }
 
     @Test
+    void keysWithNothingDueTakeNoPlaceInABatchAndLeaveNothingForTheNext() {
+        lease(1);
+        // 1,000 keys, each with one job due tomorrow; two with two due jobs each; and one whose only
+        // job is due but deferred by a negative priority (ranked a minute after its due time).
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp() + interval '1 day', 'r', 'idle-' || g"
+                        + " FROM generate_series(1, 1000) g");
+        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k"
+                + " FROM unnest(ARRAY['b', 'm']) k, generate_series(1, 2) n");
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key, priority) VALUES (clock_timestamp(), 'r', 'z', -60)");
+
+        Record r = batch(1, 10);
+
+        assertThat(r.get("completed", Integer.class))
+                .as("every due job, the deferred one too")
+                .isEqualTo(5);
+        assertThat(r.get("more", Boolean.class))
+                .as("the idle keys leave no batch to run at once")
+                .isFalse();
+        assertThat(r.get("next_at", OffsetDateTime.class))
+                .as("the next job due: tomorrow's")
+                .isAfter(OffsetDateTime.now().plusHours(23));
+        assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))
+                .isEqualTo(1000);
+    }
+
+    @Test
+    void aBatchCompletesNoMoreThanItsLimitWhateverTheKeysShares() {
+        lease(1);
+        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k"
+                + " FROM unnest(ARRAY['a', 'b', 'c']) k, generate_series(1, 5)");
+
+        Record r = batch(1, 4);
+
+        assertThat(r.get("completed", Integer.class))
+                .as("4 over 3 keys: 2, 1 and 1, not 2 each")
+                .isEqualTo(4);
+        assertThat(dsl.fetch(
+                                "SELECT j.dispatch_key, count(*) FROM jobs j WHERE j.state = 'completed' GROUP BY 1 ORDER BY 1")
+                        .map(x -> x.get(0, String.class) + "=" + x.get(1, Long.class)))
+                .containsExactly("a=2", "b=1", "c=1");
+    }
+
+    @Test
+    void theKeysOfTheLastWalkServeTheNextBatchUntilAJobIsInserted() {
+        lease(1);
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'a' FROM generate_series(1, 100)");
+        dsl.transaction(c -> {
+            DSLContext tx = c.dsl();
+            // One session, as a leader's batches mostly are: the walk that went round is remembered in it.
+            assertThat(tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)")
+                            .get("completed", Integer.class))
+                    .isEqualTo(10);
+            assertThat(tx.fetchSingle("SELECT current_setting('fenced_jobs.keys_of_shard_0', true)")
+                            .get(0, String.class))
+                    .endsWith("|{a}");
+            tx.execute("INSERT INTO jobs (due_at, resource, dispatch_key) VALUES (clock_timestamp(), 'r', 'b')");
+            tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)");
+            assertThat(tx.fetchSingle("SELECT state FROM jobs WHERE dispatch_key = 'b'")
+                            .get(0, String.class))
+                    .as("a job inserted since the walk: a walk again, which finds its key")
+                    .isEqualTo("completed");
+        });
+    }
+
+    @Test
     void whatWaitsBehindALimitAndTheBusiestKeysAreVisible() throws Exception {
         lease(1);
         dsl.execute(
