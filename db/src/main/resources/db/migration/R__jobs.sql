@@ -330,7 +330,7 @@ END
 $$;
 
 -- A time as microseconds since the epoch: what the policy path's remembered walk is stamped with.
-CREATE OR REPLACE FUNCTION dispatch_micros(t timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
+CREATE OR REPLACE FUNCTION dispatch_micros(t timestamptz) RETURNS bigint LANGUAGE sql STABLE
     SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT (extract(epoch FROM t) * 1000000)::bigint
 $$;

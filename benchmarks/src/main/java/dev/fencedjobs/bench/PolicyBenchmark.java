@@ -103,7 +103,9 @@ public final class PolicyBenchmark {
                 add(rates, few, bench.throughput(few, backlog, 10, 0, 0));
                 add(rates, fewIdle, bench.throughput(fewIdle, backlog, 10, 0, idleKeys));
             }
-            System.out.printf("%nMedians, each beside its group's first:%n");
+            if (!rates.isEmpty()) {
+                System.out.printf("%nMedians, each beside its group's first:%n");
+            }
             if (cases.contains("keys")) {
                 medians(rates, plain, List.of(plain, keys, limited, held));
                 System.out.printf(
