@@ -10,6 +10,7 @@ import dev.fencedjobs.runtime.RunningService;
 import dev.fencedjobs.testing.PostgresExtension;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -263,7 +264,7 @@ class DispatchPolicyTest {
                 .isFalse();
         assertThat(r.get("next_at", OffsetDateTime.class))
                 .as("the next job due: tomorrow's")
-                .isAfter(OffsetDateTime.now().plusHours(23));
+                .isAfter(OffsetDateTime.now(ZoneOffset.UTC).plusHours(23));
         assertThat(value(Integer.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))
                 .isEqualTo(1000);
     }
