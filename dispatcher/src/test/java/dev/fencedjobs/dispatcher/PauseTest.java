@@ -111,6 +111,24 @@ class PauseTest {
     }
 
     @Test
+    void whatTheGaugesRead_keysPaused_everything_andTheOldestPausesAge() {
+        FencedJobBatches batches = new FencedJobBatches(dsl, null);
+        assertThat(batches.paused()).isEqualTo(new JobBatches.Paused(0, false, 0));
+
+        dsl.execute(
+                "INSERT INTO dispatch_pauses (dispatch_key, paused_at) VALUES ('tenant-1', clock_timestamp() - interval '1 hour')");
+        dsl.execute("INSERT INTO dispatch_pauses (dispatch_key) VALUES ('tenant-2')");
+        JobBatches.Paused two = batches.paused();
+        assertThat(two.keys()).isEqualTo(2);
+        assertThat(two.everything()).isFalse();
+        assertThat(two.longestSeconds()).as("the older pause's age").isBetween(3600.0, 3700.0);
+
+        dsl.execute("INSERT INTO dispatch_pauses (dispatch_key) VALUES (NULL)");
+        assertThat(batches.paused().keys()).as("everything is no key").isEqualTo(2);
+        assertThat(batches.paused().everything()).isTrue();
+    }
+
+    @Test
     void theGuardRefusesTheCompletionOfAPausedKeysJob_withTheCurrentToken_whoeverWritesIt() {
         due("tenant-1");
         dsl.execute("INSERT INTO dispatch_pauses (dispatch_key) VALUES ('tenant-1')");
