@@ -369,8 +369,9 @@ final class FencedJobBatches implements JobBatches {
     /**
      * The guard and the batch statement with LIMIT 0 (under {@link #WARM_UP_TOKEN}), in a
      * transaction that is rolled back, then the next-due query and a read of the lease: every
-     * statement a new leader runs first, parsed, planned and mapped once. Nothing is written or
-     * locked, and the statement triggers' notifications are discarded with the rollback.
+     * statement a new leader runs first, parsed, planned and mapped once, but for the batch's own
+     * LIMIT, a literal, whose statement the first batch plans (about a millisecond). Nothing is
+     * written or locked, and the statement triggers' notifications are discarded with the rollback.
      */
     @Override
     public void warmUp() {
