@@ -36,13 +36,9 @@ final class DispatchMeters {
 
     private final ReadCache<JobBatches.Paused> paused;
 
-    /** {@code backlog}: due jobs and the longest wait, which every replica, leader or not, reads when scraped. */
-    DispatchMeters(MeterRegistry registry, ReadCache<JobBatches.Backlog> backlog) {
-        this(registry, backlog, null, 0);
-    }
-
     /**
-     * With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every
+     * {@code backlog}: due jobs and the longest wait, which every replica, leader or not, reads when
+     * scraped. With {@code shard}'s gauges (tag {@code shard}); the counters are the replica's, over every
      * shard it holds. {@code paused}, when given: the pauses, which are no shard's: the gauges of the
      * first shard's meters answer for the replica, held strongly, as they may outlive that shard's loop.
      */
