@@ -311,9 +311,13 @@ REVOKE ALL ON FUNCTION jobs_visible_to(varchar, name), job_for_control(bigint, v
 CREATE OR REPLACE FUNCTION dispatch_policy_active() RETURNS boolean LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
+    -- The index read from its newest entry: batches complete the oldest jobs first, and the entries
+    -- of completed jobs stay in the index until a vacuum, so read from its oldest this stepped over
+    -- a drained backlog's (1,559 pages and 7.3 ms a batch, 1,000 keys drained at batch 500).
     RETURN EXISTS (SELECT 1 FROM dispatch_limits)
         OR EXISTS (SELECT 1 FROM dispatch_pauses)
-        OR EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND (priority <> 0 OR dispatch_key IS NOT NULL));
+        OR (SELECT j.id FROM jobs j WHERE j.state = 'pending' AND (j.priority <> 0 OR j.dispatch_key IS NOT NULL)
+            ORDER BY j.id DESC LIMIT 1) IS NOT NULL;
 END
 $$;
 
@@ -335,47 +339,106 @@ CREATE OR REPLACE FUNCTION dispatch_micros(t timestamptz) RETURNS bigint LANGUAG
     SELECT (extract(epoch FROM t) * 1000000)::bigint
 $$;
 
+-- The keys of shard p_shard with a pending job ranked no later than p_due_rank, in key order: after
+-- p_after (NULL: from the first) and up to p_upto (NULL: to the last), paused keys passed over, at most
+-- p_want. One index descent a key (a skip scan of jobs_pending_key): a key's entries ranked after
+-- p_due_rank are passed over inside the index.
+CREATE OR REPLACE FUNCTION dispatch_walk(p_shard integer, p_after varchar, p_upto varchar, p_due_rank timestamp,
+        p_paused boolean, p_want integer) RETURNS varchar[]
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_first varchar;
+BEGIN
+    -- The first key apart, so that each statement's bound is one the index can start from whatever
+    -- the plan (PL/pgSQL keeps a plan for any values, in which 'p_after IS NULL OR key > p_after'
+    -- would read the whole index).
+    IF p_after IS NULL THEN
+        v_first := (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard
+                      AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= p_due_rank);
+    ELSE
+        v_first := (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard
+                      AND coalesce(j.dispatch_key, j.resource) > p_after
+                      AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= p_due_rank);
+    END IF;
+    RETURN (WITH RECURSIVE walk(k) AS (
+                SELECT v_first
+                UNION ALL
+                SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
+                        WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > w.k
+                          AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= p_due_rank)
+                FROM walk w WHERE w.k IS NOT NULL AND (p_upto IS NULL OR w.k < p_upto)
+            )
+            SELECT coalesce(array_agg(t.k), '{}') FROM (SELECT w.k FROM walk w WHERE w.k IS NOT NULL AND (p_upto IS NULL OR w.k <= p_upto)
+                AND (NOT p_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = w.k)) LIMIT p_want) t);
+END
+$$;
+
 -- The policy path's batch, for the scheduler lease's holder, in the transaction of its lease guard.
 -- One instant of database time, now, stands for the whole batch: it decides what is due, refills
 -- the token buckets, and is every completed job's completed_at.
 --
 -- 1. The keys (a job's dispatch_key, else its resource) that may have due jobs, in key order after
---    start_key and wrapping round, at most batch_limit of them; the rest wait for the next batch,
---    which starts after the last key visited here. A key whose pending jobs all rank after now
---    (moved later by the lowest negative priority pending, through jobs_pending_deferred, V16) has
---    none due and is stepped over inside the index, without a visit: keys whose jobs are due
---    tomorrow cost a batch an index entry each, not a batch slot.
--- 2. The batch is shared between the keys: each gets up to batch_limit / keys of its due jobs (the
+--    start_key and wrapping round, in chunks of at most 64 keys (and no more than the room left in
+--    the batch); the next chunk is walked only while the batch has room, and the keys not reached
+--    wait for the next batch, which starts after the last key visited here. A key whose pending
+--    jobs all rank after now (moved later by the lowest negative priority pending, through
+--    jobs_pending_deferred, V16) has none due and is stepped over inside the index, without a
+--    visit: keys whose jobs are due tomorrow cost a batch an index entry each, not a batch slot.
+-- 2. A chunk's keys share the room left: each gets up to room / keys of its due jobs (the
 --    remainder one each to the first keys), in rank order (due time moved earlier by the priority's
---    seconds, then id), and no more than its limit's whole tokens.
--- 3. Room left in the batch goes to the keys that had more, in the same order.
+--    seconds, then id), and no more than its limit's whole tokens. With 64 keys in a chunk and a
+--    batch of 500, a key whose turn comes takes 7 or 8 jobs rather than one: a visit (an index
+--    descent and read, a limit's row locked and written) is paid for fewer jobs' sake.
+-- 3. Room left in the batch goes to the chunk's keys that had more, in the same order.
 -- 4. The chosen jobs are completed with the token (SKIP LOCKED: a job a producer is updating waits
 --    for the next batch), their outbox rows written in rank order, and each limited key's bucket
 --    keeps what is left: refilled to now, less what it completed.
 --
 -- Returns how many jobs it completed (at most batch_limit); whether a batch could complete more at
--- once (it was full, or keys were left for the next batch); else when the next job becomes due or
--- the next token of a key held back by its limit comes (at most a second away when SKIP LOCKED
--- passed a job over; NULL when nothing is pending and nothing held, so an idle leader sends
--- nothing); the keys held back; and the batch's database time.
+-- once (it was full, or a key was left because another batch held its limit); else when the next
+-- job becomes due or the next token of a key held back by its limit comes (at most a second away
+-- when SKIP LOCKED passed a job over; NULL when nothing is pending and nothing held, so an idle
+-- leader sends nothing); the keys held back; and the batch's database time.
 CREATE OR REPLACE FUNCTION dispatch_batch(p_token bigint, p_shard integer, batch_limit integer, start_key varchar,
         OUT completed integer, OUT next_key varchar, OUT more boolean, OUT next_at timestamptz, OUT held_keys integer,
         OUT database_now timestamptz)
     LANGUAGE plpgsql
+    -- Its statements are planned with sorts allowed, whatever the batch's transaction says (the
+    -- plain path's enable_sort = off, set before the path is known): without them the limits'
+    -- lock read all of dispatch_limits in key order for 64 keys (6.3 ms a batch against 0.2).
+    SET enable_sort = on
     SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
+    -- The keys a chunk visits at most: with more keys than that, each gets at least
+    -- batch_limit / 64 of its due jobs when its turn comes, rather than one.
+    v_fanout integer := least(batch_limit, 64);
     v_due_rank timestamp;
-    v_keys varchar[] := '{}';
+    v_keys varchar[];
     v_n integer;
-    v_caps integer[] := '{}';
-    v_avail double precision[] := '{}';
-    v_rate double precision[] := '{}';
-    v_taken integer[] := '{}';
+    v_caps integer[];
+    v_avail double precision[];
+    v_rate double precision[];
+    v_taken integer[];
+    v_locked varchar[];
+    v_room integer;
     v_share integer;
     v_want integer;
     v_got bigint[];
-    v_ids bigint[] := '{}';
+    v_chunk_ids bigint[];
+    v_ids bigint[];
+    v_fill_key varchar;
+    v_cursor varchar;
+    v_second boolean;
+    v_second_at integer;
+    v_chunk integer;
+    v_chunk_more boolean;
+    v_skipped boolean;
+    v_seen_keys varchar[];
+    v_seen_avail double precision[];
+    v_seen_taken integer[];
+    v_seen_rate double precision[];
     v_held_until timestamptz;
     v_future timestamptz;
     v_paused boolean;
@@ -383,6 +446,14 @@ DECLARE
     v_max_id bigint;
     v_walk text[];
     v_remembered boolean;
+    v_memo boolean;
+    v_memo_micros bigint;
+    v_memo_text text;
+    v_after_rank timestamp[];
+    v_after_id bigint[];
+    v_last_keys varchar[];
+    v_last_rank timestamp[];
+    v_last_id bigint[];
 BEGIN
     completed := 0;
     more := false;
@@ -410,136 +481,171 @@ BEGIN
         WHERE j.state = 'pending' AND j.shard = p_shard AND j.priority < 0), 0)) * interval '1 second';
     v_limited := EXISTS (SELECT 1 FROM dispatch_limits);
     v_max_id := coalesce((SELECT max(j.id) FROM jobs j), 0);
-    -- The keys the last walk of this shard found, when it went all the way round (so they were every
-    -- key with due jobs then), remembered in this session's setting fenced_jobs.keys_of_shard_<n>
-    -- (set with the batch's transaction, so gone with its rollback): used instead of a walk for
-    -- 200 ms of database time while no job has been inserted since (the highest job id is the
-    -- same). A walk passes every key in turn, and with 100,000 keys whose jobs are due tomorrow it
-    -- passes their index entries once a batch. A key that came due since waits for the next walk:
-    -- at most 200 ms, at once if its job was inserted. Another session's batch walks.
-    v_walk := regexp_match(current_setting('fenced_jobs.keys_of_shard_' || p_shard, true), '^(-?[0-9]+)\|(-?[0-9]+)\|(.*)$');
+    -- The keys the last walk of this shard found, when it went all the way round in one chunk (so
+    -- they were every key with due jobs then), remembered in this session's setting
+    -- fenced_jobs.keys_of_shard_<n> (set with the batch's transaction, so gone with its rollback)
+    -- with each key's position, the rank and id of the last job its batches took: used instead of a
+    -- walk for 200 ms of database time while no job has been inserted since (the highest job id is
+    -- the same), and each key read from its position rather than from its first index entry, past
+    -- the entries of the jobs completed before (as the plain path reads from its position). A walk
+    -- passes every key in turn, and with 100,000 keys whose jobs are due tomorrow it passes their
+    -- index entries once a batch. A key that came due since, or a job ranked before its key's
+    -- position since (by the clock, a reschedule, a higher priority, the commit of an earlier
+    -- insert), waits for the next walk: at most 200 ms, at once if a job was inserted. Another
+    -- session's batch walks.
+    v_walk := regexp_match(current_setting('fenced_jobs.keys_of_shard_' || p_shard, true),
+        '^(-?[0-9]+)\|(-?[0-9]+)\|(.*)\|(\{[^|]*\})\|(\{[^|]*\})$');
     v_remembered := v_walk IS NOT NULL AND v_walk[2]::bigint = v_max_id
         AND v_walk[1]::bigint BETWEEN dispatch_micros(v_now) - 200000 AND dispatch_micros(v_now);
     LOOP
         v_ids := '{}';
         more := false;
         next_key := NULL;
-        IF v_remembered THEN
-            SELECT coalesce(array_agg(u.k ORDER BY u.i), '{}') INTO v_keys FROM unnest(v_walk[3]::varchar[]) WITH ORDINALITY u(k, i)
-            WHERE NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = u.k);
-            -- The rotation goes on from where the last walk left it.
-            next_key := start_key;
-        ELSE
-            -- 1. The keys, one index descent each (a skip scan of jobs_pending_key, whose entries ranked after
-            -- v_due_rank are passed over in the index): those after start_key, then from the first up to
-            -- start_key, which comes last; one more than fit says there are more.
-            WITH RECURSIVE after_start(k) AS (
-                SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                        WHERE j.state = 'pending' AND j.shard = p_shard AND (start_key IS NULL OR coalesce(j.dispatch_key, j.resource) > start_key)
-                          AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
-                UNION ALL
-                SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                        WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > a.k
-                          AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
-                FROM after_start a WHERE a.k IS NOT NULL
-            )
-            SELECT coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT a.k FROM after_start a WHERE a.k IS NOT NULL
-                AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = a.k)) LIMIT batch_limit + 1) t;
-            IF start_key IS NOT NULL AND coalesce(array_length(v_keys, 1), 0) <= batch_limit THEN
-                WITH RECURSIVE from_first(k) AS (
-                    SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard
-                              AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
-                    UNION ALL
-                    SELECT (SELECT min(coalesce(j.dispatch_key, j.resource)) FROM jobs j
-                            WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) > f.k
-                              AND (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' <= v_due_rank)
-                    FROM from_first f WHERE f.k IS NOT NULL AND f.k < start_key
-                )
-                SELECT v_keys || coalesce(array_agg(t.k), '{}') INTO v_keys FROM (SELECT f.k FROM from_first f WHERE f.k IS NOT NULL AND f.k <= start_key
-                    AND (NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = f.k))
-                    LIMIT batch_limit + 1 - coalesce(array_length(v_keys, 1), 0)) t;
-            END IF;
-            IF coalesce(array_length(v_keys, 1), 0) > batch_limit THEN
-                more := true;
-                next_key := v_keys[batch_limit];
-                v_keys := v_keys[1:batch_limit];
-            END IF;
-            PERFORM set_config('fenced_jobs.keys_of_shard_' || p_shard,
-                CASE WHEN more THEN '' ELSE format('%s|%s|%s', dispatch_micros(v_now), v_max_id, v_keys::text) END, false);
-        END IF;
-        v_n := coalesce(array_length(v_keys, 1), 0);
-        IF v_n = 0 THEN
+        v_skipped := false;
+        v_seen_keys := '{}';
+        v_seen_avail := '{}';
+        v_seen_taken := '{}';
+        v_seen_rate := '{}';
+        v_memo := false;
+        -- The walk goes round the keys in key order from start_key: first those after it, then from
+        -- the first up to start_key, which comes last.
+        v_cursor := start_key;
+        v_second := false;
+        v_chunk := 0;
+        LOOP
+            v_chunk := v_chunk + 1;
             IF v_remembered THEN
-                v_remembered := false;
-                CONTINUE;
-            END IF;
-            next_at := (SELECT min(due_at) FROM jobs WHERE state = 'pending' AND shard = p_shard AND due_at > v_now);
-            RETURN;
-        END IF;
-        -- 2. Each key's share, within its limit: the limits locked in key order, then read in one
-        -- statement; while no limit is defined, none to read.
-        v_share := batch_limit / v_n;
-        IF v_limited THEN
-            PERFORM 1 FROM dispatch_limits WHERE dispatch_key = ANY (v_keys) ORDER BY dispatch_key FOR UPDATE;
-            SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
-                   -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
-                   array_agg(CASE WHEN x.rate IS NULL THEN batch_limit ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END
-                        ORDER BY x.i)
-            INTO v_avail, v_rate, v_caps
-            FROM (SELECT u.i, l.per_second AS rate,
-                         CASE WHEN l.dispatch_key IS NOT NULL THEN dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) END AS avail
-                  FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
-        ELSE
-            v_caps := array_fill(batch_limit, ARRAY[v_n]);
-        END IF;
-        -- Round 1, in one statement: each key's share of its due jobs in rank order (an index read each),
-        -- the first batch_limit % keys one more, so that the shares add up to the batch and no more.
-        WITH got AS MATERIALIZED (
-            SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps) WITH ORDINALITY u(k, cap, i)
-            CROSS JOIN LATERAL (
-                SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
-                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
-                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-                LIMIT least(v_share + CASE WHEN u.i <= batch_limit % v_n THEN 1 ELSE 0 END, u.cap)) x
-        )
-        SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
-               (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
-                LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
-        INTO v_ids, v_taken;
-        -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
-        FOR i IN 1 .. v_n LOOP
-            EXIT WHEN coalesce(array_length(v_ids, 1), 0) >= batch_limit;
-            CONTINUE WHEN v_taken[i] < least(v_share + CASE WHEN i <= batch_limit % v_n THEN 1 ELSE 0 END, v_caps[i]);
-            v_want := least(batch_limit - coalesce(array_length(v_ids, 1), 0), v_caps[i] - v_taken[i]);
-            CONTINUE WHEN v_want <= 0;
-            SELECT array_agg(c.id) INTO v_got FROM (
-                SELECT j.id FROM jobs j
-                WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
-                ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
-                LIMIT v_want OFFSET v_taken[i]) c;
-            IF v_got IS NOT NULL THEN
-                v_taken[i] := v_taken[i] + array_length(v_got, 1);
-                v_ids := v_ids || v_got;
-                -- The batch filled here: the next one's keys start after this one.
-                IF array_length(v_ids, 1) >= batch_limit AND NOT more THEN
-                    next_key := v_keys[i];
+                SELECT coalesce(array_agg(u.k ORDER BY u.i), '{}'), coalesce(array_agg(u.r ORDER BY u.i), '{}'), coalesce(array_agg(u.id ORDER BY u.i), '{}')
+                INTO v_keys, v_after_rank, v_after_id
+                FROM unnest(v_walk[3]::varchar[], v_walk[4]::timestamp[], v_walk[5]::bigint[]) WITH ORDINALITY u(k, r, id, i)
+                WHERE NOT v_paused OR NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.dispatch_key = u.k);
+                v_chunk_more := false;
+                v_memo := true;
+                v_memo_micros := v_walk[1]::bigint;
+            ELSE
+                -- 1. The next chunk of keys, one index descent each, no more than the room left (so
+                -- that each gets a job); one more than fit says there are more.
+                v_want := least(v_fanout, batch_limit - cardinality(v_ids));
+                IF v_second THEN
+                    v_keys := dispatch_walk(p_shard, v_cursor, start_key, v_due_rank, v_paused, v_want + 1);
+                    v_second_at := 1;
+                ELSE
+                    v_keys := dispatch_walk(p_shard, v_cursor, NULL, v_due_rank, v_paused, v_want + 1);
+                    v_second_at := cardinality(v_keys) + 1;
+                    IF start_key IS NOT NULL AND cardinality(v_keys) <= v_want THEN
+                        v_keys := v_keys || dispatch_walk(p_shard, NULL, start_key, v_due_rank, v_paused, v_want + 1 - cardinality(v_keys));
+                    END IF;
                 END IF;
+                v_chunk_more := cardinality(v_keys) > v_want;
+                IF v_chunk_more THEN
+                    v_keys := v_keys[1:v_want];
+                END IF;
+                v_cursor := v_keys[cardinality(v_keys)];
+                v_second := v_second OR cardinality(v_keys) >= v_second_at;
+                v_memo := v_chunk = 1 AND NOT v_chunk_more;
+                v_memo_micros := dispatch_micros(v_now);
+                -- A walk's keys are read from their first entries.
+                v_after_rank := array_fill('-infinity'::timestamp, ARRAY[cardinality(v_keys)]);
+                v_after_id := array_fill(0::bigint, ARRAY[cardinality(v_keys)]);
             END IF;
+            v_n := cardinality(v_keys);
+            EXIT WHEN v_n = 0;
+            -- 2. Each key of the chunk gets its share of the room left, within its limit: the limits
+            -- locked in key order, then read in one statement; while no limit is defined, none to
+            -- read. A later chunk's keys may sort before the first's, so its limits are not waited
+            -- for: a key whose limit another batch holds is left for the next batch.
+            v_room := batch_limit - cardinality(v_ids);
+            v_share := v_room / v_n;
+            IF v_limited THEN
+                -- Joined to the keys: 'dispatch_key = ANY (v_keys)' in a plan for any values cast the
+                -- array for every row of dispatch_limits (1.3 ms for 64 keys among 1,000 limits).
+                IF v_chunk = 1 THEN
+                    PERFORM 1 FROM unnest(v_keys) u(k) JOIN dispatch_limits l ON l.dispatch_key = u.k ORDER BY l.dispatch_key FOR UPDATE OF l;
+                    v_locked := NULL;
+                ELSE
+                    SELECT coalesce(array_agg(x.dispatch_key), '{}') INTO v_locked FROM (SELECT l.dispatch_key FROM unnest(v_keys) u(k)
+                        JOIN dispatch_limits l ON l.dispatch_key = u.k ORDER BY l.dispatch_key FOR UPDATE OF l SKIP LOCKED) x;
+                END IF;
+                SELECT array_agg(x.avail ORDER BY x.i), array_agg(x.rate ORDER BY x.i),
+                       -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
+                       array_agg(CASE WHEN x.rate IS NULL THEN batch_limit WHEN NOT x.locked THEN 0
+                                      ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END ORDER BY x.i),
+                       bool_or(NOT x.locked)
+                INTO v_avail, v_rate, v_caps, v_skipped
+                FROM (SELECT u.i, l.per_second AS rate, v_locked IS NULL OR l.dispatch_key = ANY (v_locked) AS locked,
+                             CASE WHEN l.dispatch_key IS NOT NULL THEN dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) END AS avail
+                      FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
+            ELSE
+                v_caps := array_fill(batch_limit, ARRAY[v_n]);
+                v_avail := array_fill(NULL::double precision, ARRAY[v_n]);
+                v_rate := v_avail;
+            END IF;
+            -- Round 1, in one statement: each key's share of its due jobs in rank order after its
+            -- position (an index read each), the first v_room % keys one more, so that the shares add
+            -- up to the room and no more.
+            WITH got AS MATERIALIZED (
+                SELECT u.i, x.id, x.rank FROM unnest(v_keys, v_caps, v_after_rank, v_after_id) WITH ORDINALITY u(k, cap, after_rank, after_id, i)
+                CROSS JOIN LATERAL (
+                    SELECT j.id, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank FROM jobs j
+                    WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now
+                      AND ((j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id) > (u.after_rank, u.after_id)
+                    ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                    LIMIT least(v_share + CASE WHEN u.i <= v_room % v_n THEN 1 ELSE 0 END, u.cap)) x
+            )
+            SELECT coalesce((SELECT array_agg(g.id ORDER BY g.i, g.rank, g.id) FROM got g), '{}'),
+                   (SELECT array_agg(coalesce(c.n, 0)::integer ORDER BY u.i) FROM unnest(v_keys) WITH ORDINALITY u(k, i)
+                    LEFT JOIN (SELECT g.i, count(*) AS n FROM got g GROUP BY g.i) c ON c.i = u.i)
+            INTO v_chunk_ids, v_taken;
+            v_ids := v_ids || v_chunk_ids;
+            -- 3. Round 2 gives the room left to the keys that filled their share, each after the jobs it took.
+            v_fill_key := NULL;
+            FOR i IN 1 .. v_n LOOP
+                EXIT WHEN cardinality(v_ids) >= batch_limit;
+                CONTINUE WHEN v_taken[i] < least(v_share + CASE WHEN i <= v_room % v_n THEN 1 ELSE 0 END, v_caps[i]);
+                v_want := least(batch_limit - cardinality(v_ids), v_caps[i] - v_taken[i]);
+                CONTINUE WHEN v_want <= 0;
+                SELECT array_agg(c.id) INTO v_got FROM (
+                    SELECT j.id FROM jobs j
+                    WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = v_keys[i] AND j.due_at <= v_now
+                      AND ((j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id) > (v_after_rank[i], v_after_id[i])
+                    ORDER BY (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second', j.id
+                    LIMIT v_want OFFSET v_taken[i]) c;
+                IF v_got IS NOT NULL THEN
+                    v_taken[i] := v_taken[i] + cardinality(v_got);
+                    v_ids := v_ids || v_got;
+                    -- The batch filled here: the next one's keys start after this one.
+                    IF cardinality(v_ids) >= batch_limit THEN
+                        v_fill_key := v_keys[i];
+                    END IF;
+                END IF;
+            END LOOP;
+            v_seen_keys := v_seen_keys || v_keys;
+            v_seen_avail := v_seen_avail || v_avail;
+            v_seen_taken := v_seen_taken || v_taken;
+            v_seen_rate := v_seen_rate || v_rate;
+            IF cardinality(v_ids) >= batch_limit THEN
+                more := true;
+                next_key := coalesce(v_fill_key, v_keys[v_n]);
+                EXIT;
+            END IF;
+            -- A key whose limit another batch held: the next batch at once.
+            more := more OR v_skipped;
+            -- The walk went round: every key with due jobs had its turn.
+            EXIT WHEN NOT v_chunk_more;
+        END LOOP;
+        -- Remembered keys that did not fill the batch: walk, as a key may have come due since.
+        EXIT WHEN NOT v_remembered OR cardinality(v_ids) >= batch_limit;
+        v_remembered := false;
     END LOOP;
-    IF coalesce(array_length(v_ids, 1), 0) >= batch_limit THEN
-        more := true;
-    END IF;
-    -- Remembered keys that did not fill the batch: walk, as a key may have come due since.
-    EXIT WHEN NOT v_remembered OR more;
-    v_remembered := false;
-    END LOOP;
-    -- 4. Complete, write the outbox, spend the tokens.
-    IF array_length(v_ids, 1) > 0 THEN
+    -- 4. Complete, write the outbox, spend the tokens. The jobs are updated by their primary key
+    -- whatever the plan: joined to the locked ones, a plan made for any values hashed a sequential
+    -- scan of jobs once its statistics said it was small (15.8 ms a batch of 500 where 8.5 did).
+    IF cardinality(v_ids) > 0 THEN
         WITH due AS (
             SELECT j.id FROM jobs j WHERE j.id = ANY (v_ids) AND j.state = 'pending' FOR UPDATE SKIP LOCKED
         ), done AS (
             UPDATE jobs j SET state = 'completed', completed_by_token = p_token, completed_at = v_now
-            FROM due WHERE j.id = due.id
+            WHERE j.id = ANY (ARRAY(SELECT due.id FROM due))
             RETURNING j.id, j.resource, j.payload, j.due_at, j.completed_at, j.created_at, j.traceparent, j.tracestate,
                 coalesce(j.dispatch_key, j.resource) AS dkey, (j.due_at AT TIME ZONE 'UTC') - j.priority * interval '1 second' AS rank
         ), written AS (
@@ -555,13 +661,28 @@ BEGIN
             FROM (SELECT d.dkey, count(*) AS n FROM done d GROUP BY d.dkey) c
             WHERE l.dispatch_key = c.dkey
             RETURNING 1
+        ), last AS (
+            SELECT DISTINCT ON (d.dkey) d.dkey, d.rank, d.id FROM done d WHERE v_memo ORDER BY d.dkey, d.rank DESC, d.id DESC
         )
-        SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent) INTO completed;
+        SELECT (SELECT count(*) FROM written) + 0 * (SELECT count(*) FROM spent),
+               (SELECT array_agg(l.dkey) FROM last l), (SELECT array_agg(l.rank) FROM last l), (SELECT array_agg(l.id) FROM last l)
+        INTO completed, v_last_keys, v_last_rank, v_last_id;
     END IF;
+    -- The keys to remember, each at the last job taken of it (else where it was), or none: the walk
+    -- did not go round in one chunk.
+    IF v_memo THEN
+        SELECT format('%s|%s|%s|%s|%s', v_memo_micros, v_max_id, v_keys::text,
+                      coalesce(array_agg(coalesce(l.rank, u.r) ORDER BY u.i), '{}')::text,
+                      coalesce(array_agg(coalesce(l.id, u.id) ORDER BY u.i), '{}')::text)
+        INTO v_memo_text
+        FROM unnest(v_keys, v_after_rank, v_after_id) WITH ORDINALITY u(k, r, id, i)
+        LEFT JOIN unnest(v_last_keys, v_last_rank, v_last_id) l(k, rank, id) ON l.k = u.k;
+    END IF;
+    PERFORM set_config('fenced_jobs.keys_of_shard_' || p_shard, CASE WHEN v_memo THEN v_memo_text ELSE '' END, false);
     -- Keys held back: a limit without a whole token left, and due jobs still waiting.
     IF v_limited THEN
         SELECT count(*)::integer, min(v_now + make_interval(secs => (1 - (u.a - u.t)) / u.r)) INTO held_keys, v_held_until
-        FROM unnest(v_keys, v_avail, v_taken, v_rate) u(k, a, t, r)
+        FROM unnest(v_seen_keys, v_seen_avail, v_seen_taken, v_seen_rate) u(k, a, t, r)
         WHERE u.r IS NOT NULL AND u.a - u.t < 1 - 1e-9
           AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.shard = p_shard AND coalesce(j.dispatch_key, j.resource) = u.k AND j.due_at <= v_now);
     END IF;
@@ -572,7 +693,7 @@ BEGIN
         next_at := least(v_held_until, v_future);
         -- A job SKIP LOCKED passed over (a producer was updating it) is due and in no time above:
         -- look again in a second.
-        IF completed < coalesce(array_length(v_ids, 1), 0) THEN
+        IF completed < cardinality(v_ids) THEN
             next_at := least(next_at, v_now + interval '1 second');
         END IF;
     END IF;

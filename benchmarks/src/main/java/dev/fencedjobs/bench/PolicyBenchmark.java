@@ -132,10 +132,11 @@ public final class PolicyBenchmark {
         }
     }
 
-    private DatabaseConfig fresh(String name) throws SQLException {
-        DatabaseConfig db = DatabaseConfig.of(pg.freshDatabase(name), pg.user(), pg.password());
-        migrate(db);
-        return db;
+    /** A fresh database, migrated; returns its URL, for {@link BenchPostgres#dropDatabase} once measured. */
+    private String fresh(String name) throws SQLException {
+        String url = pg.freshDatabase(name);
+        migrate(DatabaseConfig.of(url, pg.user(), pg.password()));
+        return url;
     }
 
     private static void add(Map<String, List<Double>> rates, String label, double rate) {
@@ -163,7 +164,8 @@ public final class PolicyBenchmark {
      * limit), beside {@code idleKeys} keys that each have one job due tomorrow, which stay pending.
      */
     private double throughput(String label, int backlog, int keys, double perSecond, int idleKeys) throws Exception {
-        DatabaseConfig db = fresh("policy_throughput");
+        String url = fresh("policy_throughput");
+        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password());
         execute(
                 db,
                 "INSERT INTO jobs (resource, dispatch_key, due_at, payload) SELECT 'r-' || (g % 100), "
@@ -186,6 +188,10 @@ public final class PolicyBenchmark {
                             + (keys - 1) + ") g");
         }
         execute(db, "VACUUM ANALYZE jobs");
+        // Every case starts from the same server: the setup's pages written out, and the case before
+        // dropped (below), so no autovacuum of its database and no checkpoint of its writes runs in
+        // this one's window.
+        execute(db, "CHECKPOINT");
         String due = "SELECT 1 FROM jobs WHERE state = 'pending' AND due_at <= clock_timestamp() LIMIT 1";
         try (Dispatcher d = DispatcherBenchmark.dispatcher(db, BATCH)) {
             waitFor(() -> !exists(db, due), Duration.ofMinutes(30));
@@ -194,6 +200,7 @@ public final class PolicyBenchmark {
                 db,
                 "SELECT extract(epoch FROM max(completed_at) - min(completed_at)) FROM jobs WHERE state = 'completed'");
         System.out.printf("%-66s %12.2f %,12.0f%n", label, seconds, backlog / seconds);
+        pg.dropDatabase(url);
         return backlog / seconds;
     }
 
@@ -202,7 +209,8 @@ public final class PolicyBenchmark {
      * tenant's jobs are inserted at {@code rate} a second once it leads.
      */
     private void smallBehindLarge(boolean fair, int bigBacklog, int rate, int seconds) throws Exception {
-        DatabaseConfig db = fresh("policy_small");
+        String url = fresh("policy_small");
+        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password());
         String big = fair ? "'tenant-big'" : "NULL";
         String small = fair ? "'tenant-small'" : "NULL";
         try (Connection c = connect(db);
@@ -239,6 +247,7 @@ public final class PolicyBenchmark {
                     p[3],
                     bigRate);
         }
+        pg.dropDatabase(url);
     }
 
     static String rounds(List<Double> values) {

@@ -287,6 +287,96 @@ class DispatchPolicyTest {
     }
 
     @Test
+    void withMoreKeysThanAChunkABatchVisits64KeysAndEachTakesItsShare() {
+        lease(1);
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'k' || lpad(k::text, 3, '0')"
+                        + " FROM generate_series(0, 199) k, generate_series(1, 10)");
+
+        Record r = batch(1, 128);
+
+        assertThat(r.get("completed", Integer.class)).isEqualTo(128);
+        assertThat(r.get("more", Boolean.class)).isTrue();
+        assertThat(r.get("next_key", String.class))
+                .as("the next batch starts after the last key visited")
+                .isEqualTo("k063");
+        assertThat(dsl.fetch(
+                                "SELECT count(*) FROM jobs WHERE state = 'completed' GROUP BY dispatch_key ORDER BY dispatch_key")
+                        .getValues(0, Long.class))
+                .as("64 keys, two jobs each, rather than 128 keys one each")
+                .hasSize(64)
+                .containsOnly(2L);
+    }
+
+    @Test
+    void keysWithFewJobsDoNotLeaveTheBatchShortTheWalkGoesOnToTheNextChunk() {
+        lease(1);
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'k' || lpad(k::text, 3, '0')"
+                        + " FROM generate_series(0, 199) k");
+
+        Record r = batch(1, 100);
+
+        assertThat(r.get("completed", Integer.class))
+                .as("one job each of the first 100 keys: two chunks")
+                .isEqualTo(100);
+        assertThat(r.get("next_key", String.class)).isEqualTo("k099");
+        assertThat(value(String.class, "SELECT max(dispatch_key) FROM jobs WHERE state = 'completed'"))
+                .isEqualTo("k099");
+    }
+
+    @Test
+    void aLimitAnotherBatchHoldsInALaterChunkIsNotWaitedForItsKeyGoesInTheNextBatch() {
+        lease(1);
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'k' || lpad(k::text, 3, '0')"
+                        + " FROM generate_series(0, 99) k");
+        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst)"
+                + " SELECT 'k' || lpad(k::text, 3, '0'), 1000, 1000 FROM generate_series(0, 99) k");
+        dsl.transaction(c -> {
+            // Another batch (of another shard) holds k080's limit, which sorts before keys this batch's
+            // first chunk locked: waiting for it could deadlock, so the key waits for the next batch.
+            c.dsl().execute("SELECT 1 FROM dispatch_limits WHERE dispatch_key = 'k080' FOR UPDATE");
+            Record r = batch(1, 100);
+            assertThat(r.get("completed", Integer.class)).isEqualTo(99);
+            assertThat(r.get("more", Boolean.class))
+                    .as("the next batch at once, for the key left")
+                    .isTrue();
+        });
+        assertThat(batch(1, 100).get("completed", Integer.class)).isEqualTo(1);
+        assertThat(value(Long.class, "SELECT count(*) FROM jobs WHERE state = 'pending'"))
+                .isZero();
+        assertThat(value(Double.class, "SELECT tokens FROM dispatch_limits WHERE dispatch_key = 'k080'"))
+                .as("its token spent once")
+                .isEqualTo(999.0, org.assertj.core.data.Offset.offset(1.0));
+    }
+
+    @Test
+    void theBatchPlansItsStatementsWithSortsAllowedWhateverItsTransactionSays() {
+        // The batch's transaction sets enable_sort = off for the plain path before the path is known
+        // (FencedJobBatches.policyActive); under it the limits' lock read all of dispatch_limits in key order.
+        assertThat(dsl.fetch("SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'dispatch_batch' AND pronargs = 4")
+                        .getValues(0, String.class))
+                .contains("enable_sort=on");
+        lease(1);
+        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'k' || k"
+                + " FROM generate_series(1, 3) k");
+        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('k1', 10, 10)");
+        dsl.transaction(c -> {
+            c.dsl().execute("SET LOCAL enable_sort = off");
+            assertThat(c.dsl()
+                            .fetchSingle("SELECT completed FROM dispatch_batch(1, 0, 10, NULL)")
+                            .get(0, Integer.class))
+                    .isEqualTo(3);
+            assertThat(c.dsl()
+                            .fetchSingle("SELECT current_setting('enable_sort')")
+                            .get(0, String.class))
+                    .as("the transaction's own setting, back after the call")
+                    .isEqualTo("off");
+        });
+    }
+
+    @Test
     void theKeysOfTheLastWalkServeTheNextBatchUntilAJobIsInserted() {
         lease(1);
         backlog(
@@ -297,9 +387,21 @@ class DispatchPolicyTest {
             assertThat(tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)")
                             .get("completed", Integer.class))
                     .isEqualTo(10);
+            long tenth = tx.fetchSingle("SELECT max(id) FROM jobs WHERE state = 'completed'")
+                    .get(0, Long.class);
             assertThat(tx.fetchSingle("SELECT current_setting('fenced_jobs.keys_of_shard_0', true)")
                             .get(0, String.class))
-                    .endsWith("|{a}");
+                    .as("the key, and its position: the rank and id of the last job taken")
+                    .contains("|{a}|{")
+                    .endsWith("|{" + tenth + "}");
+            // The next batch of the session reads the key after its position: the next ten in rank order.
+            assertThat(tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)")
+                            .get("completed", Integer.class))
+                    .isEqualTo(10);
+            assertThat(tx.fetch("SELECT id FROM jobs WHERE state = 'completed' ORDER BY id")
+                            .map(x -> x.get(0, Long.class)))
+                    .containsExactlyElementsOf(
+                            tx.fetch("SELECT id FROM jobs ORDER BY id LIMIT 20").map(x -> x.get(0, Long.class)));
             tx.execute("INSERT INTO jobs (due_at, resource, dispatch_key) VALUES (clock_timestamp(), 'r', 'b')");
             tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)");
             assertThat(tx.fetchSingle("SELECT state FROM jobs WHERE dispatch_key = 'b'")
