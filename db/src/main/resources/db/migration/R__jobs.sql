@@ -389,7 +389,7 @@ $$;
 --    remainder one each to the first keys), in rank order (due time moved earlier by the priority's
 --    seconds, then id), and no more than its limit's whole tokens. With 64 keys in a chunk and a
 --    batch of 500, a key whose turn comes takes 7 or 8 jobs rather than one: a visit (an index
---    descent and read, a limit's row locked and written) is paid for fewer jobs' sake.
+--    descent and read, a limit's row locked and written) is paid once for them all.
 -- 3. Room left in the batch goes to the chunk's keys that had more, in the same order.
 -- 4. The chosen jobs are completed with the token (SKIP LOCKED: a job a producer is updating waits
 --    for the next batch), their outbox rows written in rank order, and each limited key's bucket
