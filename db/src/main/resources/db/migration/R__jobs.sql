@@ -425,6 +425,7 @@ DECLARE
     v_room integer;
     v_share integer;
     v_want integer;
+    v_width integer;
     v_got bigint[];
     v_chunk_ids bigint[];
     v_ids bigint[];
@@ -451,6 +452,9 @@ DECLARE
     v_memo_text text;
     v_after_rank timestamp[];
     v_after_id bigint[];
+    v_memo_keys varchar[];
+    v_memo_rank timestamp[];
+    v_memo_id bigint[];
     v_last_keys varchar[];
     v_last_rank timestamp[];
     v_last_id bigint[];
@@ -522,23 +526,27 @@ BEGIN
                 v_chunk_more := false;
                 v_memo := true;
                 v_memo_micros := v_walk[1]::bigint;
+                -- Kept whole, paused keys too: a resumed key is in the next batch.
+                v_memo_keys := v_walk[3]::varchar[];
+                v_memo_rank := v_walk[4]::timestamp[];
+                v_memo_id := v_walk[5]::bigint[];
             ELSE
                 -- 1. The next chunk of keys, one index descent each, no more than the room left (so
                 -- that each gets a job); one more than fit says there are more.
-                v_want := least(v_fanout, batch_limit - cardinality(v_ids));
+                v_width := least(v_fanout, batch_limit - cardinality(v_ids));
                 IF v_second THEN
-                    v_keys := dispatch_walk(p_shard, v_cursor, start_key, v_due_rank, v_paused, v_want + 1);
+                    v_keys := dispatch_walk(p_shard, v_cursor, start_key, v_due_rank, v_paused, v_width + 1);
                     v_second_at := 1;
                 ELSE
-                    v_keys := dispatch_walk(p_shard, v_cursor, NULL, v_due_rank, v_paused, v_want + 1);
+                    v_keys := dispatch_walk(p_shard, v_cursor, NULL, v_due_rank, v_paused, v_width + 1);
                     v_second_at := cardinality(v_keys) + 1;
-                    IF start_key IS NOT NULL AND cardinality(v_keys) <= v_want THEN
-                        v_keys := v_keys || dispatch_walk(p_shard, NULL, start_key, v_due_rank, v_paused, v_want + 1 - cardinality(v_keys));
+                    IF start_key IS NOT NULL AND cardinality(v_keys) <= v_width THEN
+                        v_keys := v_keys || dispatch_walk(p_shard, NULL, start_key, v_due_rank, v_paused, v_width + 1 - cardinality(v_keys));
                     END IF;
                 END IF;
-                v_chunk_more := cardinality(v_keys) > v_want;
+                v_chunk_more := cardinality(v_keys) > v_width;
                 IF v_chunk_more THEN
-                    v_keys := v_keys[1:v_want];
+                    v_keys := v_keys[1:v_width];
                 END IF;
                 v_cursor := v_keys[cardinality(v_keys)];
                 v_second := v_second OR cardinality(v_keys) >= v_second_at;
@@ -547,6 +555,9 @@ BEGIN
                 -- A walk's keys are read from their first entries.
                 v_after_rank := array_fill('-infinity'::timestamp, ARRAY[cardinality(v_keys)]);
                 v_after_id := array_fill(0::bigint, ARRAY[cardinality(v_keys)]);
+                v_memo_keys := v_keys;
+                v_memo_rank := v_after_rank;
+                v_memo_id := v_after_id;
             END IF;
             v_n := cardinality(v_keys);
             EXIT WHEN v_n = 0;
@@ -671,11 +682,11 @@ BEGIN
     -- The keys to remember, each at the last job taken of it (else where it was), or none: the walk
     -- did not go round in one chunk.
     IF v_memo THEN
-        SELECT format('%s|%s|%s|%s|%s', v_memo_micros, v_max_id, v_keys::text,
+        SELECT format('%s|%s|%s|%s|%s', v_memo_micros, v_max_id, v_memo_keys::text,
                       coalesce(array_agg(coalesce(l.rank, u.r) ORDER BY u.i), '{}')::text,
                       coalesce(array_agg(coalesce(l.id, u.id) ORDER BY u.i), '{}')::text)
         INTO v_memo_text
-        FROM unnest(v_keys, v_after_rank, v_after_id) WITH ORDINALITY u(k, r, id, i)
+        FROM unnest(v_memo_keys, v_memo_rank, v_memo_id) WITH ORDINALITY u(k, r, id, i)
         LEFT JOIN unnest(v_last_keys, v_last_rank, v_last_id) l(k, rank, id) ON l.k = u.k;
     END IF;
     PERFORM set_config('fenced_jobs.keys_of_shard_' || p_shard, CASE WHEN v_memo THEN v_memo_text ELSE '' END, false);

@@ -377,6 +377,28 @@ class DispatchPolicyTest {
     }
 
     @Test
+    void aKeyPausedAndResumedWhileTheWalkIsRememberedGoesInTheNextBatch() {
+        lease(1);
+        backlog("INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', k"
+                + " FROM unnest(ARRAY['a', 'b']) k, generate_series(1, 50)");
+        dsl.transaction(c -> {
+            DSLContext tx = c.dsl();
+            // One session: the first batch's walk went round and is remembered for the next ones.
+            tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)");
+            tx.execute("INSERT INTO dispatch_pauses (dispatch_key) VALUES ('b')");
+            tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)");
+            tx.execute("DELETE FROM dispatch_pauses WHERE dispatch_key = 'b'");
+            long before = tx.fetchSingle("SELECT count(*) FROM jobs WHERE dispatch_key = 'b' AND state = 'completed'")
+                    .get(0, Long.class);
+            tx.fetchSingle("SELECT * FROM dispatch_batch(1, 0, 10, NULL)");
+            assertThat(tx.fetchSingle("SELECT count(*) FROM jobs WHERE dispatch_key = 'b' AND state = 'completed'")
+                            .get(0, Long.class))
+                    .as("the remembered keys kept b while it was paused")
+                    .isEqualTo(before + 5);
+        });
+    }
+
+    @Test
     void theKeysOfTheLastWalkServeTheNextBatchUntilAJobIsInserted() {
         lease(1);
         backlog(
