@@ -581,9 +581,9 @@ BEGIN
                        -- Whole tokens only; the margin keeps 2.9999999999 from rounding a token away.
                        array_agg(CASE WHEN x.rate IS NULL THEN batch_limit WHEN NOT x.locked THEN 0
                                       ELSE least(batch_limit, greatest(0, floor(x.avail + 1e-9)))::integer END ORDER BY x.i),
-                       bool_or(NOT x.locked)
+                       coalesce(bool_or(NOT x.locked), false)
                 INTO v_avail, v_rate, v_caps, v_skipped
-                FROM (SELECT u.i, l.per_second AS rate, v_locked IS NULL OR l.dispatch_key = ANY (v_locked) AS locked,
+                FROM (SELECT u.i, l.per_second AS rate, v_locked IS NULL OR l.dispatch_key IS NULL OR l.dispatch_key = ANY (v_locked) AS locked,
                              CASE WHEN l.dispatch_key IS NOT NULL THEN dispatch_limit_tokens(l.tokens, l.refilled_at, l.per_second, l.burst, v_now) END AS avail
                       FROM unnest(v_keys) WITH ORDINALITY u(k, i) LEFT JOIN dispatch_limits l ON l.dispatch_key = u.k) x;
             ELSE

@@ -326,6 +326,22 @@ class DispatchPolicyTest {
     }
 
     @Test
+    void aLaterChunkOfKeysWithoutLimitsWhileOthersHaveThemSaysPlainlyThatNothingIsLeft() {
+        lease(1);
+        backlog(
+                "INSERT INTO jobs (due_at, resource, dispatch_key) SELECT clock_timestamp(), 'r', 'k' || lpad(k::text, 3, '0')"
+                        + " FROM generate_series(0, 99) k");
+        dsl.execute("INSERT INTO dispatch_limits (dispatch_key, per_second, burst) VALUES ('k001', 1000, 1000)");
+
+        Record r = batch(1, 200);
+
+        assertThat(r.get("completed", Integer.class)).isEqualTo(100);
+        assertThat(r.get("more", Boolean.class))
+                .as("the second chunk's keys have no limit row: none was left behind a lock")
+                .isFalse();
+    }
+
+    @Test
     void aLimitAnotherBatchHoldsInALaterChunkIsNotWaitedForItsKeyGoesInTheNextBatch() {
         lease(1);
         backlog(
