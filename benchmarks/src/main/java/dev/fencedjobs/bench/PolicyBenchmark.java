@@ -132,11 +132,11 @@ public final class PolicyBenchmark {
         }
     }
 
-    /** A fresh database, migrated; returns its URL, for {@link BenchPostgres#dropDatabase} once measured. */
-    private String fresh(String name) throws SQLException {
-        String url = pg.freshDatabase(name);
-        migrate(DatabaseConfig.of(url, pg.user(), pg.password()));
-        return url;
+    /** A fresh database, migrated; {@link BenchPostgres#dropDatabase} drops it once measured. */
+    private DatabaseConfig fresh(String name) throws SQLException {
+        DatabaseConfig db = DatabaseConfig.of(pg.freshDatabase(name), pg.user(), pg.password());
+        migrate(db);
+        return db;
     }
 
     private static void add(Map<String, List<Double>> rates, String label, double rate) {
@@ -164,8 +164,7 @@ public final class PolicyBenchmark {
      * limit), beside {@code idleKeys} keys that each have one job due tomorrow, which stay pending.
      */
     private double throughput(String label, int backlog, int keys, double perSecond, int idleKeys) throws Exception {
-        String url = fresh("policy_throughput");
-        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password());
+        DatabaseConfig db = fresh("policy_throughput");
         execute(
                 db,
                 "INSERT INTO jobs (resource, dispatch_key, due_at, payload) SELECT 'r-' || (g % 100), "
@@ -200,7 +199,7 @@ public final class PolicyBenchmark {
                 db,
                 "SELECT extract(epoch FROM max(completed_at) - min(completed_at)) FROM jobs WHERE state = 'completed'");
         System.out.printf("%-66s %12.2f %,12.0f%n", label, seconds, backlog / seconds);
-        pg.dropDatabase(url);
+        pg.dropDatabase(db.url());
         return backlog / seconds;
     }
 
@@ -209,8 +208,7 @@ public final class PolicyBenchmark {
      * tenant's jobs are inserted at {@code rate} a second once it leads.
      */
     private void smallBehindLarge(boolean fair, int bigBacklog, int rate, int seconds) throws Exception {
-        String url = fresh("policy_small");
-        DatabaseConfig db = DatabaseConfig.of(url, pg.user(), pg.password());
+        DatabaseConfig db = fresh("policy_small");
         String big = fair ? "'tenant-big'" : "NULL";
         String small = fair ? "'tenant-small'" : "NULL";
         try (Connection c = connect(db);
@@ -247,7 +245,7 @@ public final class PolicyBenchmark {
                     p[3],
                     bigRate);
         }
-        pg.dropDatabase(url);
+        pg.dropDatabase(db.url());
     }
 
     static String rounds(List<Double> values) {
